@@ -1,0 +1,44 @@
+# The two commands: `make up` and `make test`. Both install what they need (uv from PyPI, then the locked
+# workspace) on a machine with only Python >= 3.11 and make.
+SHELL := /bin/bash
+PYTHON ?= python3
+UV := $(or $(shell command -v uv 2>/dev/null),$(CURDIR)/.tools/bin/uv)
+LARKBOT_CONFIG ?= config/local.yaml
+export LARKBOT_CONFIG
+PYTEST_ARGS ?=
+
+.PHONY: up test test-all lint format typecheck bench install clean
+
+$(CURDIR)/.tools/bin/uv:
+	$(PYTHON) -m venv $(CURDIR)/.tools
+	$(CURDIR)/.tools/bin/pip install --quiet --disable-pip-version-check 'uv>=0.9,<0.14'
+
+install: $(UV)
+	$(UV) sync --locked --all-packages
+
+up: install
+	$(UV) run --frozen larkbot up --config $(LARKBOT_CONFIG)
+
+# The suite, without the long profiles (`-m "not slow"`); `make test-all` runs everything.
+test: install
+	$(UV) run --frozen pytest -m "not slow" $(PYTEST_ARGS)
+
+test-all: install
+	$(UV) run --frozen pytest $(PYTEST_ARGS)
+
+lint: install
+	$(UV) run --frozen ruff check .
+	$(UV) run --frozen ruff format --check .
+
+format: install
+	$(UV) run --frozen ruff format .
+	$(UV) run --frozen ruff check --fix .
+
+typecheck: install
+	$(UV) run --frozen mypy libs/canonical/src libs/runtime/src libs/cli/src services/*/src
+
+bench: install
+	$(UV) run --frozen larkbot bench --json
+
+clean:
+	rm -rf data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,136 @@
+"""Requests the driver (and media workers) send to an ingress on ``actions.<platform>`` and their results.
+
+Decisions:
+
+- Request/reply over a queue group: every request gets exactly one :class:`ActionResult`. Decode a request
+  with :data:`ACTION_ADAPTER`.
+- ``idempotency_key`` is derived by the caller from what it is doing (turn, step, tool call), so a retried
+  request names the same side effect. Feishu sends pass it as the ``uuid`` (platform dedup for 1 h);
+  Telegram sends are recorded in a sent-ledger under it. A request whose key was already executed answers
+  ``outcome="duplicate"`` with the original message ids.
+- ``outcome="unknown"`` means the platform may or may not have executed it (timeout after the request
+  left); the caller must not blindly retry a send in that state.
+- ``deadline_ms`` (absolute epoch ms): an ingress that picks the request up later answers ``failed`` with
+  code ``deadline`` instead of executing it late.
+- Outgoing text is Markdown. A mention is written in the vocabulary the model reads,
+  ``<mention uid="ID">@name</mention>``; the ingress turns it into the platform's mention (Feishu
+  ``<at user_id>``, Telegram a ``tg://user?id=`` link). ``mentions`` lists those uids so the ingress need
+  not trust text for whom to notify.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, TypeAdapter, model_validator
+
+from ._base import EpochMs, Id, NonEmptyStr, WireModel
+from .content import AttachmentType
+from .names import Platform
+
+
+class _Action(WireModel):
+    kind: str
+    platform: Platform
+    idempotency_key: Id
+    deadline_ms: EpochMs | None = None
+    chat_id: Id
+
+
+class SendMessageAction(_Action):
+    kind: Literal["send_message"] = "send_message"
+    text: NonEmptyStr
+    reply_to_message_id: Id | None = None
+    mentions: tuple[Id, ...] = ()
+
+
+class ReactAction(_Action):
+    """Add (or ``remove``) one emoji reaction of the bot."""
+
+    kind: Literal["react"] = "react"
+    message_id: Id
+    emoji: NonEmptyStr
+    remove: bool = False
+
+
+class TypingAction(_Action):
+    """Show the bot as typing (Telegram ``sendChatAction``; a no-op answered ``done`` on Feishu)."""
+
+    kind: Literal["typing"] = "typing"
+
+
+class DownloadAction(_Action):
+    """Fetch an attachment's bytes into the object store; the result carries the content-addressed
+    ``blob_key``. Feishu needs the message id and whether the key is an image or a file, hence
+    ``message_id`` and ``attachment_type``. Larger than ``max_bytes`` → ``failed`` with code
+    ``too_large``."""
+
+    kind: Literal["download"] = "download"
+    message_id: Id | None = None
+    file_id: Id
+    attachment_type: AttachmentType
+    max_bytes: Annotated[int, Field(ge=1)]
+
+
+class SendImageAction(_Action):
+    kind: Literal["send_image"] = "send_image"
+    blob_key: Id
+    mime: NonEmptyStr
+    caption: str | None = None
+    reply_to_message_id: Id | None = None
+
+
+class DeleteMessageAction(_Action):
+    """Delete (Feishu: recall) messages, the bot's own or — with admin rights — others'."""
+
+    kind: Literal["delete_message"] = "delete_message"
+    message_ids: Annotated[tuple[Id, ...], Field(min_length=1)]
+
+
+class BanMemberAction(_Action):
+    kind: Literal["ban_member"] = "ban_member"
+    user_id: Id
+
+
+ActionRequest = Annotated[
+    SendMessageAction
+    | ReactAction
+    | TypingAction
+    | DownloadAction
+    | SendImageAction
+    | DeleteMessageAction
+    | BanMemberAction,
+    Field(discriminator="kind"),
+]
+ACTION_ADAPTER: TypeAdapter[ActionRequest] = TypeAdapter(ActionRequest)
+
+
+class ActionError(WireModel):
+    """Why an action failed. ``code`` is a short stable token (``rate_limited``, ``not_found``,
+    ``forbidden``, ``too_large``, ``deadline``, ``platform``); ``message`` is redacted, for humans."""
+
+    code: Id
+    message: str
+    retryable: bool
+    retry_after_s: Annotated[float, Field(ge=0)] | None = None
+
+
+class ActionResult(WireModel):
+    """The reply to an :class:`ActionRequest`. ``ok`` is true exactly for ``done`` and ``duplicate``, and
+    ``error`` is present exactly when ``ok`` is false. ``message_ids`` are the platform's final ids of
+    sent messages (a long text may be split into several); ``blob_key`` answers a download."""
+
+    idempotency_key: Id
+    ok: bool
+    outcome: Literal["done", "duplicate", "failed", "unknown"]
+    message_ids: tuple[Id, ...] = ()
+    blob_key: Id | None = None
+    error: ActionError | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ActionResult:
+        if self.ok != (self.outcome in ("done", "duplicate")):
+            raise ValueError("ok must be true exactly for outcomes 'done' and 'duplicate'")
+        if self.ok == (self.error is not None):
+            raise ValueError("error must be present exactly when ok is false")
+        return self

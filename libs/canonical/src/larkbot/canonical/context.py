@@ -1,0 +1,147 @@
+"""Rendered context (SPEC §3) as it travels from the pipeline to the driver, and the pipeline's
+request/reply services (``pipeline.snapshot``, ``pipeline.history``, ``pipeline.cursor``).
+
+Decisions:
+
+- A :class:`Segment` is one rendered IC node. ``segment_id`` is stable across re-renders (derived from the
+  node, e.g. its message id), so an edit or delete is a :class:`ReplaceOp` of that segment in place, and
+  an update costs O(changed segments), not O(context).
+- ``event_seq`` is the order-of-record sequence (the pipeline's ``events`` table) of the event that
+  created the node; a compaction cursor is such a sequence, and the context holds exactly the nodes with
+  ``event_seq > cursor``. Several nodes can share one (a ``user_renamed`` node and its message).
+- Gap detection: ``seq`` strictly increases per chat but need not be contiguous; ``base_seq`` is the
+  ``seq`` of the previous update of the chat (0 before the first). A consumer applies an update only when
+  ``base_seq`` equals the ``seq`` it holds; otherwise it asks ``pipeline.snapshot``.
+- Activation flags (``mentions_me``, ``replies_to_me``) and identity flags are segment fields, never parsed
+  back out of the XML.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ._base import EpochMs, EpochSec, Id, NonEmptyStr, NonNegativeInt, WireModel
+from .llm import ImagePart
+from .names import Platform
+
+
+class Segment(WireModel):
+    """One rendered node. ``node_type``: ``message`` (``<message>``), ``event`` (``<event>``, system
+    nodes such as reactions and renames) or ``runtime`` (``<runtime-event>``). ``image_parts`` follow the
+    XML in the prompt (thumbnails of attachments that have no alt text yet)."""
+
+    segment_id: Id
+    node_type: Literal["message", "event", "runtime"]
+    event_seq: Annotated[int, Field(ge=1)]
+    xml: str
+    image_parts: tuple[ImagePart, ...] = ()
+    received_at_ms: EpochMs
+    timestamp_sec: EpochSec
+    sender_id: Id | None = None
+    message_id: Id | None = None
+    is_myself: bool = False
+    is_self_sent: bool = False
+    is_bot: bool = False
+    is_deleted: bool = False
+    mentions_me: bool = False
+    replies_to_me: bool = False
+
+
+class AppendOp(WireModel):
+    """New segments after the current last one, in context order."""
+
+    kind: Literal["append"] = "append"
+    segments: Annotated[tuple[Segment, ...], Field(min_length=1)]
+
+
+class ReplaceOp(WireModel):
+    """Replace the segment whose ``segment_id`` equals ``segment.segment_id``, keeping its position. An
+    unknown target is a gap (ask for a snapshot)."""
+
+    kind: Literal["replace"] = "replace"
+    segment: Segment
+
+
+class ResetOp(WireModel):
+    """Discard everything and take ``segments`` (a full re-render from the update's cursor)."""
+
+    kind: Literal["reset"] = "reset"
+    segments: tuple[Segment, ...]
+
+
+ContextOp = Annotated[AppendOp | ReplaceOp | ResetOp, Field(discriminator="kind")]
+
+
+class ContextUpdate(WireModel):
+    """Published on ``context.<p>.<chat>``; ``ops`` apply in order. ``title`` is the chat title after the
+    update."""
+
+    platform: Platform
+    chat_id: Id
+    seq: Annotated[int, Field(ge=1)]
+    base_seq: NonNegativeInt
+    cursor: NonNegativeInt
+    ops: Annotated[tuple[ContextOp, ...], Field(min_length=1)]
+    title: str | None = None
+
+    @model_validator(mode="after")
+    def _seq_advances(self) -> ContextUpdate:
+        if self.base_seq >= self.seq:
+            raise ValueError("base_seq must be lower than seq")
+        return self
+
+
+class ContextSnapshot(WireModel):
+    """The whole rendered context of a chat at ``seq`` (0: nothing published yet)."""
+
+    platform: Platform
+    chat_id: Id
+    seq: NonNegativeInt
+    cursor: NonNegativeInt
+    segments: tuple[Segment, ...]
+    title: str | None = None
+
+
+class SnapshotRequest(WireModel):
+    """``pipeline.snapshot`` request; the reply is a :class:`ContextSnapshot`."""
+
+    platform: Platform
+    chat_id: Id
+
+
+class HistoryRequest(WireModel):
+    """``pipeline.history``: render persisted messages by id. ``message_ids`` may be canonical ids or the
+    rendered aliases (``m`` + 9 base36 chars); the reply is a :class:`HistoryResponse`."""
+
+    platform: Platform
+    chat_id: Id
+    message_ids: Annotated[tuple[Id, ...], Field(min_length=1)]
+
+
+class HistoryItem(WireModel):
+    """One found message: canonical ``message_id``, the ``alias`` it renders as (when aliasing is on) and
+    its XML, rendered by the same pure function as the live context so aliases match."""
+
+    message_id: Id
+    alias: Id | None = None
+    xml: str
+    image_parts: tuple[ImagePart, ...] = ()
+
+
+class HistoryResponse(WireModel):
+    """``found`` in request order; ``missing`` repeats the requested ids (as given) that matched nothing."""
+
+    found: tuple[HistoryItem, ...]
+    missing: tuple[Id, ...] = ()
+
+
+class CursorMove(WireModel):
+    """``pipeline.cursor``: the driver moved a chat's compaction cursor (an ``event_seq``); the pipeline
+    re-renders from it and publishes a :class:`ResetOp`. ``reason`` is for logs (``compaction``)."""
+
+    platform: Platform
+    chat_id: Id
+    cursor: NonNegativeInt
+    reason: NonEmptyStr

@@ -1,0 +1,221 @@
+"""Canonical events: what the platforms said, in one shape (SPEC §1), published on ``events.<p>.<chat>``.
+
+Decisions:
+
+- Every event carries both clocks: ``received_at_ms`` (local, captured at ingress before any await; it is
+  per-process and never reorders committed events) and ``timestamp_sec`` (platform server time, what the
+  model is shown), plus the ingress's ``utc_offset_min`` at capture.
+- ``dedup_key`` is derived from the platform payload and is stable across redeliveries (Feishu message id,
+  ``recall:<message_id>``, ``reaction:<message>:<emoji>:<user>:<action>``; Telegram message id plus edit
+  date). It is the pipeline's unique key and, prefixed by the platform, the ``Nats-Msg-Id``.
+- Identity is the platform id (Feishu ``ou_…`` open_id, Telegram user id as a string); names in
+  :class:`Sender` are snapshots taken when the event arrived, never identity.
+- ``edit`` is the full new state of the message, not a diff. ``reaction`` carries ``removed`` (not
+  ``added``) so that the common case is the default and matches the rendered ``removed?`` attribute.
+- Typing is not an event (:class:`TypingSignal` on the core subject ``typing.<p>.<chat>``).
+- Decode a payload of ``events.>`` with :data:`EVENT_ADAPTER` (through ``codec.decode_as``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, TypeAdapter, field_validator
+
+from ._base import EpochMs, EpochSec, Id, NonEmptyStr, UtcOffsetMin, WireModel
+from .content import Attachment, Content
+from .names import Platform
+
+#: Telegram's chat types; Feishu ``p2p`` maps to ``private`` and every Feishu group to ``group``.
+ChatType = Literal["private", "group", "supergroup", "channel"]
+
+
+class Sender(WireModel):
+    """A person or bot as seen in one event: ``id`` is identity, the rest a snapshot."""
+
+    id: Id
+    display_name: str
+    username: str | None = None
+    is_bot: bool = False
+
+
+class ForwardInfo(WireModel):
+    """Where a forwarded message came from, as far as the platform discloses it (all optional: hidden
+    senders only leave a name)."""
+
+    from_name: str | None = None
+    from_id: Id | None = None
+    from_chat_id: Id | None = None
+    from_chat_title: str | None = None
+    date_sec: EpochSec | None = None
+
+
+class _Event(WireModel):
+    """Fields every canonical event carries; ``kind`` is narrowed to a literal by each event."""
+
+    kind: str
+    platform: Platform
+    chat_id: Id
+    dedup_key: Id
+    event_id: Id | None = None
+    chat_type: ChatType | None = None
+    received_at_ms: EpochMs
+    timestamp_sec: EpochSec
+    utc_offset_min: UtcOffsetMin
+
+
+class MessageEvent(_Event):
+    """A new message. ``is_self_sent`` marks the synthetic copy an ingress publishes after the bot's own
+    send (it never wakes the driver); the platform's echo of the same message id may follow."""
+
+    kind: Literal["message"] = "message"
+    message_id: Id
+    sender: Sender
+    content: Content = Content()
+    attachments: tuple[Attachment, ...] = ()
+    reply_to_message_id: Id | None = None
+    reply_quote: Content | None = None
+    forward_info: ForwardInfo | None = None
+    is_self_sent: bool = False
+
+
+class EditEvent(_Event):
+    """The full new state of an edited message. ``sender`` is the editor when the platform says."""
+
+    kind: Literal["edit"] = "edit"
+    message_id: Id
+    sender: Sender | None = None
+    content: Content = Content()
+    attachments: tuple[Attachment, ...] = ()
+    edited_at_sec: EpochSec
+
+
+class DeleteEvent(_Event):
+    """Messages deleted (Feishu: recalled). ``actor_id`` is who deleted them, when known."""
+
+    kind: Literal["delete"] = "delete"
+    message_ids: Annotated[tuple[Id, ...], Field(min_length=1)]
+    actor_id: Id | None = None
+
+
+class ReactionEvent(_Event):
+    """One emoji added to (or ``removed`` from) a message by one actor. ``emoji`` is the Unicode emoji, or
+    the platform's name for it where it has no Unicode form (Feishu ``emoji_type`` such as ``THUMBSUP``)."""
+
+    kind: Literal["reaction"] = "reaction"
+    message_id: Id
+    actor: Sender
+    emoji: NonEmptyStr
+    removed: bool = False
+
+
+class MembersJoined(WireModel):
+    """``actor`` is who added them (``None`` when they joined by themselves or the platform is silent)."""
+
+    kind: Literal["members_joined"] = "members_joined"
+    actor: Sender | None = None
+    members: Annotated[tuple[Sender, ...], Field(min_length=1)]
+
+
+class MemberLeft(WireModel):
+    """Members who left or were removed (``actor`` set when someone else removed them)."""
+
+    kind: Literal["member_left"] = "member_left"
+    actor: Sender | None = None
+    members: Annotated[tuple[Sender, ...], Field(min_length=1)]
+
+
+class ChatRenamed(WireModel):
+    kind: Literal["chat_renamed"] = "chat_renamed"
+    actor: Sender | None = None
+    from_title: str | None = None
+    to_title: str
+
+
+class ChatPhotoChanged(WireModel):
+    kind: Literal["chat_photo_changed"] = "chat_photo_changed"
+    actor: Sender | None = None
+
+
+class MessagePinned(WireModel):
+    kind: Literal["message_pinned"] = "message_pinned"
+    actor: Sender | None = None
+    message_id: Id
+
+
+class BotAdded(WireModel):
+    """This bot was added to the chat."""
+
+    kind: Literal["bot_added"] = "bot_added"
+    actor: Sender | None = None
+
+
+class BotRemoved(WireModel):
+    """This bot was removed from the chat."""
+
+    kind: Literal["bot_removed"] = "bot_removed"
+    actor: Sender | None = None
+
+
+ServiceAction = Annotated[
+    MembersJoined | MemberLeft | ChatRenamed | ChatPhotoChanged | MessagePinned | BotAdded | BotRemoved,
+    Field(discriminator="kind"),
+]
+
+
+class ServiceEvent(_Event):
+    """A change of the chat itself; the nested ``action`` says which (also discriminated by ``kind``)."""
+
+    kind: Literal["service"] = "service"
+    action: ServiceAction
+
+
+class RuntimeEvent(_Event):
+    """An event the system itself produces (a background task completed). ``attributes`` are ordered
+    key/value pairs (rendered in this order); keys are unique and non-empty."""
+
+    kind: Literal["runtime"] = "runtime"
+    type: NonEmptyStr
+    attributes: tuple[tuple[NonEmptyStr, str], ...] = ()
+    text: str | None = None
+
+    @field_validator("attributes")
+    @classmethod
+    def _unique_keys(cls, value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        keys = [key for key, _ in value]
+        if len(set(keys)) != len(keys):
+            raise ValueError("attribute keys must be unique")
+        return value
+
+
+CanonicalEvent = Annotated[
+    MessageEvent | EditEvent | DeleteEvent | ReactionEvent | ServiceEvent | RuntimeEvent,
+    Field(discriminator="kind"),
+]
+EVENT_ADAPTER: TypeAdapter[CanonicalEvent] = TypeAdapter(CanonicalEvent)
+
+
+class BotIdentity(WireModel):
+    """The bot's own identity on a platform, learned at start-up (Feishu bot info, Telegram ``getMe``) and
+    published by the ingress to the ``identity`` KV bucket under ``names.identity_key(platform)``.
+
+    ``bot_id`` is the id the bot has as a sender and in mentions (Feishu open_id ``ou_…``, Telegram user
+    id); ``app_id`` is Feishu's ``cli_…`` application id (``None`` on Telegram).
+    """
+
+    platform: Platform
+    bot_id: Id
+    name: str
+    username: str | None = None
+    app_id: Id | None = None
+    updated_at_ms: EpochMs
+
+
+class TypingSignal(WireModel):
+    """Someone is typing in a chat (ephemeral, core NATS): it extends the driver's debounce, nothing else.
+    ``at_ms`` is local receive time, comparable with ``received_at_ms`` of the same ingress."""
+
+    platform: Platform
+    chat_id: Id
+    user_id: Id
+    at_ms: EpochMs

@@ -1,0 +1,121 @@
+"""Media transform jobs and results (SPEC §6) and the ``media.read_image`` request/reply.
+
+Decisions:
+
+- Jobs go to the ``MEDIA`` work-queue stream (``media.jobs.<transform>``), results back on
+  ``media.results.<p>.<chat>``. A job names its event by ``(platform, chat_id, dedup_key)`` and its source by
+  ``attachment_index`` within that event; ``job_id`` is deterministic (from those and the transform), so a
+  re-submitted job is the same job and a result can be matched without worker state.
+- ``custom_emoji`` jobs have no attachment: their source is the emoji id, carried in ``file_id``, and
+  ``attachment_index`` is ``None`` (and only for them).
+- Bytes never travel inline. The source is ``blob_key`` when the bytes are already in the object store,
+  else the worker fetches ``file_id`` through a ``download`` action. Outputs are object-store keys, named
+  by content hash so that identical inputs share them.
+- A result with ``ok=False`` is a failure of the head of the chat's queue: the pipeline retries it with
+  backoff and holds the chat (consistency above availability); ``error.retryable=False`` is reported and
+  dead-lettered, never silently skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ._base import EpochMs, Id, NonEmptyStr, NonNegativeInt, WireModel
+from .content import AttachmentType
+from .llm import ImagePart
+from .names import Platform
+
+Transform = Literal["thumbnail", "alt_text", "frames", "custom_emoji"]
+
+
+class MediaJob(WireModel):
+    """One transform of one attachment (or custom emoji) of one event. ``max_frames`` and
+    ``vision_endpoint`` carry the chat's settings; ``None`` uses the worker's defaults."""
+
+    job_id: Id
+    platform: Platform
+    chat_id: Id
+    message_id: Id
+    dedup_key: Id
+    attachment_index: NonNegativeInt | None
+    transform: Transform
+    attachment_type: AttachmentType | None = None
+    file_id: Id
+    blob_key: Id | None = None
+    mime: NonEmptyStr | None = None
+    content_hash: str | None = None
+    max_frames: Annotated[int, Field(ge=1)] | None = None
+    vision_endpoint: Id | None = None
+
+    @model_validator(mode="after")
+    def _source_matches_transform(self) -> MediaJob:
+        if (self.transform == "custom_emoji") != (self.attachment_index is None):
+            raise ValueError("attachment_index is absent exactly for custom_emoji jobs")
+        return self
+
+
+class MediaError(WireModel):
+    """``code`` is a short stable token (``too_large``, ``unsupported``, ``download``, ``vision``)."""
+
+    code: Id
+    message: str
+    retryable: bool
+
+
+class MediaResult(WireModel):
+    """The outcome of a :class:`MediaJob`, echoing its coordinates. ``thumbnail_key`` is a WebP of at most
+    75k pixels; ``frame_keys`` are up to ``max_frames`` equidistant frames; ``alt_text`` goes to the
+    content-addressed cache (never into the event). ``error`` is present exactly when ``ok`` is false."""
+
+    job_id: Id
+    platform: Platform
+    chat_id: Id
+    message_id: Id
+    dedup_key: Id
+    attachment_index: NonNegativeInt | None
+    transform: Transform
+    ok: bool
+    content_hash: str | None = None
+    thumbnail_key: Id | None = None
+    alt_text: str | None = None
+    frame_keys: tuple[Id, ...] = ()
+    error: MediaError | None = None
+
+    @model_validator(mode="after")
+    def _error_iff_failed(self) -> MediaResult:
+        if self.ok == (self.error is not None):
+            raise ValueError("error must be present exactly when ok is false")
+        return self
+
+
+class ReadImageRequest(WireModel):
+    """``media.read_image``: the driver's ``read_image`` tool. ``detail="low"`` answers with the thumbnail,
+    ``"high"`` with a larger rendition (≤ 1024 px) made from the original bytes."""
+
+    request_id: Id
+    platform: Platform
+    chat_id: Id
+    message_id: Id | None = None
+    file_id: Id
+    attachment_type: AttachmentType
+    blob_key: Id | None = None
+    detail: Literal["low", "high"]
+    deadline_ms: EpochMs | None = None
+
+
+class ReadImageResponse(WireModel):
+    """``image`` is ready to be a tool-result part; ``alt_text`` is included when cached."""
+
+    request_id: Id
+    ok: bool
+    image: ImagePart | None = None
+    alt_text: str | None = None
+    error: MediaError | None = None
+
+    @model_validator(mode="after")
+    def _image_iff_ok(self) -> ReadImageResponse:
+        if self.ok != (self.image is not None) or self.ok == (self.error is not None):
+            raise ValueError("ok carries an image and no error; a failure carries an error and no image")
+        return self

@@ -1,0 +1,206 @@
+"""Subject, stream, consumer, bucket and header names: the single source of truth of the bus layout.
+
+Subjects carry platform and chat ids as tokens. Ids are escaped with :func:`subject_token` so that a chat id
+containing ``.``, ``*``, ``>`` or whitespace can never change a subject's shape.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+
+class Platform(StrEnum):
+    FEISHU = "feishu"
+    TELEGRAM = "telegram"
+
+
+class Service(StrEnum):
+    INGRESS_FEISHU = "ingress-feishu"
+    INGRESS_TELEGRAM = "ingress-telegram"
+    PIPELINE = "pipeline"
+    DRIVER = "driver"
+    MEDIA = "media"
+    LLM_GATEWAY = "llm-gateway"
+
+
+#: Operations port (``/healthz``, ``/readyz``, ``/metrics``) of each service (DESIGN §6).
+SERVICE_PORTS: Final[dict[Service, int]] = {
+    Service.INGRESS_FEISHU: 9101,
+    Service.INGRESS_TELEGRAM: 9102,
+    Service.PIPELINE: 9103,
+    Service.DRIVER: 9104,
+    Service.MEDIA: 9105,
+    Service.LLM_GATEWAY: 9106,
+}
+
+# -- headers -------------------------------------------------------------------------------------------
+HEADER_MSG_ID: Final = "Nats-Msg-Id"
+HEADER_SCHEMA: Final = "Larkbot-Schema"
+HEADER_TYPE: Final = "Larkbot-Type"
+HEADER_TRACE: Final = "traceparent"
+HEADER_DL_REASON: Final = "Larkbot-Dead-Letter-Reason"
+HEADER_DL_ERROR: Final = "Larkbot-Dead-Letter-Error"
+HEADER_DL_STREAM: Final = "Larkbot-Dead-Letter-Stream"
+HEADER_DL_CONSUMER: Final = "Larkbot-Dead-Letter-Consumer"
+HEADER_DL_SUBJECT: Final = "Larkbot-Dead-Letter-Subject"
+HEADER_DL_SEQUENCE: Final = "Larkbot-Dead-Letter-Sequence"
+HEADER_DL_DELIVERIES: Final = "Larkbot-Dead-Letter-Deliveries"
+
+# Subject syntax characters, the escape character itself, whitespace, and the C0 controls and DEL (the
+# server rejects NUL; the others would make logs and tooling misread a subject).
+_ESCAPED: Final = frozenset(".*>% " + "".join(map(chr, range(0x20))) + "\x7f")
+_PERCENT: Final = re.compile(r"%([0-9A-F]{2})")
+
+
+def subject_token(value: str) -> str:
+    """Escape an id for use as one subject token (percent-encoding of the few unsafe characters)."""
+    if not value:
+        raise ValueError("an empty id cannot be a subject token")
+    if not any(ch in _ESCAPED for ch in value):
+        return value
+    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in value)
+
+
+def unescape_subject_token(token: str) -> str:
+    """Inverse of :func:`subject_token`."""
+    if "%" not in token:
+        return token
+    return _PERCENT.sub(lambda m: chr(int(m.group(1), 16)), token)
+
+
+# -- streams and subjects ------------------------------------------------------------------------------
+STREAM_EVENTS: Final = "EVENTS"
+STREAM_CONTEXT: Final = "CONTEXT"
+STREAM_MEDIA: Final = "MEDIA"
+STREAM_DEAD_LETTER: Final = "DEADLETTER"
+
+SUBJECTS_EVENTS: Final = "events.>"
+SUBJECTS_CONTEXT: Final = "context.>"
+SUBJECTS_MEDIA: Final = "media.jobs.>"
+SUBJECTS_DEAD_LETTER: Final = "deadletter.>"
+
+SUBJECT_LLM_GENERATE: Final = "llm.generate"
+SUBJECT_PIPELINE_SNAPSHOT: Final = "pipeline.snapshot"
+SUBJECT_PIPELINE_HISTORY: Final = "pipeline.history"
+SUBJECT_PIPELINE_CURSOR: Final = "pipeline.cursor"
+SUBJECT_MEDIA_READ_IMAGE: Final = "media.read_image"
+
+
+def events_subject(platform: str, chat_id: str) -> str:
+    return f"events.{subject_token(platform)}.{subject_token(chat_id)}"
+
+
+def context_subject(platform: str, chat_id: str) -> str:
+    return f"context.{subject_token(platform)}.{subject_token(chat_id)}"
+
+
+def typing_subject(platform: str, chat_id: str) -> str:
+    return f"typing.{subject_token(platform)}.{subject_token(chat_id)}"
+
+
+def actions_subject(platform: str) -> str:
+    return f"actions.{subject_token(platform)}"
+
+
+def media_job_subject(kind: str) -> str:
+    return f"media.jobs.{subject_token(kind)}"
+
+
+def media_result_subject(platform: str, chat_id: str) -> str:
+    return f"media.results.{subject_token(platform)}.{subject_token(chat_id)}"
+
+
+def dead_letter_subject(stream: str, consumer: str) -> str:
+    return f"deadletter.{subject_token(stream)}.{subject_token(consumer)}"
+
+
+def split_chat_subject(subject: str) -> tuple[str, str]:
+    """``events.feishu.oc_1`` → ``("feishu", "oc_1")`` (also for ``context.`` and ``typing.``)."""
+    parts = subject.split(".")
+    if len(parts) != 3:
+        raise ValueError(f"not a per-chat subject: {subject!r}")
+    return unescape_subject_token(parts[1]), unescape_subject_token(parts[2])
+
+
+def msg_id(platform: str, dedup_key: str) -> str:
+    """The ``Nats-Msg-Id`` of a canonical event: ``<platform>:<dedup_key>`` (DESIGN §3)."""
+    return f"{platform}:{dedup_key}"
+
+
+# -- durable consumers, queue groups, buckets ----------------------------------------------------------
+CONSUMER_PIPELINE: Final = "pipeline"
+CONSUMER_DRIVER: Final = "driver"
+CONSUMER_MEDIA: Final = "media-workers"
+
+QUEUE_ACTIONS: Final = "ingress"
+QUEUE_LLM: Final = "llm-gateway"
+QUEUE_PIPELINE: Final = "pipeline"
+QUEUE_MEDIA: Final = "media"
+
+KV_IDENTITY: Final = "identity"
+KV_LEASES: Final = "leases"
+KV_INGRESS_DEDUP: Final = "ingress-dedup"
+OBJECT_STORE_BLOBS: Final = "blobs"
+
+
+def identity_key(platform: str) -> str:
+    """KV key under which an ingress publishes the bot's own identity for ``platform``."""
+    return subject_token(platform)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec:
+    name: str
+    subjects: tuple[str, ...]
+    work_queue: bool = False
+    max_age_s: float = 0.0
+    duplicate_window_s: float = 120.0
+    max_msg_size: int = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSpec:
+    stream: str
+    durable: str
+    filter_subject: str | None = None
+    ack_wait_s: float = 30.0
+    max_ack_pending: int = 1000
+    max_deliver: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValueSpec:
+    bucket: str
+    ttl_s: float = 0.0
+    history: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectStoreSpec:
+    bucket: str
+
+
+_DAY: Final = 24 * 3600.0
+
+#: Everything the bus must hold, declared once; ``larkbot.runtime.bootstrap`` applies it idempotently.
+STREAMS: Final[tuple[StreamSpec, ...]] = (
+    # Events are kept in the stream for a week; the pipeline's table is the durable record.
+    StreamSpec(STREAM_EVENTS, (SUBJECTS_EVENTS,), max_age_s=7 * _DAY),
+    StreamSpec(STREAM_CONTEXT, (SUBJECTS_CONTEXT,), max_age_s=1 * _DAY),
+    StreamSpec(STREAM_MEDIA, (SUBJECTS_MEDIA,), work_queue=True),
+    StreamSpec(STREAM_DEAD_LETTER, (SUBJECTS_DEAD_LETTER,), max_age_s=30 * _DAY),
+)
+CONSUMERS: Final[tuple[ConsumerSpec, ...]] = (
+    ConsumerSpec(STREAM_EVENTS, CONSUMER_PIPELINE, SUBJECTS_EVENTS, max_ack_pending=10_000),
+    ConsumerSpec(STREAM_CONTEXT, CONSUMER_DRIVER, SUBJECTS_CONTEXT, max_ack_pending=10_000),
+    ConsumerSpec(STREAM_MEDIA, CONSUMER_MEDIA, SUBJECTS_MEDIA, ack_wait_s=120.0),
+)
+KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
+    KeyValueSpec(KV_IDENTITY),
+    KeyValueSpec(KV_LEASES, ttl_s=15.0),
+    KeyValueSpec(KV_INGRESS_DEDUP, ttl_s=9 * 3600.0),
+)
+OBJECT_STORES: Final[tuple[ObjectStoreSpec, ...]] = (ObjectStoreSpec(OBJECT_STORE_BLOBS),)

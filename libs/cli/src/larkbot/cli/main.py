@@ -1,0 +1,121 @@
+"""``larkbot``: one command line for every service and tool.
+
+larkbot up                      the whole local stack (embedded NATS unless NATS_URL is set)
+larkbot run SERVICE             one service in the foreground (the container entrypoint)
+larkbot config check FILE       validate a configuration file
+larkbot bootstrap               declare streams, consumers and buckets on NATS (init job)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from larkbot.canonical.errors import ConfigError
+from larkbot.canonical.names import Service
+
+#: Where each service's ``main() -> int`` lives; imported lazily so one service never loads another's
+#: dependencies (lark-oapi and aiogram take seconds to import).
+SERVICE_MODULES: dict[str, str] = {
+    Service.INGRESS_FEISHU.value: "larkbot.ingress_feishu.app",
+    Service.INGRESS_TELEGRAM.value: "larkbot.ingress_telegram.app",
+    Service.PIPELINE.value: "larkbot.pipeline.app",
+    Service.DRIVER.value: "larkbot.driver.app",
+    Service.MEDIA.value: "larkbot.media.app",
+    Service.LLM_GATEWAY.value: "larkbot.llm_gateway.app",
+}
+
+
+def _run(args: argparse.Namespace) -> int:
+    module = importlib.import_module(SERVICE_MODULES[args.service])
+    status: int = module.main()
+    return status
+
+
+def _config_check(args: argparse.Namespace) -> int:
+    from larkbot.runtime.config import load_config
+
+    try:
+        config = load_config(args.file)
+    except ConfigError as exc:
+        print(f"{args.file}: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    chats = [key for key in config.chats if key != "default"]
+    platforms = [p for p in ("feishu", "telegram") if getattr(config, p) is not None]
+    print(
+        f"{args.file}: ok ({len(chats)} chat(s), platforms: {', '.join(platforms) or 'none'}, "
+        f"{len(config.maintainers)} maintainer(s), {len(config.llm.endpoints)} LLM endpoint(s))"
+    )
+    return 0
+
+
+def _bootstrap(args: argparse.Namespace) -> int:
+    from larkbot.runtime.bootstrap import bootstrap
+    from larkbot.runtime.bus import connect
+    from larkbot.runtime.config import load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"invalid configuration: {exc}", file=sys.stderr)
+        return 2
+
+    async def apply() -> None:
+        bus = await connect(
+            config.nats, "bootstrap", url=os.environ.get("NATS_URL"), give_up_after_s=args.timeout
+        )
+        try:
+            await bootstrap(bus.js)
+        finally:
+            await bus.close()
+
+    asyncio.run(apply())
+    print("bootstrap: streams, consumers and buckets declared")
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from .up import up
+
+    return up(config_path=args.config, data_dir=args.data_dir, services=args.service or None)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="larkbot", description="LarkBot: an AI member of group chats.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run one service in the foreground")
+    run.add_argument("service", choices=sorted(SERVICE_MODULES))
+    run.set_defaults(func=_run)
+
+    up = sub.add_parser("up", help="run the whole local stack")
+    up.add_argument("--config", default=None, help="configuration file (default: $LARKBOT_CONFIG)")
+    up.add_argument("--data-dir", default="data", help="where NATS and SQLite keep their files")
+    up.add_argument("--service", action="append", choices=sorted(SERVICE_MODULES), help="only these services")
+    up.set_defaults(func=_up)
+
+    config = sub.add_parser("config", help="configuration tools")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser("check", help="validate a configuration file")
+    check.add_argument("file")
+    check.set_defaults(func=_config_check)
+
+    boot = sub.add_parser("bootstrap", help="declare streams, consumers and buckets (idempotent)")
+    boot.add_argument("--config", default=None)
+    boot.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for NATS")
+    boot.set_defaults(func=_bootstrap)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    status: int = args.func(args)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

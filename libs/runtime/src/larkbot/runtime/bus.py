@@ -1,0 +1,200 @@
+"""The NATS connection: connect with backoff, publish with dedup ids, request/reply, drain.
+
+Bounded connect, unbounded reconnect: nats-py either gives up on the first failure or retries the initial
+connect forever inside ``connect()``. We make each initial attempt fail fast (``allow_reconnect=False``),
+retry it here with exponential backoff (so start-up order of NATS and services does not matter), and
+switch the live client to unlimited reconnects once it is connected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
+from pydantic import BaseModel, TypeAdapter
+
+from larkbot.canonical.codec import decode, decode_as, encode, headers_for
+from larkbot.canonical.errors import RetryableError
+from larkbot.canonical.names import HEADER_MSG_ID
+
+from .config import NatsSettings
+from .logs import mask
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+class BusUnavailable(RetryableError):
+    """NATS did not answer (connect, publish or request timed out)."""
+
+
+class Bus:
+    """A connected NATS client with a JetStream context and typed helpers."""
+
+    def __init__(self, nc: Client, name: str) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self.name = name
+        self.disconnected_since: float | None = None
+        self.closing = False
+
+    @property
+    def connected(self) -> bool:
+        return bool(self.nc.is_connected)
+
+    async def publish(
+        self,
+        subject: str,
+        model: BaseModel,
+        *,
+        msg_id: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float = 5.0,
+    ) -> PubAck:
+        """Publish to a stream and wait for the PubAck (durably stored, or deduplicated by ``msg_id``)."""
+        hdrs = headers_for(model, headers)
+        if msg_id is not None:
+            hdrs[HEADER_MSG_ID] = msg_id
+        try:
+            ack: PubAck = await self.js.publish(subject, encode(model), timeout=timeout_s, headers=hdrs)
+        except (
+            nats.errors.TimeoutError,
+            nats.errors.ConnectionClosedError,
+            nats.js.errors.NoStreamResponseError,
+        ) as exc:
+            raise BusUnavailable(f"publish to {subject} failed: {type(exc).__name__}") from None
+        return ack
+
+    async def publish_core(
+        self, subject: str, model: BaseModel, headers: dict[str, str] | None = None
+    ) -> None:
+        """Fire-and-forget core publish (typing signals and other ephemeral data)."""
+        await self.nc.publish(subject, encode(model), headers=headers_for(model, headers))
+
+    async def request(self, subject: str, model: BaseModel, reply: type[M], *, timeout_s: float) -> M:
+        msg = await self._request(subject, model, timeout_s)
+        return decode(msg.data, reply, dict(msg.headers or {}))
+
+    async def request_as(
+        self, subject: str, model: BaseModel, adapter: TypeAdapter[T], *, timeout_s: float
+    ) -> T:
+        msg = await self._request(subject, model, timeout_s)
+        return decode_as(msg.data, adapter, dict(msg.headers or {}))
+
+    async def _request(self, subject: str, model: BaseModel, timeout_s: float) -> Msg:
+        try:
+            return await self.nc.request(
+                subject, encode(model), timeout=timeout_s, headers=headers_for(model)
+            )
+        except nats.errors.NoRespondersError:
+            raise BusUnavailable(f"no service answers on {subject}") from None
+        except nats.errors.TimeoutError:
+            raise BusUnavailable(f"request on {subject} timed out after {timeout_s:g} s") from None
+
+    async def close(self, drain_timeout_s: float = 10.0) -> None:
+        if self.nc.is_closed:
+            return
+        self.closing = True
+        try:
+            await asyncio.wait_for(self.nc.drain(), timeout=drain_timeout_s)
+        except (TimeoutError, nats.errors.Error) as exc:
+            log.warning("drain did not finish cleanly: %s", type(exc).__name__)
+        if not self.nc.is_closed:
+            await self.nc.close()
+
+
+async def connect(
+    settings: NatsSettings,
+    name: str,
+    *,
+    url: str | None = None,
+    give_up_after_s: float | None = None,
+    on_state: Callable[[str], Awaitable[None]] | None = None,
+) -> Bus:
+    """Connect with exponential backoff (0.25 s doubling to ``max_reconnect_wait_s``).
+
+    ``give_up_after_s`` bounds the total wait (``None`` waits forever, the right choice for a service
+    whose only job needs the bus). Reconnects after the first connection are unlimited.
+    """
+    bus_ref: list[Bus] = []
+    state: dict[str, Any] = {}
+
+    async def error_cb(exc: Exception) -> None:
+        # nats-py reports every failed reconnect here; one line each, never a traceback storm.
+        log.warning("nats: %s", mask(f"{type(exc).__name__}: {exc}"))
+
+    async def disconnected_cb() -> None:
+        if bus_ref and bus_ref[0].closing:
+            return
+        if bus_ref and bus_ref[0].disconnected_since is None:
+            bus_ref[0].disconnected_since = time.monotonic()
+        log.warning("nats: disconnected")
+        if on_state:
+            await on_state("disconnected")
+
+    async def reconnected_cb() -> None:
+        if bus_ref:
+            bus_ref[0].disconnected_since = None
+        log.info("nats: reconnected")
+        if on_state:
+            await on_state("reconnected")
+
+    async def closed_cb() -> None:
+        state["closed"] = True
+
+    options: dict[str, Any] = {
+        "servers": [url or settings.url],
+        "name": f"{settings.name_prefix}-{name}",
+        "connect_timeout": settings.connect_timeout_s,
+        "reconnect_time_wait": settings.reconnect_time_wait_s,
+        "allow_reconnect": False,
+        "max_reconnect_attempts": 1,
+        "error_cb": error_cb,
+        "disconnected_cb": disconnected_cb,
+        "reconnected_cb": reconnected_cb,
+        "closed_cb": closed_cb,
+        "ping_interval": 10,
+        "max_outstanding_pings": 3,
+    }
+    if settings.user:
+        options["user"] = settings.user
+    if settings.password:
+        options["password"] = settings.password.get_secret_value()
+    if settings.token:
+        options["token"] = settings.token.get_secret_value()
+
+    delay = 0.25
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            nc = await nats.connect(**options)
+            break
+        except (OSError, TimeoutError, nats.errors.Error) as exc:
+            waited = time.monotonic() - started
+            if give_up_after_s is not None and waited + delay > give_up_after_s:
+                raise BusUnavailable(
+                    f"NATS at {mask(options['servers'][0])} is unreachable after {attempt} attempts"
+                ) from None
+            log.warning(
+                "nats: connect attempt %d failed (%s); retrying in %.2f s", attempt, type(exc).__name__, delay
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, settings.max_reconnect_wait_s)
+    # Connected: from now on nats-py reconnects by itself, forever.
+    nc.options["allow_reconnect"] = True
+    nc.options["max_reconnect_attempts"] = -1
+    bus = Bus(nc, name)
+    bus_ref.append(bus)
+    return bus

@@ -1,0 +1,272 @@
+"""The one configuration file: loading, ``${ENV}`` interpolation, per-chat merge, validation.
+
+``config.yaml`` (path from ``LARKBOT_CONFIG``) is validated at start-up; any problem raises
+:class:`~larkbot.canonical.ConfigError` carrying the dotted path of the bad key, and the process exits
+non-zero. There are no silent defaults for invalid values.
+
+Interpolation: ``${NAME}`` is replaced by the environment variable (missing → error naming the key),
+``${NAME:-fallback}`` falls back when unset or empty. Interpolation happens on string scalars only and
+never re-expands its own output.
+
+Chats: the keys of ``chats`` other than ``default`` are the residency whitelist, written
+``<platform>:<chat_id>``; each is ``chats.default`` deep-merged with its own mapping.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from larkbot.canonical.errors import ConfigError
+from larkbot.canonical.names import Platform
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+DEFAULT_CONFIG_PATH = "config.yaml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NatsSettings(_Section):
+    url: str = "nats://127.0.0.1:4222"
+    name_prefix: str = "larkbot"
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    reconnect_time_wait_s: float = Field(default=0.5, gt=0)
+    max_reconnect_wait_s: float = Field(default=10.0, gt=0)
+    drain_timeout_s: float = Field(default=10.0, gt=0)
+    user: str | None = None
+    password: SecretStr | None = None
+    token: SecretStr | None = None
+
+
+class ServiceSettings(_Section):
+    """Per-service process settings."""
+
+    http_host: str = "0.0.0.0"
+    http_port: int | None = Field(default=None, ge=0, le=65535)
+    database_url: SecretStr | None = None
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class ServicesSettings(_Section):
+    ingress_feishu: ServiceSettings = ServiceSettings()
+    ingress_telegram: ServiceSettings = ServiceSettings()
+    pipeline: ServiceSettings = ServiceSettings()
+    driver: ServiceSettings = ServiceSettings()
+    media: ServiceSettings = ServiceSettings()
+    llm_gateway: ServiceSettings = ServiceSettings()
+
+    def for_service(self, service: str) -> ServiceSettings:
+        settings: ServiceSettings = getattr(self, service.replace("-", "_"))
+        return settings
+
+
+class FeishuSettings(_Section):
+    app_id: str
+    app_secret: SecretStr
+    domain: str = "https://open.feishu.cn"
+    mode: Literal["long_connection", "webhook"] = "long_connection"
+    verification_token: SecretStr | None = None
+    encrypt_key: SecretStr | None = None
+
+
+class TelegramSettings(_Section):
+    bot_token: SecretStr
+    api_base: str = "https://api.telegram.org"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_secret: SecretStr | None = None
+
+
+class LlmEndpoint(_Section):
+    format: Literal["openai-chat", "anthropic-messages", "responses"]
+    base_url: str
+    model: str
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    max_images: int = Field(default=8, ge=0)
+    supports_prompt_cache_key: bool = False
+    fake: bool = False
+
+
+class LlmSettings(_Section):
+    endpoints: dict[str, LlmEndpoint] = {}
+    probe: str | None = None
+    primary: str | None = None
+    compaction: str | None = None
+    vision: str | None = None
+    memory: str | None = None
+    dump_dir: str | None = None
+
+
+class ChatSettings(_Section):
+    """Per-chat behaviour; every field has a default so ``chats.default`` may be sparse."""
+
+    display_name: str | None = None
+    utc_offset_min: int | None = Field(default=None, ge=-840, le=840)
+    alias_message_ids: bool = True
+    persona_files: tuple[str, ...] = ()
+    contact_names: dict[str, str] = {}
+    blocked_users: tuple[str, ...] = ()
+    initial_delay_ms: int = Field(default=1000, ge=0)
+    typing_extend_ms: int = Field(default=5000, ge=0)
+    max_delay_ms: int = Field(default=30000, ge=0)
+    probe_enabled: bool = True
+    probe_context_est_tokens: int = Field(default=20000, gt=0)
+    probe_timeout_s: float = Field(default=15.0, gt=0)
+    max_context_est_tokens: int = Field(default=60000, gt=0)
+    working_window_est_tokens: int = Field(default=30000, gt=0)
+    max_tool_rounds: int = Field(default=2, ge=1)
+    max_work_tool_calls: int = Field(default=4, ge=0)
+    max_send_attempts: int = Field(default=3, ge=0)
+    turn_deadline_s: float = Field(default=15.0, gt=0)
+    min_model_call_s: float = Field(default=2.0, ge=0)
+    maintainer_window_sec: int = Field(default=600, ge=0)
+    shell_enabled: bool = False
+    ban_spammer_enabled: bool = False
+
+
+class LarkbotConfig(_Section):
+    nats: NatsSettings = NatsSettings()
+    data_dir: str = "data"
+    utc_offset_min: int | None = Field(default=None, ge=-840, le=840)
+    services: ServicesSettings = ServicesSettings()
+    maintainers: tuple[str, ...] = ()
+    feishu: FeishuSettings | None = None
+    telegram: TelegramSettings | None = None
+    llm: LlmSettings = LlmSettings()
+    chats: dict[str, ChatSettings] = {}
+
+    @field_validator("chats", mode="before")
+    @classmethod
+    def _merge_defaults(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        default = value.get("default") or {}
+        if not isinstance(default, Mapping):
+            return value  # let validation name chats.default
+        merged: dict[str, Any] = {"default": default}
+        for key, chat in value.items():
+            if key == "default":
+                continue
+            merged[key] = deep_merge(default, chat) if isinstance(chat, Mapping) else chat
+        return merged
+
+    @field_validator("chats")
+    @classmethod
+    def _chat_keys(cls, value: dict[str, ChatSettings]) -> dict[str, ChatSettings]:
+        platforms = {p.value for p in Platform}
+        for key in value:
+            if key == "default":
+                continue
+            platform, sep, chat_id = key.partition(":")
+            if not sep or platform not in platforms or not chat_id:
+                raise ValueError(
+                    f"chat key {key!r} must be '<platform>:<chat_id>' with platform in {sorted(platforms)}"
+                )
+        return value
+
+    def chat(self, platform: str, chat_id: str) -> ChatSettings | None:
+        """Settings of a configured chat, or ``None`` when the chat is not on the whitelist."""
+        return self.chats.get(f"{platform}:{chat_id}")
+
+    def chat_ids(self, platform: str) -> frozenset[str]:
+        prefix = f"{platform}:"
+        return frozenset(k[len(prefix) :] for k in self.chats if k.startswith(prefix))
+
+    def secret_values(self) -> list[str]:
+        """Every secret value in the configuration, for log masking."""
+        found: list[str] = []
+        _collect_secrets(self, found)
+        return [s for s in found if s]
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
+    if isinstance(value, str):
+
+        def replace(match: re.Match[str]) -> str:
+            name, fallback = match.group(1), match.group(2)
+            found = env.get(name)
+            if found is None or (found == "" and fallback is not None):
+                if fallback is None:
+                    raise ConfigError(path, f"environment variable {name} is not set")
+                return fallback
+            return found
+
+        return _ENV_REF.sub(replace, value)
+    if isinstance(value, Mapping):
+        return {k: interpolate(v, env, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env, f"{path}.{i}") for i, v in enumerate(value)]
+    return value
+
+
+def parse_config(raw: Any, env: Mapping[str, str] | None = None) -> LarkbotConfig:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("", "the configuration must be a mapping at the top level")
+    data = interpolate(raw, os.environ if env is None else env)
+    try:
+        return LarkbotConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False, include_input=False)[0]
+        path = ".".join(str(p) for p in err["loc"])
+        more = exc.error_count() - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise ConfigError(path, err["msg"] + suffix) from None
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> LarkbotConfig:
+    """Load and validate the configuration file (``LARKBOT_CONFIG`` when ``path`` is None).
+
+    A missing ``LARKBOT_CONFIG`` with no ``config.yaml`` present yields the built-in defaults (a bus-only
+    deployment with no platforms and no chats).
+    """
+    environ = os.environ if env is None else env
+    explicit = path is not None or bool(environ.get("LARKBOT_CONFIG"))
+    file = Path(path if path is not None else environ.get("LARKBOT_CONFIG") or DEFAULT_CONFIG_PATH)
+    if not file.exists():
+        if explicit:
+            raise ConfigError("", f"configuration file {str(file)!r} does not exist")
+        return parse_config({}, environ)
+    try:
+        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError("", f"{file} is not valid YAML{where}") from None
+    return parse_config(raw, environ)
+
+
+def _collect_secrets(value: Any, out: list[str]) -> None:
+    if isinstance(value, SecretStr):
+        out.append(value.get_secret_value())
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            _collect_secrets(getattr(value, name), out)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            _collect_secrets(v, out)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect_secrets(v, out)

@@ -1,0 +1,240 @@
+"""The consume loop: durable pull consumers driven through one middleware chain.
+
+    log context → metrics → error policy → handler
+
+The error policy is the one place where outcomes become JetStream acknowledgements:
+
+============================  =====================================================================
+handler outcome               acknowledgement
+============================  =====================================================================
+returns                       ``ack``
+``RetryableError``            ``nak(delay)``, the delay doubling with each delivery (capped)
+``ContractError``             dead-letter record, then ``term`` (undecodable: redelivery cannot help)
+``PermanentError``            dead-letter record, then ``term`` (poison)
+any other exception           logged with its traceback and ``nak(delay)``; after
+                              ``max_crashes`` deliveries: dead-letter record, then ``term``
+============================  =====================================================================
+
+The dead-letter record is published (and PubAck'ed) *before* the term, so a message is never lost: if
+the record cannot be written the message is nak'ed and comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import nats
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from larkbot.canonical.errors import ContractError, PermanentError, RetryableError
+from larkbot.canonical.names import (
+    HEADER_DL_CONSUMER,
+    HEADER_DL_DELIVERIES,
+    HEADER_DL_ERROR,
+    HEADER_DL_REASON,
+    HEADER_DL_SEQUENCE,
+    HEADER_DL_STREAM,
+    HEADER_DL_SUBJECT,
+    HEADER_MSG_ID,
+    dead_letter_subject,
+)
+
+from . import metrics
+from .logs import log_context, mask
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Delivery:
+    """One delivered message with its JetStream metadata."""
+
+    msg: Msg
+    stream: str
+    consumer: str
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    stream_seq: int
+    num_delivered: int
+    outcome: str = field(default="", init=False)
+
+    @classmethod
+    def of(cls, msg: Msg) -> Delivery:
+        meta = msg.metadata
+        return cls(
+            msg=msg,
+            stream=meta.stream,
+            consumer=meta.consumer or "",
+            subject=msg.subject,
+            data=msg.data,
+            headers=dict(msg.headers or {}),
+            stream_seq=meta.sequence.stream,
+            num_delivered=meta.num_delivered,
+        )
+
+
+Handler = Callable[[Delivery], Awaitable[None]]
+Middleware = Callable[[Handler, Delivery], Awaitable[None]]
+
+
+def chain(handler: Handler, middlewares: Sequence[Middleware]) -> Handler:
+    """Compose so that ``middlewares[0]`` is outermost."""
+    wrapped = handler
+    for middleware in reversed(middlewares):
+        wrapped = partial(middleware, wrapped)
+    return wrapped
+
+
+async def log_context_middleware(handler: Handler, delivery: Delivery) -> None:
+    with log_context(subject=delivery.subject, stream_seq=delivery.stream_seq, consumer=delivery.consumer):
+        await handler(delivery)
+
+
+async def metrics_middleware(handler: Handler, delivery: Delivery) -> None:
+    started = time.perf_counter()
+    try:
+        await handler(delivery)
+    finally:
+        metrics.HANDLE_SECONDS.labels(delivery.consumer).observe(time.perf_counter() - started)
+        metrics.MESSAGES.labels(delivery.consumer, delivery.outcome or "none").inc()
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorPolicy:
+    """Maps handler outcomes to acknowledgements (see the module docstring)."""
+
+    js: JetStreamContext
+    max_crashes: int = 5
+    base_delay_s: float = 0.5
+    max_delay_s: float = 60.0
+
+    def backoff(self, delivery: Delivery, first_delay_s: float) -> float:
+        return float(min(self.max_delay_s, first_delay_s * 2 ** max(0, delivery.num_delivered - 1)))
+
+    async def __call__(self, handler: Handler, delivery: Delivery) -> None:
+        try:
+            await handler(delivery)
+        except RetryableError as exc:
+            delay = self.backoff(delivery, exc.delay_s)
+            log.warning("retryable failure, redelivering in %.2f s: %s", delay, mask(str(exc)))
+            await self._nak(delivery, delay)
+        except ContractError as exc:
+            await self._dead_letter(delivery, "undecodable", exc)
+        except PermanentError as exc:
+            await self._dead_letter(delivery, "poison", exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if delivery.num_delivered >= self.max_crashes:
+                log.exception("handler failed %d times; dead-lettering", delivery.num_delivered)
+                await self._dead_letter(delivery, "crashed", exc)
+            else:
+                delay = self.backoff(delivery, self.base_delay_s)
+                log.exception(
+                    "handler failed (delivery %d); redelivering in %.2f s", delivery.num_delivered, delay
+                )
+                await self._nak(delivery, delay)
+        else:
+            await delivery.msg.ack()
+            delivery.outcome = "ack"
+
+    async def _nak(self, delivery: Delivery, delay_s: float) -> None:
+        await delivery.msg.nak(delay=delay_s)
+        delivery.outcome = "nak"
+
+    async def _dead_letter(self, delivery: Delivery, reason: str, exc: BaseException) -> None:
+        error = mask(f"{type(exc).__name__}: {exc}")[:2000]
+        headers = {
+            HEADER_MSG_ID: f"dl:{delivery.stream}:{delivery.consumer}:{delivery.stream_seq}",
+            HEADER_DL_REASON: reason,
+            HEADER_DL_ERROR: error.replace("\r", " ").replace("\n", " "),
+            HEADER_DL_STREAM: delivery.stream,
+            HEADER_DL_CONSUMER: delivery.consumer,
+            HEADER_DL_SUBJECT: delivery.subject,
+            HEADER_DL_SEQUENCE: str(delivery.stream_seq),
+            HEADER_DL_DELIVERIES: str(delivery.num_delivered),
+        }
+        for key, value in delivery.headers.items():
+            headers.setdefault(f"Original-{key}", value)
+        try:
+            await self.js.publish(
+                dead_letter_subject(delivery.stream, delivery.consumer),
+                delivery.data,
+                headers=headers,
+                timeout=5.0,
+            )
+        except (nats.errors.Error, TimeoutError) as dl_exc:
+            log.error(
+                "dead-letter record could not be written (%s); message kept for redelivery",
+                type(dl_exc).__name__,
+            )
+            await self._nak(delivery, self.max_delay_s / 4)
+            return
+        await delivery.msg.term()
+        delivery.outcome = "term"
+        metrics.DEAD_LETTERS.labels(delivery.consumer, reason).inc()
+        log.error("dead-lettered (%s): %s", reason, error)
+
+
+class PullConsumer:
+    """Fetches from a durable pull consumer declared by the bootstrap and handles messages in order."""
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        stream: str,
+        durable: str,
+        handler: Handler,
+        *,
+        batch: int = 100,
+        fetch_timeout_s: float = 1.0,
+        middlewares: Sequence[Middleware] | None = None,
+        policy: ErrorPolicy | None = None,
+    ) -> None:
+        self.js = js
+        self.stream = stream
+        self.durable = durable
+        self.batch = batch
+        self.fetch_timeout_s = fetch_timeout_s
+        self.policy = policy or ErrorPolicy(js)
+        stack = list(middlewares) if middlewares is not None else [log_context_middleware, metrics_middleware]
+        self.handle = chain(handler, [*stack, self.policy])
+        self._stopping = asyncio.Event()
+        self.idle = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop fetching; the batch in hand is finished first."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        sub = await self.js.pull_subscribe_bind(self.durable, stream=self.stream)
+        try:
+            while not self._stopping.is_set():
+                try:
+                    msgs = await sub.fetch(self.batch, timeout=self.fetch_timeout_s)
+                except (nats.errors.TimeoutError, TimeoutError):
+                    # nats-py raises either, depending on where in the fetch the deadline hits.
+                    self.idle.set()
+                    continue
+                except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
+                    break
+                self.idle.clear()
+                for msg in msgs:
+                    await self.handle(Delivery.of(msg))
+        finally:
+            # Unsubscribe before the connection drains, or drain waits for its full timeout.
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+
+    async def report_lag(self) -> None:
+        info = await self.js.consumer_info(self.stream, self.durable)
+        metrics.CONSUMER_PENDING.labels(self.durable).set(info.num_pending or 0)
+        metrics.CONSUMER_ACK_PENDING.labels(self.durable).set(info.num_ack_pending or 0)

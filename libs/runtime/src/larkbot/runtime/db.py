@@ -1,0 +1,83 @@
+"""Database engines and Alembic migrations for services that own tables.
+
+SQLite (aiosqlite, WAL, ``synchronous=NORMAL``, one file per service under ``data/``) by default,
+PostgreSQL (asyncpg) in production; both are tested. Migrations run at start-up, in-process, through the
+service's own Alembic script directory; there is no runtime fallback for older data shapes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.engine.url import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from larkbot.canonical.errors import ConfigError
+
+
+def default_sqlite_url(data_dir: str, service: str) -> str:
+    path = Path(data_dir) / f"{service}.db"
+    return f"sqlite+aiosqlite:///{path}"
+
+
+def create_engine(url: str, *, echo: bool = False) -> AsyncEngine:
+    parsed = make_url(url)
+    kwargs: dict[str, Any] = {"echo": echo}
+    if parsed.drivername.startswith("sqlite"):
+        if parsed.drivername != "sqlite+aiosqlite":
+            raise ConfigError(
+                "database_url", "SQLite URLs must use the async driver: sqlite+aiosqlite:///path"
+            )
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(url, **kwargs)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    elif parsed.drivername != "postgresql+asyncpg":
+        raise ConfigError("database_url", f"unsupported database driver {parsed.drivername!r}")
+    kwargs.update(pool_size=10, max_overflow=10, pool_pre_ping=True)
+    return create_async_engine(parsed, **kwargs)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()
+
+
+def alembic_config(script_location: Path, connection: Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(script_location))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+async def migrate(engine: AsyncEngine, script_location: Path, revision: str = "head") -> None:
+    """Upgrade the database to ``revision`` with the service's migrations."""
+
+    def upgrade(sync_conn: Connection) -> None:
+        command.upgrade(alembic_config(script_location, sync_conn), revision)
+
+    async with engine.begin() as conn:
+        await conn.run_sync(upgrade)
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    def read(sync_conn: Connection) -> str | None:
+        return MigrationContext.configure(sync_conn).get_current_revision()
+
+    async with engine.connect() as conn:
+        return await conn.run_sync(read)

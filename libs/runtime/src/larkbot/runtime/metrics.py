@@ -1,0 +1,56 @@
+"""Metrics every service exports through the runtime (names ``larkbot_<area>_<what>_<unit>``).
+
+One process per container, so the default registry is the process's registry. Labels never carry chat or
+user ids: only service, consumer, outcome and reason classes with a small fixed set of values.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+SERVICE_INFO = Gauge(
+    "larkbot_service_info", "Constant 1, labelled with the running service", ["service", "version"]
+)
+SERVICE_READY = Gauge("larkbot_service_ready", "1 when /readyz answers ready", ["service"])
+SERVICE_START_TIME = Gauge("larkbot_service_start_time_seconds", "Unix time the service started", ["service"])
+
+BUS_CONNECTED = Gauge("larkbot_bus_connected", "1 while the NATS connection is up", ["service"])
+BUS_RECONNECTS = Counter("larkbot_bus_reconnects_total", "NATS reconnections after a disconnect", ["service"])
+
+MESSAGES = Counter(
+    "larkbot_bus_messages_total",
+    "Messages handled by a consumer, by outcome (ack, nak, term)",
+    ["consumer", "outcome"],
+)
+HANDLE_SECONDS = Histogram(
+    "larkbot_bus_handle_seconds",
+    "Time to handle one consumed message",
+    ["consumer"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+DEAD_LETTERS = Counter(
+    "larkbot_bus_dead_letters_total",
+    "Messages terminated and recorded in the dead-letter stream, by reason class",
+    ["consumer", "reason"],
+)
+CONSUMER_PENDING = Gauge(
+    "larkbot_bus_consumer_pending_messages",
+    "Messages in the stream not yet delivered to the consumer (lag)",
+    ["consumer"],
+)
+CONSUMER_ACK_PENDING = Gauge(
+    "larkbot_bus_consumer_ack_pending_messages",
+    "Messages delivered to the consumer and not yet acknowledged",
+    ["consumer"],
+)
+REQUESTS = Counter(
+    "larkbot_bus_requests_total",
+    "Request/reply requests served, by outcome (ok, error)",
+    ["endpoint", "outcome"],
+)
+REQUEST_SECONDS = Histogram(
+    "larkbot_bus_request_seconds",
+    "Time to serve one request/reply request",
+    ["endpoint"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)

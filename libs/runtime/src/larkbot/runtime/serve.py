@@ -1,0 +1,111 @@
+"""Request/reply endpoints on core NATS with queue groups (replicas share the load).
+
+Each endpoint decodes its request model, runs the handler and replies with a model. Every request gets a
+reply: a request that does not decode, or a handler that raises, is answered by the endpoint's
+``error_reply`` (each endpoint has its own typed error shape, e.g. ``ActionResult`` or ``LLMError``), so a
+caller never waits for a timeout to learn that its request was bad.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+import nats
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from pydantic import BaseModel, TypeAdapter
+
+from larkbot.canonical.codec import decode, decode_as, encode, headers_for
+from larkbot.canonical.errors import ContractError, LarkbotError
+
+from . import metrics
+from .bus import Bus
+from .logs import log_context, mask
+
+log = logging.getLogger(__name__)
+
+Req = TypeVar("Req")
+M = TypeVar("M", bound=BaseModel)
+
+
+def model_decoder(model: type[M]) -> Callable[[bytes, dict[str, str]], M]:
+    """A decoder for one request model (schema version checked)."""
+    return lambda data, headers: decode(data, model, headers)
+
+
+def adapter_decoder(adapter: TypeAdapter[Req]) -> Callable[[bytes, dict[str, str]], Req]:
+    """A decoder for a discriminated union of request models (schema version checked)."""
+    return lambda data, headers: decode_as(data, adapter, headers)
+
+
+class Endpoint(Generic[Req]):
+    def __init__(
+        self,
+        bus: Bus,
+        subject: str,
+        queue: str,
+        decoder: Callable[[bytes, dict[str, str]], Req],
+        handler: Callable[[Req], Awaitable[BaseModel]],
+        error_reply: Callable[[bytes, BaseException], BaseModel],
+        *,
+        max_concurrency: int = 64,
+    ) -> None:
+        self.bus = bus
+        self.subject = subject
+        self.queue = queue
+        self.decoder = decoder
+        self.handler = handler
+        self.error_reply = error_reply
+        self._limit = asyncio.Semaphore(max_concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sub: Subscription | None = None
+
+    async def start(self) -> None:
+        self._sub = await self.bus.nc.subscribe(self.subject, queue=self.queue, cb=self._on_msg)
+
+    async def stop(self) -> None:
+        """Stop taking requests and finish the ones in flight."""
+        if self._sub is not None:
+            with contextlib.suppress(nats.errors.Error):
+                await self._sub.unsubscribe()
+            self._sub = None
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _on_msg(self, msg: Msg) -> None:
+        task = asyncio.create_task(self._serve(msg))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, msg: Msg) -> None:
+        started = time.perf_counter()
+        outcome = "ok"
+        async with self._limit:
+            with log_context(endpoint=self.subject):
+                try:
+                    request = self.decoder(msg.data, dict(msg.headers or {}))
+                    reply = await self.handler(request)
+                except ContractError as exc:
+                    outcome = "bad_request"
+                    log.warning("rejected request: %s", mask(str(exc)))
+                    reply = self.error_reply(msg.data, exc)
+                except LarkbotError as exc:
+                    outcome = "error"
+                    log.warning("request failed: %s", mask(f"{type(exc).__name__}: {exc}"))
+                    reply = self.error_reply(msg.data, exc)
+                except Exception as exc:
+                    outcome = "error"
+                    log.exception("request handler crashed")
+                    reply = self.error_reply(msg.data, exc)
+                if msg.reply:
+                    try:
+                        await self.bus.nc.publish(msg.reply, encode(reply), headers=headers_for(reply))
+                    except nats.errors.Error as exc:
+                        log.warning("reply could not be sent: %s", type(exc).__name__)
+        metrics.REQUESTS.labels(self.subject, outcome).inc()
+        metrics.REQUEST_SECONDS.labels(self.subject).observe(time.perf_counter() - started)

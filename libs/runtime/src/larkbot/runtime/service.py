@@ -1,0 +1,207 @@
+"""Running a service: configuration, logging, the bus, the operations endpoint, signals, shutdown.
+
+A service is a class with ``start(ctx)`` (declare what it consumes and serves, spawn its loops) and
+``stop()`` (stop taking work and finish or checkpoint what is in flight). :func:`run` owns everything else:
+
+1. load and validate ``config.yaml`` — a bad configuration exits with status 2 and the key path;
+2. JSON logging with every configured secret masked; uvloop;
+3. ``/healthz`` (alive at once), ``/readyz`` (bus connected + the service's own checks), ``/metrics``;
+4. connect to NATS with backoff and apply the idempotent bootstrap;
+5. ``start``; wait for SIGTERM/SIGINT or a crashed background task;
+6. ``stop``, drain NATS, close the operations endpoint; exit 0 (1 if a task crashed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AsyncExitStack
+from typing import Any, Protocol
+
+from larkbot.canonical.errors import ConfigError
+from larkbot.canonical.names import SERVICE_PORTS, Service
+
+from . import metrics
+from .bootstrap import bootstrap
+from .bus import Bus, connect
+from .config import LarkbotConfig, ServiceSettings, load_config
+from .db import default_sqlite_url
+from .http import Check, OpsServer
+from .logs import register_secrets, setup_logging
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+
+
+class ServiceContext:
+    """What a service gets at start: settings, the bus, readiness registration and task spawning."""
+
+    def __init__(
+        self, name: Service, config: LarkbotConfig, bus: Bus, ops: OpsServer, stack: AsyncExitStack
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.settings: ServiceSettings = config.services.for_service(name.value)
+        #: ``LARKBOT_DATA_DIR`` (set by ``larkbot up --data-dir``) wins over ``data_dir`` in the file.
+        self.data_dir = os.environ.get("LARKBOT_DATA_DIR") or config.data_dir
+        self.bus = bus
+        self.ops = ops
+        self.stack = stack
+        self.stopping = asyncio.Event()
+        self.crashed: BaseException | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def database_url(self) -> str:
+        """The service's database: ``services.<name>.database_url``, else SQLite under the data dir."""
+        if self.settings.database_url is not None:
+            return self.settings.database_url.get_secret_value()
+        return default_sqlite_url(self.data_dir, self.name.value)
+
+    def add_check(self, name: str, check: Callable[[], Awaitable[Check]]) -> None:
+        self.ops.add_check(name, check)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run a background loop; if it fails, the service stops with exit status 1 (fail loudly)."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None and not self.stopping.is_set():
+            log.error(
+                "background task %s crashed: %s: %s", task.get_name(), type(exc).__name__, exc, exc_info=exc
+            )
+            self.crashed = exc
+            self.stopping.set()
+
+    async def join_tasks(self, timeout_s: float) -> None:
+        if not self._tasks:
+            return
+        _done, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+class ServiceApp(Protocol):
+    async def start(self, ctx: ServiceContext) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def http_port(name: Service, settings: ServiceSettings) -> int:
+    override = os.environ.get("LARKBOT_HTTP_PORT")
+    if override:
+        return int(override)
+    return settings.http_port if settings.http_port is not None else SERVICE_PORTS[name]
+
+
+async def serve(
+    name: Service, app: ServiceApp, config: LarkbotConfig, *, stop_timeout_s: float = 20.0
+) -> int:
+    settings = config.services.for_service(name.value)
+    metrics.SERVICE_INFO.labels(name.value, VERSION).set(1)
+    metrics.SERVICE_START_TIME.labels(name.value).set(time.time())
+    ops = OpsServer(name.value, settings.http_host, http_port(name, settings))
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+
+    bus_holder: list[Bus] = []
+
+    async def bus_ready() -> Check:
+        if not bus_holder:
+            return Check(False, "connecting to NATS")
+        return Check(
+            bus_holder[0].connected, "connected" if bus_holder[0].connected else "NATS connection lost"
+        )
+
+    ops.add_check("nats", bus_ready)
+    await ops.start()
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(ops.stop)
+
+        async def on_state(state: str) -> None:
+            metrics.BUS_CONNECTED.labels(name.value).set(1 if state == "reconnected" else 0)
+            if state == "reconnected":
+                metrics.BUS_RECONNECTS.labels(name.value).inc()
+
+        connect_task = asyncio.create_task(
+            connect(config.nats, name.value, url=os.environ.get("NATS_URL"), on_state=on_state)
+        )
+        stop_wait = asyncio.create_task(stopping.wait())
+        await asyncio.wait({connect_task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        if not connect_task.done():
+            connect_task.cancel()
+            await asyncio.gather(connect_task, return_exceptions=True)
+            log.info("stopped before NATS answered")
+            return 0
+        bus = connect_task.result()
+        bus_holder.append(bus)
+        metrics.BUS_CONNECTED.labels(name.value).set(1)
+        stack.push_async_callback(bus.close, config.nats.drain_timeout_s)
+        await bootstrap(bus.js)
+
+        ctx = ServiceContext(name, config, bus, ops, stack)
+        ctx.stopping = stopping
+        await app.start(ctx)
+
+        async def ready_gauge() -> None:
+            while True:
+                ready, _ = await ops.readiness()
+                metrics.SERVICE_READY.labels(name.value).set(1 if ready else 0)
+                await asyncio.sleep(5)
+
+        gauge = asyncio.create_task(ready_gauge())
+        log.info("%s started", name.value)
+        await stop_wait
+        gauge.cancel()
+        log.info("%s stopping", name.value)
+        try:
+            await asyncio.wait_for(app.stop(), timeout=stop_timeout_s)
+        except TimeoutError:
+            log.error("stop did not finish within %.0f s", stop_timeout_s)
+        await ctx.join_tasks(timeout_s=5.0)
+        crashed = ctx.crashed
+    log.info("%s stopped", name.value)
+    return 1 if crashed is not None else 0
+
+
+def run(name: Service, factory: Callable[[LarkbotConfig], ServiceApp]) -> int:
+    """Entry point of ``larkbot run <service>``: returns the process exit status."""
+    setup_logging(name.value)
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        print(f"larkbot {name.value}: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    register_secrets(config.secret_values())
+    logging.getLogger().setLevel(config.services.for_service(name.value).log_level)
+    try:
+        app = factory(config)
+    except ConfigError as exc:
+        print(f"larkbot {name.value}: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    return _run_loop(serve(name, app, config))
+
+
+def _run_loop(main: Coroutine[Any, Any, int]) -> int:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)

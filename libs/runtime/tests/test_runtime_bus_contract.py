@@ -1,0 +1,184 @@
+"""The bus wrapper against a real JetStream server: dedup, ordered consume, redelivery, dead letters."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable
+
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
+
+from larkbot.canonical.codec import decode, encode
+from larkbot.canonical.errors import PermanentError, RetryableError
+from larkbot.canonical.events import TypingSignal
+from larkbot.canonical.names import (
+    HEADER_DL_REASON,
+    HEADER_DL_SEQUENCE,
+    HEADER_SCHEMA,
+    STREAM_DEAD_LETTER,
+    dead_letter_subject,
+)
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.consume import Delivery, ErrorPolicy, PullConsumer
+
+WAIT = 30.0
+
+
+async def _stream(bus: Bus, *, ack_wait_s: float = 30.0) -> tuple[str, str, str]:
+    tag = secrets.token_hex(4)
+    stream, subject, durable = f"T{tag}", f"t{tag}.>", f"c{tag}"
+    await bus.js.add_stream(StreamConfig(name=stream, subjects=[subject]))
+    await bus.js.add_consumer(
+        stream, ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=ack_wait_s)
+    )
+    return stream, f"t{tag}", durable
+
+
+def _signal(n: int) -> TypingSignal:
+    return TypingSignal(platform="telegram", chat_id="-100123", user_id=str(n), at_ms=1_700_000_000_000 + n)
+
+
+async def _run_until(consumer: PullConsumer, done: asyncio.Event) -> None:
+    task = asyncio.create_task(consumer.run())
+    try:
+        await asyncio.wait_for(done.wait(), WAIT)
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, WAIT)
+
+
+async def test_publish_with_msg_id_is_deduplicated(bus: Bus) -> None:
+    stream, prefix, _ = await _stream(bus)
+    first = await bus.publish(f"{prefix}.a", _signal(1), msg_id="feishu:om_1")
+    again = await bus.publish(f"{prefix}.a", _signal(1), msg_id="feishu:om_1")
+    other = await bus.publish(f"{prefix}.a", _signal(2), msg_id="feishu:om_2")
+    assert not first.duplicate
+    assert again.duplicate is True
+    assert again.seq == first.seq
+    assert other.seq == first.seq + 1
+    info = await bus.js.stream_info(stream)
+    assert info.state.messages == 2
+
+
+async def test_pull_consumer_handles_in_order_and_acks(bus: Bus) -> None:
+    stream, prefix, durable = await _stream(bus)
+    for n in range(50):
+        await bus.publish(f"{prefix}.chat", _signal(n))
+    seen: list[str] = []
+    done = asyncio.Event()
+
+    async def handler(d: Delivery) -> None:
+        assert d.headers[HEADER_SCHEMA] == "1"
+        seen.append(TypingSignal.model_validate_json(d.data).user_id)
+        if len(seen) == 50:
+            done.set()
+
+    await _run_until(PullConsumer(bus.js, stream, durable, handler, batch=7), done)
+    assert seen == [str(n) for n in range(50)]
+    info = await bus.js.consumer_info(stream, durable)
+    assert info.num_ack_pending == 0
+    assert info.num_pending == 0
+
+
+async def test_unacked_message_is_redelivered_after_ack_wait(bus: Bus) -> None:
+    stream, prefix, durable = await _stream(bus, ack_wait_s=1.0)
+    await bus.publish(f"{prefix}.chat", _signal(7))
+    sub = await bus.js.pull_subscribe_bind(durable, stream=stream)
+    (first,) = await sub.fetch(1, timeout=WAIT)
+    assert first.metadata.num_delivered == 1
+    # Not acknowledged (a crashed worker): the server hands it out again once ack_wait has passed.
+    (again,) = await sub.fetch(1, timeout=WAIT)
+    assert again.metadata.num_delivered == 2
+    assert again.metadata.sequence.stream == first.metadata.sequence.stream
+    await again.ack()
+    await sub.unsubscribe()
+
+
+async def test_retryable_error_naks_and_the_message_comes_back(bus: Bus) -> None:
+    stream, prefix, durable = await _stream(bus)
+    await bus.publish(f"{prefix}.chat", _signal(1))
+    attempts: list[int] = []
+    done = asyncio.Event()
+
+    async def handler(d: Delivery) -> None:
+        attempts.append(d.num_delivered)
+        if d.num_delivered < 3:
+            raise RetryableError("database busy", delay_s=0.05)
+        done.set()
+
+    await _run_until(PullConsumer(bus.js, stream, durable, handler), done)
+    assert attempts == [1, 2, 3]
+
+
+async def _eventually(predicate: Callable[[], Awaitable[bool]], timeout_s: float = WAIT) -> None:
+    """Wait for a condition the server reaches asynchronously (ack processing), with a deadline."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not await predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+class _Boom(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("bad_payload", "failure", "reason"),
+    [
+        (b"{not json", None, "undecodable"),
+        (None, PermanentError("chat id refers to nothing"), "poison"),
+        (None, _Boom("a bug in the handler"), "crashed"),
+    ],
+)
+async def test_poison_message_is_terminated_into_the_dead_letter_stream(
+    bus: Bus, bad_payload: bytes | None, failure: Exception | None, reason: str
+) -> None:
+    stream, prefix, durable = await _stream(bus)
+    if bad_payload is not None:
+        await bus.js.publish(f"{prefix}.bad", bad_payload, headers={HEADER_SCHEMA: "1"})
+    else:
+        await bus.publish(f"{prefix}.bad", _signal(3))
+    await bus.publish(f"{prefix}.good", _signal(4))
+    dl_subject = dead_letter_subject(stream, durable)
+    watch = await bus.nc.subscribe(dl_subject)
+    handled: list[str] = []
+    attempts = 0
+    good = asyncio.Event()
+
+    async def handler(d: Delivery) -> None:
+        nonlocal attempts
+        decode(d.data, TypingSignal, d.headers)
+        if d.subject.endswith(".bad"):
+            attempts += 1
+            assert failure is not None
+            raise failure
+        handled.append(d.subject)
+        good.set()
+
+    consumer = PullConsumer(
+        bus.js, stream, durable, handler, policy=ErrorPolicy(bus.js, max_crashes=2, base_delay_s=0.05)
+    )
+    task = asyncio.create_task(consumer.run())
+    try:
+        record = await watch.next_msg(timeout=WAIT)
+        await asyncio.wait_for(good.wait(), WAIT)
+
+        async def settled() -> bool:
+            info = await bus.js.consumer_info(stream, durable)
+            return info.num_ack_pending == 0 and info.num_pending == 0
+
+        await _eventually(settled)
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, WAIT)
+        await watch.unsubscribe()
+    assert record.headers is not None
+    assert record.headers[HEADER_DL_REASON] == reason
+    assert record.headers[HEADER_DL_SEQUENCE] == "1"
+    assert record.data == (bad_payload if bad_payload is not None else encode(_signal(3)))
+    stored = await bus.js.get_last_msg(STREAM_DEAD_LETTER, dl_subject)
+    assert stored.data == record.data
+    assert handled == [f"{prefix}.good"]
+    assert attempts == (2 if reason == "crashed" else (1 if reason == "poison" else 0))

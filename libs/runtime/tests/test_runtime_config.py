@@ -1,0 +1,90 @@
+"""Configuration: interpolation, per-chat merge, validation errors naming the key path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from larkbot.canonical.errors import ConfigError
+from larkbot.runtime.config import load_config, parse_config
+
+BASE = {
+    "feishu": {"app_id": "cli_a1b2", "app_secret": "${FEISHU_SECRET}"},
+    "maintainers": ["ou_maint"],
+    "chats": {
+        "default": {"initial_delay_ms": 800, "contact_names": {"ou_a": "Alice"}, "persona_files": ["p.md"]},
+        "feishu:oc_team": {"initial_delay_ms": 0, "contact_names": {"ou_b": "Bob"}},
+        "telegram:-1001": {},
+    },
+}
+
+
+def test_env_interpolation_and_chat_defaults_deep_merge() -> None:
+    config = parse_config(BASE, {"FEISHU_SECRET": "s3cr3t-value"})
+    assert config.feishu is not None
+    assert config.feishu.app_secret.get_secret_value() == "s3cr3t-value"
+    team = config.chat("feishu", "oc_team")
+    assert team is not None
+    assert team.initial_delay_ms == 0
+    assert team.contact_names == {"ou_a": "Alice", "ou_b": "Bob"}  # mappings merge, not replace
+    assert team.persona_files == ("p.md",)
+    tg = config.chat("telegram", "-1001")
+    assert tg is not None
+    assert tg.initial_delay_ms == 800
+    assert config.chat("feishu", "oc_other") is None
+    assert config.chat_ids("feishu") == frozenset({"oc_team"})
+    assert config.maintainers == ("ou_maint",)
+    assert "s3cr3t-value" in config.secret_values()
+
+
+def test_env_fallback_syntax() -> None:
+    config = parse_config({"nats": {"url": "${NATS_URL:-nats://127.0.0.1:4222}"}}, {})
+    assert config.nats.url == "nats://127.0.0.1:4222"
+    config = parse_config({"nats": {"url": "${NATS_URL:-nats://x:1}"}}, {"NATS_URL": "nats://y:2"})
+    assert config.nats.url == "nats://y:2"
+
+
+@pytest.mark.parametrize(
+    ("raw", "env", "path"),
+    [
+        (BASE, {}, "feishu.app_secret"),  # missing env var
+        ({"chats": {"default": {"initial_delay_ms": -5}}}, {}, "chats.default.initial_delay_ms"),
+        ({"chats": {"feishu:oc_1": {"probe_timeout_s": "soon"}}}, {}, "chats.feishu:oc_1.probe_timeout_s"),
+        ({"chats": {"oc_1": {}}}, {}, "chats"),
+        ({"services": {"pipeline": {"http_port": 70000}}}, {}, "services.pipeline.http_port"),
+        ({"nats": {"urls": "nats://x"}}, {}, "nats.urls"),  # unknown key: never silently ignored
+        (
+            {"llm": {"endpoints": {"main": {"format": "gpt", "base_url": "u", "model": "m"}}}},
+            {},
+            "llm.endpoints.main.format",
+        ),
+    ],
+)
+def test_bad_config_names_the_key_path(raw: dict[str, object], env: dict[str, str], path: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, env)
+    assert info.value.path == path
+    assert path in str(info.value)
+
+
+def test_load_config_from_file_and_errors(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("maintainers: [ou_x]\nchats:\n  default: {}\n  'feishu:oc_1': {}\n", encoding="utf-8")
+    assert load_config(good, {}).chat_ids("feishu") == frozenset({"oc_1"})
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("chats: [unclosed\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid YAML at line"):
+        load_config(broken, {})
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml", {})
+    # No LARKBOT_CONFIG and no ./config.yaml: the built-in defaults.
+    assert load_config(None, {}).chats == {}
+
+
+def test_secret_never_in_config_error_message() -> None:
+    raw = {"telegram": {"bot_token": "123456:SECRET-TOKEN-VALUE", "mode": "carrier-pigeon"}}
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, {})
+    assert "SECRET-TOKEN-VALUE" not in str(info.value)
+    assert info.value.path == "telegram.mode"

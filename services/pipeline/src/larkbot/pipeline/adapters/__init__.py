@@ -1,0 +1,1 @@
+"""I/O adapters of the pipeline: the SQL repository and the bus consumers."""
