@@ -19,8 +19,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Protocol
 
 from larkbot.canonical.errors import ConfigError
@@ -109,16 +109,26 @@ def http_port(name: Service, settings: ServiceSettings) -> int:
 
 
 async def serve(
-    name: Service, app: ServiceApp, config: LarkbotConfig, *, stop_timeout_s: float = 20.0
+    name: Service,
+    app: ServiceApp,
+    config: LarkbotConfig,
+    *,
+    stop_timeout_s: float = 20.0,
+    stopping: asyncio.Event | None = None,
+    nats_url: str | None = None,
+    port: int | None = None,
+    started: Callable[[ServiceContext], None] | None = None,
 ) -> int:
+    """Run ``app`` until SIGTERM/SIGINT (or until ``stopping`` is set, for in-process use in tests)."""
     settings = config.services.for_service(name.value)
     metrics.SERVICE_INFO.labels(name.value, VERSION).set(1)
     metrics.SERVICE_START_TIME.labels(name.value).set(time.time())
-    ops = OpsServer(name.value, settings.http_host, http_port(name, settings))
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
+    ops = OpsServer(name.value, settings.http_host, http_port(name, settings) if port is None else port)
+    if stopping is None:
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
 
     bus_holder: list[Bus] = []
 
@@ -140,7 +150,7 @@ async def serve(
                 metrics.BUS_RECONNECTS.labels(name.value).inc()
 
         connect_task = asyncio.create_task(
-            connect(config.nats, name.value, url=os.environ.get("NATS_URL"), on_state=on_state)
+            connect(config.nats, name.value, url=nats_url or os.environ.get("NATS_URL"), on_state=on_state)
         )
         stop_wait = asyncio.create_task(stopping.wait())
         await asyncio.wait({connect_task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -167,6 +177,8 @@ async def serve(
 
         gauge = asyncio.create_task(ready_gauge())
         log.info("%s started", name.value)
+        if started is not None:
+            started(ctx)
         await stop_wait
         gauge.cancel()
         log.info("%s stopping", name.value)
@@ -205,3 +217,33 @@ def _run_loop(main: Coroutine[Any, Any, int]) -> int:
         return asyncio.run(main)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(main)
+
+
+@asynccontextmanager
+async def running(
+    name: Service, app: ServiceApp, config: LarkbotConfig, *, nats_url: str, timeout_s: float = 60.0
+) -> AsyncIterator[ServiceContext]:
+    """Run a service in-process (tests, benchmarks): yields its context once started, stops it on exit.
+
+    The operations endpoint binds a free port (``ctx.ops.bound_port``). Leaving the block stops the
+    service the way SIGTERM does and asserts a clean exit.
+    """
+    stopping = asyncio.Event()
+    ready: asyncio.Future[ServiceContext] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve(name, app, config, stopping=stopping, nats_url=nats_url, port=0, started=ready.set_result)
+    )
+    waiter = asyncio.ensure_future(ready)
+    await asyncio.wait({task, waiter}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    if not waiter.done():
+        stopping.set()
+        waiter.cancel()
+        status = await asyncio.wait_for(task, timeout_s)
+        raise RuntimeError(f"{name.value} did not start (exit status {status})")
+    try:
+        yield waiter.result()
+    finally:
+        stopping.set()
+        status = await asyncio.wait_for(task, timeout_s)
+        if status != 0:
+            raise RuntimeError(f"{name.value} stopped with status {status}")
