@@ -34,3 +34,23 @@ def test_shipped_configurations_are_valid(capsys: pytest.CaptureFixture[str]) ->
     root = Path(__file__).resolve().parents[1]
     for path in sorted((root / "config").glob("*.yaml")):
         assert main(["config", "check", str(path)]) == 0, capsys.readouterr().err
+
+
+def test_a_service_refuses_to_start_on_a_broken_config(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("services:\n  pipeline:\n    http_port: not-a-port\n", encoding="utf-8")
+    env = {**os.environ, "LARKBOT_CONFIG": str(bad)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "larkbot.cli", "run", "pipeline"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "services.pipeline.http_port" in proc.stderr

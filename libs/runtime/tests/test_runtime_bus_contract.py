@@ -182,3 +182,23 @@ async def test_poison_message_is_terminated_into_the_dead_letter_stream(
     assert stored.data == record.data
     assert handled == [f"{prefix}.good"]
     assert attempts == (2 if reason == "crashed" else (1 if reason == "poison" else 0))
+
+
+async def test_trace_context_travels_in_headers(bus: Bus) -> None:
+    from larkbot.canonical.names import HEADER_TRACE
+    from larkbot.runtime.logs import current_trace, log_context, new_traceparent
+
+    stream, prefix, durable = await _stream(bus)
+    trace = new_traceparent()
+    with log_context(trace=trace):
+        await bus.publish(f"{prefix}.chat", _signal(1))
+    seen: list[str | None] = []
+    done = asyncio.Event()
+
+    async def handler(d: Delivery) -> None:
+        seen.append(d.headers.get(HEADER_TRACE))
+        seen.append(current_trace())  # bound for everything the handler logs or publishes
+        done.set()
+
+    await _run_until(PullConsumer(bus.js, stream, durable, handler), done)
+    assert seen == [trace, trace]

@@ -84,6 +84,12 @@ def _up(args: argparse.Namespace) -> int:
     return up(config_path=args.config, data_dir=args.data_dir, services=args.service or None)
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import main as bench_main
+
+    return bench_main(as_json=args.json, quick=args.quick)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="larkbot", description="LarkBot: an AI member of group chats.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -108,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--config", default=None)
     boot.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for NATS")
     boot.set_defaults(func=_bootstrap)
+    bench = sub.add_parser("bench", help="measure and print benchmark figures as one JSON object")
+    bench.add_argument("--json", action="store_true", help="one line of JSON")
+    bench.add_argument("--quick", action="store_true", help="small sizes (seconds, for smoke tests)")
+    bench.set_defaults(func=_bench)
     return parser
 
 

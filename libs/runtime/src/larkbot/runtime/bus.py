@@ -23,10 +23,10 @@ from pydantic import BaseModel, TypeAdapter
 
 from larkbot.canonical.codec import decode, decode_as, encode, headers_for
 from larkbot.canonical.errors import RetryableError
-from larkbot.canonical.names import HEADER_MSG_ID
+from larkbot.canonical.names import HEADER_MSG_ID, HEADER_TRACE
 
 from .config import NatsSettings
-from .logs import mask
+from .logs import current_trace, mask
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ class Bus:
     ) -> PubAck:
         """Publish to a stream and wait for the PubAck (durably stored, or deduplicated by ``msg_id``)."""
         hdrs = headers_for(model, headers)
+        _propagate_trace(hdrs)
         if msg_id is not None:
             hdrs[HEADER_MSG_ID] = msg_id
         try:
@@ -79,7 +80,9 @@ class Bus:
         self, subject: str, model: BaseModel, headers: dict[str, str] | None = None
     ) -> None:
         """Fire-and-forget core publish (typing signals and other ephemeral data)."""
-        await self.nc.publish(subject, encode(model), headers=headers_for(model, headers))
+        hdrs = headers_for(model, headers)
+        _propagate_trace(hdrs)
+        await self.nc.publish(subject, encode(model), headers=hdrs)
 
     async def request(self, subject: str, model: BaseModel, reply: type[M], *, timeout_s: float) -> M:
         msg = await self._request(subject, model, timeout_s)
@@ -93,9 +96,9 @@ class Bus:
 
     async def _request(self, subject: str, model: BaseModel, timeout_s: float) -> Msg:
         try:
-            return await self.nc.request(
-                subject, encode(model), timeout=timeout_s, headers=headers_for(model)
-            )
+            hdrs = headers_for(model)
+            _propagate_trace(hdrs)
+            return await self.nc.request(subject, encode(model), timeout=timeout_s, headers=hdrs)
         except nats.errors.NoRespondersError:
             raise BusUnavailable(f"no service answers on {subject}") from None
         except nats.errors.TimeoutError:
@@ -111,6 +114,13 @@ class Bus:
             log.warning("drain did not finish cleanly: %s", type(exc).__name__)
         if not self.nc.is_closed:
             await self.nc.close()
+
+
+def _propagate_trace(headers: dict[str, str]) -> None:
+    """Carry the current trace context to whoever handles this message (DESIGN §6)."""
+    trace = current_trace()
+    if trace is not None:
+        headers.setdefault(HEADER_TRACE, trace)
 
 
 async def connect(

@@ -43,6 +43,7 @@ from larkbot.canonical.names import (
     HEADER_DL_STREAM,
     HEADER_DL_SUBJECT,
     HEADER_MSG_ID,
+    HEADER_TRACE,
     dead_letter_subject,
 )
 
@@ -94,7 +95,12 @@ def chain(handler: Handler, middlewares: Sequence[Middleware]) -> Handler:
 
 
 async def log_context_middleware(handler: Handler, delivery: Delivery) -> None:
-    with log_context(subject=delivery.subject, stream_seq=delivery.stream_seq, consumer=delivery.consumer):
+    with log_context(
+        subject=delivery.subject,
+        stream_seq=delivery.stream_seq,
+        consumer=delivery.consumer,
+        trace=delivery.headers.get(HEADER_TRACE),
+    ):
         await handler(delivery)
 
 

@@ -14,6 +14,7 @@ import contextvars
 import json
 import logging
 import re
+import secrets
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -102,6 +103,17 @@ def setup_logging(service: str, level: str = "INFO", stream: Any = None) -> None
     # but access logs of /metrics scrapes are noise.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     logging.Formatter.converter = time.gmtime
+
+
+def current_trace() -> str | None:
+    """The W3C ``traceparent`` bound to the current context, if any."""
+    trace = _context.get().get("trace")
+    return trace if isinstance(trace, str) else None
+
+
+def new_traceparent() -> str:
+    """A fresh W3C ``traceparent`` (version 00, sampled), started where an outside event enters."""
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from larkbot.canonical.codec import decode, decode_as, encode, headers_for
 from larkbot.canonical.errors import ContractError, LarkbotError
+from larkbot.canonical.names import HEADER_TRACE
 
 from . import metrics
 from .bus import Bus
@@ -86,7 +87,7 @@ class Endpoint(Generic[Req]):
         started = time.perf_counter()
         outcome = "ok"
         async with self._limit:
-            with log_context(endpoint=self.subject):
+            with log_context(endpoint=self.subject, trace=(msg.headers or {}).get(HEADER_TRACE)):
                 try:
                     request = self.decoder(msg.data, dict(msg.headers or {}))
                     reply = await self.handler(request)
