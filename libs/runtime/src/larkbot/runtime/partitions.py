@@ -1,0 +1,182 @@
+"""Partition ownership: each of a fixed number of partitions is consumed by exactly one replica at a time.
+
+Per-chat order is the invariant (DESIGN §3). Chats are hashed into ``names.PARTITIONS`` partitions by the
+stream's subject transform; each partition has its own durable consumer. Replicas of a service agree on
+who owns which partition through leases in the ``leases`` KV bucket, whose TTL expires the lease of a
+replica that died:
+
+- every replica heartbeats ``<group>.members.<replica>``; the live members, sorted, define the desired
+  assignment ``partition p → members[p % len(members)]`` (stable, and balanced within one partition);
+- a replica acquires a desired partition with a compare-and-set ``create`` of ``<group>.p<NN>`` and keeps
+  it with CAS ``update`` on the revision it holds; a failed update means it lost the lease: it stops
+  consuming that partition at once;
+- a replica that holds a partition no longer desired for it (a member joined) stops consuming it first,
+  then deletes the lease (CAS on its revision) so the new owner can take it.
+
+A lease outlives its owner by at most the bucket TTL, so a killed replica's partitions move after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats
+from nats.js.kv import KeyValue
+
+from .consume import Handler, PullConsumer
+
+log = logging.getLogger(__name__)
+
+Hook = Callable[[int], Awaitable[None]]
+
+
+class PartitionLeases:
+    def __init__(
+        self,
+        kv: KeyValue,
+        group: str,
+        replica: str,
+        partitions: int,
+        *,
+        on_acquire: Hook,
+        on_release: Hook,
+        heartbeat_s: float = 5.0,
+    ) -> None:
+        self.kv = kv
+        self.group = group
+        self.replica = replica
+        self.partitions = partitions
+        self.on_acquire = on_acquire
+        self.on_release = on_release
+        self.heartbeat_s = heartbeat_s
+        #: partition → revision of the lease this replica holds
+        self.owned: dict[int, int] = {}
+        self._stop = asyncio.Event()
+        self.settled = asyncio.Event()
+
+    def _lease_key(self, partition: int) -> str:
+        return f"{self.group}.p{partition:03d}"
+
+    def _member_key(self, replica: str) -> str:
+        return f"{self.group}.members.{replica}"
+
+    async def members(self) -> list[str]:
+        prefix = f"{self.group}.members."
+        try:
+            keys = await self.kv.keys(filters=[prefix])
+        except nats.js.errors.NoKeysError:
+            return [self.replica]
+        found = {key[len(prefix) :] for key in keys if key.startswith(prefix)}
+        found.add(self.replica)
+        return sorted(found)
+
+    def desired(self, members: list[str]) -> set[int]:
+        index = members.index(self.replica)
+        return {p for p in range(self.partitions) if p % len(members) == index}
+
+    async def tick(self) -> None:
+        """One round: heartbeat, renew held leases, release surplus, acquire what is ours."""
+        await self.kv.put(self._member_key(self.replica), self.replica.encode())
+        for partition, revision in list(self.owned.items()):
+            try:
+                self.owned[partition] = await self.kv.update(
+                    self._lease_key(partition), self.replica.encode(), last=revision
+                )
+            except nats.js.errors.KeyWrongLastSequenceError:
+                log.warning("lost the lease of partition %d", partition)
+                del self.owned[partition]
+                await self.on_release(partition)
+        want = self.desired(await self.members())
+        for partition in sorted(set(self.owned) - want):
+            revision = self.owned.pop(partition)
+            await self.on_release(partition)
+            # Already expired and possibly taken by now: then nothing of ours is left to remove.
+            with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError):
+                await self.kv.delete(self._lease_key(partition), last=revision)
+            log.info("released partition %d", partition)
+        for partition in sorted(want - set(self.owned)):
+            try:
+                revision = await self.kv.create(self._lease_key(partition), self.replica.encode())
+            except nats.js.errors.KeyWrongLastSequenceError:
+                continue  # still held by its previous owner; retried next round
+            self.owned[partition] = revision
+            await self.on_acquire(partition)
+            log.info("acquired partition %d", partition)
+        if set(self.owned) == want:
+            self.settled.set()
+        else:
+            self.settled.clear()
+
+    async def run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                await self.tick()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.heartbeat_s)
+        finally:
+            await self.release_all()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def release_all(self) -> None:
+        """Hand every partition back at once (clean shutdown), so others need not wait for the TTL."""
+        for partition, revision in list(self.owned.items()):
+            del self.owned[partition]
+            await self.on_release(partition)
+            with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError, nats.errors.Error):
+                await self.kv.delete(self._lease_key(partition), last=revision)
+        with contextlib.suppress(nats.errors.Error):
+            await self.kv.delete(self._member_key(self.replica))
+
+
+class PartitionedConsumer:
+    """Consumes the partitions this replica owns, each through its own durable pull consumer, in order.
+
+    ``durable(p)`` names partition ``p``'s durable consumer (declared by the bootstrap).
+    """
+
+    def __init__(
+        self,
+        js: nats.js.JetStreamContext,
+        stream: str,
+        durable: Callable[[int], str],
+        handler: Handler,
+        **consumer_options: Any,
+    ) -> None:
+        self.js = js
+        self.stream = stream
+        self.durable = durable
+        self.handler = handler
+        self.consumer_options = consumer_options
+        self.running: dict[int, tuple[PullConsumer, asyncio.Task[None]]] = {}
+
+    async def acquire(self, partition: int) -> None:
+        consumer = PullConsumer(
+            self.js, self.stream, self.durable(partition), self.handler, **self.consumer_options
+        )
+        task = asyncio.create_task(consumer.run(), name=f"consume-{self.stream}-p{partition}")
+        self.running[partition] = (consumer, task)
+
+    async def release(self, partition: int) -> None:
+        """Stop consuming ``partition``; returns once the batch in hand is handled and acknowledged."""
+        entry = self.running.pop(partition, None)
+        if entry is None:
+            return
+        consumer, task = entry
+        consumer.stop()
+        await task
+
+    async def report_lag(self) -> None:
+        for consumer, _task in self.running.values():
+            await consumer.report_lag()
+
+    def crashed(self) -> BaseException | None:
+        for _consumer, task in self.running.values():
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                return task.exception()
+        return None
