@@ -234,7 +234,8 @@ async def running(
         serve(name, app, config, stopping=stopping, nats_url=nats_url, port=0, started=ready.set_result)
     )
     waiter = asyncio.ensure_future(ready)
-    await asyncio.wait({task, waiter}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    pending: set[asyncio.Future[Any]] = {task, waiter}
+    await asyncio.wait(pending, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
     if not waiter.done():
         stopping.set()
         waiter.cancel()
