@@ -1,54 +1,76 @@
-"""Composition root of the LLM gateway: the ``llm.generate`` request/reply service (queue group)."""
+"""Composition root of the LLM gateway: the ``llm.generate`` request/reply service (queue group).
+
+Stateless: any number of replicas share the queue group. Wiring: the object-store image source, the
+pooled HTTP transport (inside :class:`Gateway`), metrics, and the request/reply endpoint.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 
 from pydantic import BaseModel
 
 from larkbot.canonical.llm import LLMError, LLMRequest
 from larkbot.canonical.names import QUEUE_LLM, SUBJECT_LLM_GENERATE, Service
 from larkbot.runtime.config import LarkbotConfig
+from larkbot.runtime.http import Check
+from larkbot.runtime.logs import mask
 from larkbot.runtime.serve import Endpoint, model_decoder
 from larkbot.runtime.service import ServiceContext, run
 
 from . import metrics
+from .adapters.images import ObjectStoreImages
+from .gateway import Gateway, Outcome
+
+log = logging.getLogger(__name__)
 
 
 class GatewayService:
-    def __init__(self, config: LarkbotConfig) -> None:
+    def __init__(self, config: LarkbotConfig, *, on_outcome: Callable[[Outcome], None] | None = None) -> None:
         self.config = config
+        self.on_outcome = on_outcome
+        self.gateway: Gateway | None = None
         self.endpoint: Endpoint[LLMRequest] | None = None
 
     async def start(self, ctx: ServiceContext) -> None:
+        settings = self.config.llm
+        for name, endpoint in sorted(settings.endpoints.items()):
+            if endpoint.fake:
+                log.warning(
+                    "LLM endpoint %s is the fake provider at %s (fake: true)", name, endpoint.base_url
+                )
+        self.gateway = Gateway(settings, ObjectStoreImages(ctx.bus.js), on_outcome=self._account)
         self.endpoint = Endpoint(
-            ctx.bus, SUBJECT_LLM_GENERATE, QUEUE_LLM, model_decoder(LLMRequest), self.generate, error_reply
+            ctx.bus,
+            SUBJECT_LLM_GENERATE,
+            QUEUE_LLM,
+            model_decoder(LLMRequest),
+            self.gateway.generate,
+            error_reply,
         )
         await self.endpoint.start()
 
-    async def generate(self, request: LLMRequest) -> BaseModel:
-        endpoint = self.config.llm.endpoints.get(request.endpoint)
-        if endpoint is None:
-            metrics.REQUESTS.labels(request.purpose, "config").inc()
-            return LLMError(
-                request_id=request.request_id,
-                category="config",
-                message=f"no LLM endpoint named {request.endpoint!r} is configured",
-            )
-        # The provider transports (openai-chat, anthropic-messages, responses) are not in this build yet.
-        metrics.REQUESTS.labels(request.purpose, "config").inc()
-        return LLMError(
-            request_id=request.request_id,
-            category="config",
-            message=f"wire format {endpoint.format!r} is not available in this build",
-        )
+        async def endpoints_check() -> Check:
+            names = ", ".join(sorted(settings.endpoints)) or "none"
+            return Check(True, f"endpoints: {names}")
+
+        ctx.add_check("llm", endpoints_check)
+
+    def _account(self, outcome: Outcome) -> None:
+        metrics.record(outcome)
+        if self.on_outcome is not None:
+            self.on_outcome(outcome)
 
     async def stop(self) -> None:
         if self.endpoint is not None:
             await self.endpoint.stop()
+        if self.gateway is not None:
+            await self.gateway.aclose()
 
 
-def error_reply(data: bytes, exc: BaseException) -> LLMError:
+def error_reply(data: bytes, exc: BaseException) -> BaseModel:
     request_id = "unknown"
     try:
         found = json.loads(data).get("request_id")
@@ -57,7 +79,7 @@ def error_reply(data: bytes, exc: BaseException) -> LLMError:
     except (ValueError, AttributeError):
         pass
     return LLMError(
-        request_id=request_id, category="invalid_request", message=f"{type(exc).__name__}: {exc}"[:500]
+        request_id=request_id, category="invalid_request", message=mask(f"{type(exc).__name__}: {exc}")[:500]
     )
 
 

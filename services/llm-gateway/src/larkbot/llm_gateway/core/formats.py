@@ -1,0 +1,96 @@
+"""The three wire formats behind one table: path, headers, and the four codec directions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from larkbot.canonical.llm import AssistantMessage, LLMRequest, Message, StopReason, Usage, WireFormat
+
+from . import anthropic, openai_chat, responses
+from .common import BlobKeyOf, Decoded, EncodeOptions, ParsedRequest
+from .usage import OpenAIUsageStyle
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    format: WireFormat
+    path: str
+    encode_request: Callable[[LLMRequest, tuple[Message, ...], EncodeOptions], dict[str, Any]]
+    decode_response: Callable[[dict[str, Any], str], Decoded]
+    encode_response: Callable[..., dict[str, Any]]
+    decode_request: Callable[[dict[str, Any], BlobKeyOf, str], ParsedRequest]
+    supports_prompt_cache_key: bool
+
+
+#: Marks replies of the fake provider; the gateway accepts it only from endpoints with ``fake: true``.
+FAKE_HEADER = "x-larkbot-fake"
+
+CODECS: dict[WireFormat, Codec] = {
+    "openai-chat": Codec(
+        "openai-chat",
+        openai_chat.PATH,
+        openai_chat.encode_request,
+        openai_chat.decode_response,
+        openai_chat.encode_response,
+        openai_chat.decode_request,
+        True,
+    ),
+    "anthropic-messages": Codec(
+        "anthropic-messages",
+        anthropic.PATH,
+        anthropic.encode_request,
+        anthropic.decode_response,
+        anthropic.encode_response,
+        anthropic.decode_request,
+        False,
+    ),
+    "responses": Codec(
+        "responses",
+        responses.PATH,
+        responses.encode_request,
+        responses.decode_response,
+        responses.encode_response,
+        responses.decode_request,
+        True,
+    ),
+}
+
+
+def codec_for_path(path: str) -> Codec | None:
+    """The codec whose endpoint path ``path`` ends with (the fake provider routes by it)."""
+    for codec in CODECS.values():
+        if path.endswith(codec.path):
+            return codec
+    return None
+
+
+def request_headers(fmt: WireFormat, api_key: str | None) -> dict[str, str]:
+    """Every header of a call, the credential included; callers redact before logging or dumping."""
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    if fmt == "anthropic-messages":
+        headers["anthropic-version"] = anthropic.API_VERSION
+        if api_key:
+            headers["x-api-key"] = api_key
+    elif api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def encode_response(
+    fmt: WireFormat,
+    message: AssistantMessage,
+    stop_reason: StopReason,
+    usage: Usage,
+    *,
+    model: str,
+    response_id: str,
+    usage_style: str = "openai",
+) -> dict[str, Any]:
+    if fmt == "openai-chat":
+        style: OpenAIUsageStyle = "deepseek" if usage_style == "deepseek" else "openai"
+        return openai_chat.encode_response(
+            message, stop_reason, usage, model=model, response_id=response_id, usage_style=style
+        )
+    return CODECS[fmt].encode_response(message, stop_reason, usage, model=model, response_id=response_id)

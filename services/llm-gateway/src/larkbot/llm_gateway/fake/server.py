@@ -1,0 +1,236 @@
+"""The fake LLM provider: a real aiohttp server speaking ``openai-chat``, ``anthropic-messages`` and
+``responses`` on ``POST <any prefix>/chat/completions``, ``/messages`` and ``/responses``.
+
+Faithful where the gateway depends on it: each format's request shape is read back (a body the real
+provider would reject gets HTTP 400 in that format's error shape — including Anthropic's role alternation
+and ``anthropic-version`` header), replies carry each format's usage fields with cache numbers, tool calls,
+reasoning, refusals and errors with ``retry-after``. Every reply carries ``x-larkbot-fake: 1``; the gateway
+accepts that only from an endpoint configured with ``fake: true``, so a production configuration can
+never silently talk to the fake.
+
+With ``api_key`` set, a call without that credential gets 401 and — on purpose — the offered key echoed
+in the message, which is how the contract tests prove the gateway masks provider messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import importlib
+import itertools
+import json
+import signal
+import sys
+from collections.abc import Sequence as Seq
+from typing import Any
+
+from aiohttp import web
+
+from larkbot.canonical.llm import TextPart, ToolCallPart, Usage
+
+from ..core.common import WireError
+from ..core.errors import error_body
+from ..core.formats import FAKE_HEADER, codec_for_path, encode_response
+from .script import Drop, Fail, FakeCall, Reply, Script, echo
+
+
+def blob_key_of(mime: str, data_b64: str) -> str:
+    """Images read back from a request are keyed by a digest of their encoded bytes."""
+    return "sha256:" + hashlib.sha256(data_b64.encode()).hexdigest()
+
+
+class FakeProvider:
+    def __init__(self, script: Script = echo, *, api_key: str | None = None) -> None:
+        self.script = script
+        self.api_key = api_key
+        self.calls: list[FakeCall] = []
+        self._last_body: dict[str, bytes] = {}
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve on ``host:port`` (0 picks a free port); returns the base URL, ``http://host:port/v1``."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/{tail:.*}", self._handle)
+        # A client that gives up (timeout tests) cancels its handler, so stopping never waits on it.
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, handler_cancellation=True, shutdown_timeout=1.0
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://{host}:{bound}/v1"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeProvider:
+        if not self.url:
+            await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        codec = codec_for_path(request.path)
+        if codec is None:
+            return web.json_response({"error": {"message": "unknown path"}}, status=404, headers=_FAKE)
+        fmt = codec.format
+        raw = await request.read()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        denied = self._check_auth(fmt, headers)
+        if denied is not None:
+            return _error(fmt, 401, denied)
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise WireError("body is not a JSON object")
+            _validate(fmt, body, headers)
+            parsed = codec.decode_request(body, blob_key_of, "request")
+        except (ValueError, KeyError, TypeError) as exc:
+            return _error(fmt, 400, f"invalid request: {exc}")
+        call = FakeCall(len(self.calls), fmt, request.path, headers, raw, body, parsed)
+        self.calls.append(call)
+        previous = self._last_body.get(fmt, b"")
+        self._last_body[fmt] = raw
+        action = self.script(call)
+        if not isinstance(action, Drop) and action.latency_s > 0:
+            await asyncio.sleep(action.latency_s)
+        if isinstance(action, Drop):
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=500)
+        if isinstance(action, Fail):
+            extra = {"retry-after": action.retry_after} if action.retry_after is not None else {}
+            return _error(fmt, action.status, action.message, extra)
+        usage = action.usage or _estimate_usage(fmt, raw, previous, action)
+        payload = encode_response(
+            fmt,
+            action.message(),
+            action.stop(),
+            usage,
+            model=parsed.model,
+            response_id=f"fake-{call.index}",
+            usage_style=action.usage_style,
+        )
+        payload.update(action.extra)
+        return web.json_response(payload, headers=_FAKE)
+
+    def _check_auth(self, fmt: str, headers: dict[str, str]) -> str | None:
+        if self.api_key is None:
+            return None
+        if fmt == "anthropic-messages":
+            offered = headers.get("x-api-key", "")
+        else:
+            offered = headers.get("authorization", "").removeprefix("Bearer ")
+        if offered == self.api_key:
+            return None
+        return f"Incorrect API key provided: {offered}"
+
+
+_FAKE = {FAKE_HEADER: "1"}
+
+
+def _error(fmt: Any, status: int, message: str, extra: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(
+        error_body(fmt, status, message), status=status, headers={**_FAKE, **(extra or {})}
+    )
+
+
+def _validate(fmt: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+    if not body.get("model"):
+        raise WireError("model is required")
+    if fmt != "anthropic-messages":
+        return
+    if "anthropic-version" not in headers:
+        raise WireError("anthropic-version header is required")
+    if not isinstance(body.get("max_tokens"), int):
+        raise WireError("max_tokens is required")
+    roles = [m.get("role") for m in body.get("messages", []) if isinstance(m, dict)]
+    if not roles or roles[0] != "user":
+        raise WireError("messages must start with a user message")
+    if any(a == b for a, b in itertools.pairwise(roles)):
+        raise WireError("roles must alternate between user and assistant")
+    for message in body.get("messages", []):
+        for block in message.get("content", []) if isinstance(message.get("content"), list) else []:
+            if block.get("type") == "text" and not block.get("text"):
+                raise WireError("text content blocks must be non-empty")
+
+
+def _estimate_usage(fmt: str, raw: bytes, previous: bytes, action: Reply) -> Usage:
+    """~4 bytes per token; the prefix shared with the previous request counts as a cache read."""
+    shared = 0
+    for a, b in zip(raw, previous, strict=False):
+        if a != b:
+            break
+        shared += 1
+    input_tokens = max(1, len(raw) // 4)
+    read = min(shared // 4, input_tokens)
+    write = input_tokens - read if fmt == "anthropic-messages" else 0
+    text = 0
+    for part in action.parts:
+        if isinstance(part, TextPart):
+            text += len(part.text)
+        elif isinstance(part, ToolCallPart):
+            text += len(part.arguments_json)
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=max(1, text // 4),
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+    )
+
+
+async def serve_fake(
+    host: str, port: int, script: Script = echo, *, api_key: str | None = None
+) -> FakeProvider:
+    """Start a fake provider; the caller stops it with ``await provider.stop()``."""
+    provider = FakeProvider(script, api_key=api_key)
+    await provider.start(host, port)
+    return provider
+
+
+def load_script(spec: str) -> Script:
+    """``echo`` or ``package.module:function`` (a rule function taking a :class:`FakeCall`)."""
+    if spec == "echo":
+        return echo
+    module_name, _, attr = spec.partition(":")
+    if not attr:
+        raise ValueError("script must be 'echo' or 'module:function'")
+    script: Script = getattr(importlib.import_module(module_name), attr)
+    return script
+
+
+def main(argv: Seq[str] | None = None) -> int:
+    """``larkbot fake-llm [--host H] [--port P] [--script echo|module:function] [--api-key K]``."""
+    parser = argparse.ArgumentParser(prog="larkbot fake-llm", description="Serve the fake LLM provider.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9190)
+    parser.add_argument("--script", default="echo")
+    parser.add_argument("--api-key", default=None)
+    args = parser.parse_args(argv)
+    try:
+        script = load_script(args.script)
+    except (ValueError, ImportError, AttributeError) as exc:
+        print(f"larkbot fake-llm: {exc}", file=sys.stderr)
+        return 2
+
+    async def serve() -> None:
+        provider = await serve_fake(args.host, args.port, script, api_key=args.api_key)
+        print(f"fake LLM provider at {provider.url} (formats: openai-chat, anthropic-messages, responses)")
+        sys.stdout.flush()
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
+        await stopping.wait()
+        await provider.stop()
+
+    asyncio.run(serve())
+    return 0

@@ -1,0 +1,301 @@
+"""One ``llm.generate`` call: prepare, encode, send with retries inside the deadline, decode, account.
+
+Every outcome is a reply — :class:`LLMResponse` or a typed :class:`LLMError` — never an exception, so
+the caller applies its own retry policy (SPEC §4.4). Error categories:
+
+- ``config``: unknown endpoint; provider 401/403/404 (key, model or URL is wrong).
+- ``deadline``: the caller's ``deadline_ms`` passed before or during the call. A provider wait that the
+  gateway shortened to the remaining deadline and that ran out is a deadline error; a wait that ran out
+  at the endpoint's own ``timeout_s`` is a provider timeout (``transient``).
+- ``transient``: timeouts, connection failures, 408/409/425/429/5xx left after the retries that fit
+  in the deadline; ``retry_after_s`` carries the provider's hint.
+- ``invalid_request``: 400/413/422, or an image that is not in the object store.
+- ``permanent``: other statuses; a 2xx body that is not the format's shape.
+
+Messages are masked (registered secrets, credential shapes, and the endpoint's own key) before they
+leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Usage
+from larkbot.runtime.config import LlmEndpoint, LlmSettings
+from larkbot.runtime.logs import mask, register_secrets
+
+from .adapters.dumps import DumpWriter
+from .adapters.images import ImageUnavailable
+from .adapters.transport import HttpReply, ProviderTimeout, ProviderUnreachable, Transport
+from .core.common import (
+    DEFAULT_REPLAY_TURNS,
+    EncodedImage,
+    EncodeOptions,
+    WireError,
+    dumps,
+    image_refs,
+    model_identity,
+    prepare_messages,
+)
+from .core.errors import Category, RetryPolicy, classify_status, provider_message, retry_after_s
+from .core.formats import CODECS, FAKE_HEADER, request_headers
+from .core.redact import redact_headers
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+class ImageSource(Protocol):
+    async def resolve(self, refs: list[tuple[str, int]]) -> dict[tuple[str, int], EncodedImage]: ...
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one call did, for metrics and benchmarks."""
+
+    model: str
+    purpose: str
+    outcome: str
+    total_s: float = 0.0
+    provider_s: list[float] = field(default_factory=list)
+    waited_s: float = 0.0
+    retries: list[str] = field(default_factory=list)
+    usage: Usage | None = None
+    images_omitted: int = 0
+
+    @property
+    def overhead_s(self) -> float:
+        return max(0.0, self.total_s - sum(self.provider_s) - self.waited_s)
+
+
+class _Failure(Exception):
+    def __init__(
+        self, category: Category, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.category = category
+        self.status = status
+        self.retry_after = retry_after
+        self.reason = f"status_{status}" if status is not None else "timeout"
+
+
+class Gateway:
+    def __init__(
+        self,
+        settings: LlmSettings,
+        images: ImageSource,
+        *,
+        transport: Transport | None = None,
+        policy: RetryPolicy = DEFAULT_POLICY,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
+    ) -> None:
+        self.settings = settings
+        self.images = images
+        self.transport = transport or Transport(settings.endpoints)
+        self.policy = policy
+        self.clock_ms = clock_ms
+        self.on_outcome = on_outcome
+        self.dumps = DumpWriter(settings.dump_dir) if settings.dump_dir else None
+        self._keys = [e.api_key.get_secret_value() for e in settings.endpoints.values() if e.api_key]
+        register_secrets(self._keys)
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    async def generate(self, request: LLMRequest) -> LLMResponse | LLMError:
+        started = time.perf_counter()
+        endpoint = self.settings.endpoints.get(request.endpoint)
+        outcome = Outcome(
+            model=endpoint.model if endpoint else "unknown", purpose=request.purpose, outcome="ok"
+        )
+        try:
+            if endpoint is None:
+                raise _Failure("config", f"no LLM endpoint named {request.endpoint!r} is configured")
+            reply: LLMResponse | LLMError = await self._generate(request, endpoint, outcome, started)
+        except _Failure as failure:
+            outcome.outcome = failure.category
+            reply = LLMError(
+                request_id=request.request_id,
+                category=failure.category,
+                message=self._mask(str(failure)),
+                status=failure.status,
+                retry_after_s=failure.retry_after,
+            )
+        outcome.total_s = time.perf_counter() - started
+        if isinstance(reply, LLMResponse):
+            reply = reply.model_copy(update={"gateway_latency_ms": round(outcome.total_s * 1000)})
+        self.on_outcome(outcome)
+        return reply
+
+    async def _generate(
+        self, request: LLMRequest, endpoint: LlmEndpoint, outcome: Outcome, started: float
+    ) -> LLMResponse:
+        codec = CODECS[endpoint.format]
+        identity = model_identity(endpoint.format, endpoint.base_url, endpoint.model)
+        if self.clock_ms() >= request.deadline_ms:
+            raise _Failure("deadline", "the request's deadline passed before the call started")
+        messages, outcome.images_omitted = prepare_messages(
+            request,
+            fmt=endpoint.format,
+            identity=identity,
+            max_images=endpoint.max_images,
+            replay_turns=DEFAULT_REPLAY_TURNS,
+        )
+        try:
+            images = await self.images.resolve(image_refs(messages))
+        except ImageUnavailable as exc:
+            raise _Failure("invalid_request", str(exc)) from None
+        opts = EncodeOptions(
+            model=endpoint.model,
+            model_identity=identity,
+            images=images,
+            prompt_cache_key=_cache_key(request) if endpoint.supports_prompt_cache_key else None,
+        )
+        body = dumps(codec.encode_request(request, messages, opts))
+        url = endpoint.base_url.rstrip("/") + codec.path
+        headers = request_headers(
+            endpoint.format, endpoint.api_key.get_secret_value() if endpoint.api_key else None
+        )
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                reply = await self._attempt(request, endpoint, url, body, headers, attempt, outcome)
+                response = self._decode(request, endpoint, identity, reply)
+                outcome.usage = response.usage
+                return response
+            except _Failure as failure:
+                if failure.category != "transient":
+                    raise
+                remaining_s = (request.deadline_ms - self.clock_ms()) / 1000
+                delay = self.policy.next_delay(attempt, failure.retry_after, remaining_s)
+                if delay is None:
+                    raise
+                outcome.retries.append(failure.reason)
+                outcome.waited_s += delay
+                await asyncio.sleep(delay)
+
+    async def _attempt(
+        self,
+        request: LLMRequest,
+        endpoint: LlmEndpoint,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        attempt: int,
+        outcome: Outcome,
+    ) -> HttpReply:
+        remaining_s = (request.deadline_ms - self.clock_ms()) / 1000
+        if remaining_s <= 0:
+            raise _Failure("deadline", "the request's deadline passed between attempts")
+        shortened = remaining_s < endpoint.timeout_s
+        timeout_s = min(endpoint.timeout_s, remaining_s)
+        record: dict[str, Any] = {"request_id": request.request_id, "endpoint": request.endpoint, "url": url}
+        started = time.perf_counter()
+        try:
+            reply = await self.transport.post(request.endpoint, url, body, headers, timeout_s)
+        except ProviderTimeout:
+            outcome.provider_s.append(time.perf_counter() - started)
+            await self._dump(request, attempt, record, headers, body, {"failure": "timeout"})
+            if shortened:
+                raise _Failure(
+                    "deadline",
+                    f"the request's deadline passed while waiting {timeout_s:.1f} s for the provider",
+                ) from None
+            raise _Failure("transient", f"provider timed out after {timeout_s:.1f} s") from None
+        except ProviderUnreachable as exc:
+            outcome.provider_s.append(time.perf_counter() - started)
+            await self._dump(request, attempt, record, headers, body, {"failure": str(exc)})
+            failure = _Failure("transient", f"provider unreachable: {exc}")
+            failure.reason = "connect"
+            raise failure from None
+        outcome.provider_s.append(reply.elapsed_s)
+        await self._dump(
+            request,
+            attempt,
+            record,
+            headers,
+            body,
+            {"status": reply.status, "headers": reply.headers, "body": _json_or_text(reply.body)},
+        )
+        if reply.headers.get(FAKE_HEADER) and not endpoint.fake:
+            raise _Failure(
+                "config", "the endpoint answered as the fake provider but is not configured with fake: true"
+            )
+        if not 200 <= reply.status <= 299:
+            category = classify_status(reply.status)
+            retry_after = retry_after_s(reply.headers, self.clock_ms() / 1000)
+            message = f"provider answered HTTP {reply.status}: {provider_message(reply.body)}"
+            raise _Failure(category, message, status=reply.status, retry_after=retry_after)
+        return reply
+
+    def _decode(
+        self, request: LLMRequest, endpoint: LlmEndpoint, identity: str, reply: HttpReply
+    ) -> LLMResponse:
+        try:
+            parsed = json.loads(reply.body)
+            if not isinstance(parsed, dict):
+                raise WireError("reply is not a JSON object")
+            decoded = CODECS[endpoint.format].decode_response(parsed, identity)
+        except (ValueError, KeyError, TypeError) as exc:
+            # ValueError covers WireError, JSON and pydantic validation errors of a malformed reply.
+            raise _Failure(
+                "permanent",
+                f"provider reply is not valid {endpoint.format}: {type(exc).__name__}",
+                status=reply.status,
+            ) from None
+        return LLMResponse(
+            request_id=request.request_id,
+            model_identity=identity,
+            message=decoded.message,
+            stop_reason=decoded.stop_reason,
+            usage=decoded.usage,
+            provider_latency_ms=round(reply.elapsed_s * 1000),
+        )
+
+    async def _dump(
+        self,
+        request: LLMRequest,
+        attempt: int,
+        record: dict[str, Any],
+        headers: dict[str, str],
+        body: bytes,
+        response: dict[str, Any],
+    ) -> None:
+        if self.dumps is None:
+            return
+        full = {
+            **record,
+            "attempt": attempt,
+            "headers": redact_headers(headers),
+            "request": json.loads(body),
+            "response": response,
+        }
+        await self.dumps.write(request.request_id, attempt, full)
+
+    def _mask(self, text: str) -> str:
+        for key in self._keys:
+            text = text.replace(key, "***")
+        return mask(text)
+
+
+def _cache_key(request: LLMRequest) -> str | None:
+    """The request's own key, else one derived from the chat (a digest: chat ids stay with us)."""
+    if request.prompt_cache_key is not None:
+        return request.prompt_cache_key
+    if request.chat_key is None:
+        return None
+    return "larkbot-" + hashlib.sha256(request.chat_key.encode()).hexdigest()[:24]
+
+
+def _json_or_text(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body[:4000].decode("utf-8", "replace")

@@ -1,0 +1,342 @@
+"""The gateway against the fake provider over real HTTP: every format, every error class."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from larkbot.canonical.llm import (
+    AssistantMessage,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolChoice,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+    WireFormat,
+)
+from larkbot.llm_gateway.core.common import EncodedImage
+from larkbot.llm_gateway.core.errors import RetryPolicy
+from larkbot.llm_gateway.fake import Drop, Fail, FakeProvider, Reply, Script, Sequence
+from larkbot.llm_gateway.gateway import Gateway, Outcome
+from larkbot.runtime.config import LlmEndpoint, LlmSettings
+
+FORMATS: tuple[WireFormat, ...] = ("openai-chat", "anthropic-messages", "responses")
+KEY = "sk-contract-0123456789abcdef"
+FAST = RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.05, min_attempt_s=0.05)
+TOOLS = (
+    ToolSpec.of("end_turn", "Stay silent", {"type": "object"}),
+    ToolSpec.of("react", "React", {"type": "object"}),
+)
+
+
+class StaticImages:
+    async def resolve(self, refs: list[tuple[str, int]]) -> dict[tuple[str, int], EncodedImage]:
+        return {ref: EncodedImage("image/png", "iVBORw0KGgo=") for ref in refs}
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def request(*, deadline_s: float = 30.0, chat_key: str | None = None, **kwargs: Any) -> LLMRequest:
+    return LLMRequest(
+        request_id="req-1",
+        purpose="primary",
+        endpoint="main",
+        system="system prompt",
+        messages=(UserMessage(parts=(TextPart(text="hello"),)),),
+        tools=TOOLS,
+        tool_choice=ToolChoice(mode="any"),
+        deadline_ms=now_ms() + int(deadline_s * 1000),
+        chat_key=chat_key,
+        **kwargs,
+    )
+
+
+@asynccontextmanager
+async def gateway_for(
+    fmt: WireFormat, script: Script, *, base_url: str | None = None, **endpoint: Any
+) -> AsyncIterator[tuple[Gateway, FakeProvider, list[Outcome]]]:
+    outcomes: list[Outcome] = []
+    dump_dir = endpoint.pop("dump_dir", None)
+    async with FakeProvider(script, api_key=KEY) as fake:
+        fields: dict[str, Any] = {"format": fmt, "base_url": base_url or fake.url, "model": "fake-model"}
+        fields.update({"api_key": KEY, "fake": True, **endpoint})
+        settings = LlmSettings(endpoints={"main": LlmEndpoint(**fields)}, dump_dir=dump_dir)
+        gateway = Gateway(settings, StaticImages(), policy=FAST, on_outcome=outcomes.append)
+        try:
+            yield gateway, fake, outcomes
+        finally:
+            await gateway.aclose()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_success_with_tool_calls_reasoning_and_cache_usage(fmt: WireFormat) -> None:
+    identity_probe = "x"
+    usage = (
+        Usage(input_tokens=3000, output_tokens=50, cache_read_tokens=2000, cache_write_tokens=500)
+        if fmt == "anthropic-messages"
+        else Usage(input_tokens=3000, output_tokens=50, cache_read_tokens=2048, reasoning_tokens=16)
+    )
+    thought = {
+        "openai-chat": ReasoningPart(text="hmm", format=fmt, model_identity=identity_probe),
+        "anthropic-messages": ReasoningPart(
+            text="hmm", signature="c2ln", format=fmt, model_identity=identity_probe
+        ),
+        "responses": ReasoningPart(
+            text="hmm", opaque="ZW5j", item_id="rs_1", format=fmt, model_identity=identity_probe
+        ),
+    }[fmt]
+    parts = (
+        thought,
+        ToolCallPart(id="call_1", name="react", arguments_json='{"emoji":"👍"}'),
+        ToolCallPart(id="call_2", name="end_turn", arguments_json="{}"),
+    )
+    async with gateway_for(fmt, Sequence([Reply(parts=parts, usage=usage)])) as (gateway, fake, outcomes):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMResponse), reply
+    assert reply.stop_reason == "tool_use"
+    assert reply.usage == usage
+    assert [p.kind for p in reply.message.parts] == ["reasoning", "tool_call", "tool_call"]
+    reasoning_part = reply.message.parts[0]
+    assert isinstance(reasoning_part, ReasoningPart)
+    assert reasoning_part.model_identity == reply.model_identity == reply.message.model_identity
+    assert reasoning_part.model_identity.startswith(f"{fmt}:127.0.0.1:")
+    assert reply.gateway_latency_ms is not None
+    assert outcomes[0].outcome == "ok"
+    assert outcomes[0].usage == usage
+    headers = fake.calls[0].headers
+    if fmt == "anthropic-messages":
+        assert headers["x-api-key"] == KEY
+        assert headers["anthropic-version"] == "2023-06-01"
+    else:
+        assert headers["authorization"] == f"Bearer {KEY}"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_replayed_reasoning_reaches_the_provider(fmt: WireFormat) -> None:
+    async with gateway_for(fmt, Sequence([Reply.tool_call("react", {}), Reply.text("done")])) as (
+        gw,
+        fake,
+        _,
+    ):
+        first = await gw.generate(request())
+        assert isinstance(first, LLMResponse)
+        thought = {
+            "openai-chat": ReasoningPart(text="why", format=fmt, model_identity=first.model_identity),
+            "anthropic-messages": ReasoningPart(
+                text="why", signature="c2ln", format=fmt, model_identity=first.model_identity
+            ),
+            "responses": ReasoningPart(
+                text="why", opaque="ZW5j", item_id="rs_9", format=fmt, model_identity=first.model_identity
+            ),
+        }[fmt]
+        message = first.message.model_copy(update={"parts": (thought, *first.message.parts)})
+        follow = request().model_copy(
+            update={
+                "messages": (
+                    *request().messages,
+                    message,
+                    ToolResultMessage(tool_call_id="call_1", parts=(TextPart(text="ok"),)),
+                )
+            }
+        )
+        second = await gw.generate(follow)
+    assert isinstance(second, LLMResponse)
+    replayed = fake.calls[1].request.messages[1]
+    assert isinstance(replayed, AssistantMessage)
+    assert isinstance(replayed.parts[0], ReasoningPart)
+    assert replayed.parts[0].text == "why"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_rate_limit_is_retried_honouring_retry_after(fmt: WireFormat) -> None:
+    script = Sequence([Fail(429, "slow down", retry_after="0.05"), Reply.text("hi")])
+    async with gateway_for(fmt, script) as (gateway, fake, outcomes):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMResponse)
+    assert len(fake.calls) == 2
+    assert outcomes[0].retries == ["status_429"]
+    assert outcomes[0].waited_s == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_retry_after_beyond_the_deadline_returns_transient_at_once(fmt: WireFormat) -> None:
+    async with gateway_for(fmt, Sequence([Fail(429, "later", retry_after="60")])) as (gateway, fake, _):
+        reply = await gateway.generate(request(deadline_s=5))
+    assert isinstance(reply, LLMError)
+    assert (reply.category, reply.status, reply.retry_after_s) == ("transient", 429, 60.0)
+    assert len(fake.calls) == 1
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_server_errors_exhaust_retries_as_transient(fmt: WireFormat) -> None:
+    async with gateway_for(fmt, Sequence([Fail(503, "overloaded")] * 5)) as (gateway, fake, outcomes):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMError)
+    assert reply.category == "transient"
+    assert reply.status == 503
+    assert "overloaded" in reply.message
+    assert len(fake.calls) == FAST.max_attempts
+    assert outcomes[0].retries == ["status_503"] * (FAST.max_attempts - 1)
+
+
+@pytest.mark.parametrize(
+    ("status", "category"),
+    [(400, "invalid_request"), (422, "invalid_request"), (404, "config"), (402, "permanent")],
+)
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_permanent_statuses_are_not_retried(fmt: WireFormat, status: int, category: str) -> None:
+    async with gateway_for(fmt, Sequence([Fail(status, "nope"), Reply.text("unused")])) as (gateway, fake, _):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMError)
+    assert (reply.category, reply.status) == (category, status)
+    assert len(fake.calls) == 1
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_bad_credentials_are_config_errors_and_the_key_is_masked(fmt: WireFormat) -> None:
+    wrong = "sk-wrong-key-abcdefghijklmnop"
+    async with gateway_for(fmt, Sequence([Reply.text("unused")]), api_key=wrong) as (gateway, _, _):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMError)
+    assert (reply.category, reply.status) == ("config", 401)
+    assert "Incorrect API key" in reply.message
+    assert wrong not in reply.message
+    assert "***" in reply.message
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_provider_timeout_is_transient(fmt: WireFormat) -> None:
+    script = Sequence([Reply(parts=(TextPart(text="slow"),), latency_s=5)] * 3)
+    async with gateway_for(fmt, script, timeout_s=0.2) as (gateway, fake, _):
+        reply = await gateway.generate(request(deadline_s=10))
+    assert isinstance(reply, LLMError)
+    assert reply.category == "transient"
+    assert "timed out" in reply.message
+    assert len(fake.calls) == FAST.max_attempts
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_deadline_shortened_wait_is_a_deadline_error(fmt: WireFormat) -> None:
+    script = Sequence([Reply(parts=(TextPart(text="slow"),), latency_s=5)])
+    async with gateway_for(fmt, script, timeout_s=60) as (gateway, _, outcomes):
+        reply = await gateway.generate(request(deadline_s=0.3))
+    assert isinstance(reply, LLMError)
+    assert reply.category == "deadline"
+    assert outcomes[0].outcome == "deadline"
+
+
+async def test_a_passed_deadline_never_calls_the_provider() -> None:
+    async with gateway_for("openai-chat", Sequence([Reply.text("unused")])) as (gateway, fake, _):
+        reply = await gateway.generate(request(deadline_s=-1))
+    assert isinstance(reply, LLMError)
+    assert reply.category == "deadline"
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_dropped_connections_and_refused_connects_are_transient(fmt: WireFormat) -> None:
+    async with gateway_for(fmt, Sequence([Drop()] * 5)) as (gateway, _fake, outcomes):
+        dropped = await gateway.generate(request())
+    assert isinstance(dropped, LLMError)
+    assert dropped.category == "transient"
+    assert outcomes[0].retries == ["connect"] * (FAST.max_attempts - 1)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with gateway_for(fmt, Sequence([]), base_url=f"http://127.0.0.1:{port}/v1") as (gateway, _, _):
+        refused = await gateway.generate(request())
+    assert isinstance(refused, LLMError)
+    assert refused.category == "transient"
+    assert "unreachable" in refused.message
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_malformed_success_body_is_permanent(fmt: WireFormat) -> None:
+    broken = Reply(extra={"choices": "nope", "content": "nope", "output": "nope"})
+    async with gateway_for(fmt, Sequence([broken])) as (gateway, _, _):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMError)
+    assert reply.category == "permanent"
+
+
+async def test_the_fake_is_refused_unless_chosen_explicitly() -> None:
+    async with gateway_for("openai-chat", Sequence([Reply.text("hi")]), fake=False) as (gateway, _, _):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMError)
+    assert reply.category == "config"
+    assert "fake" in reply.message
+
+
+async def test_unknown_endpoint_is_a_config_error() -> None:
+    async with gateway_for("openai-chat", Sequence([])) as (gateway, _, outcomes):
+        reply = await gateway.generate(request().model_copy(update={"endpoint": "nope"}))
+    assert isinstance(reply, LLMError)
+    assert reply.category == "config"
+    assert outcomes[0].model == "unknown"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_identical_calls_send_byte_identical_bodies(fmt: WireFormat) -> None:
+    async with gateway_for(
+        fmt, Sequence([Reply.text("a"), Reply.text("b")]), supports_prompt_cache_key=True
+    ) as (
+        gateway,
+        fake,
+        _,
+    ):
+        for _ in range(2):
+            await gateway.generate(request(chat_key="feishu:oc_123"))
+    assert fake.calls[0].raw == fake.calls[1].raw
+    key = fake.calls[0].body.get("prompt_cache_key")
+    if fmt == "anthropic-messages":
+        assert key is None
+    else:
+        assert isinstance(key, str)
+        assert key.startswith("larkbot-")
+        assert "oc_123" not in key
+
+
+async def test_prompt_cache_key_only_where_supported() -> None:
+    async with gateway_for("openai-chat", Sequence([Reply.text("a")])) as (gateway, fake, _):
+        await gateway.generate(request(chat_key="feishu:oc_1", prompt_cache_key="explicit"))
+    assert "prompt_cache_key" not in fake.calls[0].body
+
+
+async def test_request_dumps_are_redacted(tmp_path: Path) -> None:
+    script = Sequence([Fail(500, f"echo {KEY}"), Reply.text("ok")])
+    async with gateway_for("openai-chat", script, dump_dir=str(tmp_path)) as (gateway, _, _):
+        from larkbot.canonical.llm import ImagePart
+
+        with_image = request().model_copy(
+            update={"messages": (UserMessage(parts=(ImagePart(blob_key="b1", mime="image/png"),)),)}
+        )
+        reply = await gateway.generate(with_image)
+    assert isinstance(reply, LLMResponse)
+    files, text = read_dumps(tmp_path)
+    assert files == ["req-1.1.json", "req-1.2.json"]
+    assert KEY not in text
+    dump = json.loads(text)
+    assert dump["headers"]["authorization"] == "***"
+    assert dump["response"]["status"] == 500
+    assert dump["request"]["messages"][1]["content"][0]["image_url"]["url"].startswith(
+        "data:image/png;base64,<"
+    )
+
+
+def read_dumps(directory: Path) -> tuple[list[str], str]:
+    return sorted(p.name for p in directory.iterdir()), (directory / "req-1.1.json").read_text()
