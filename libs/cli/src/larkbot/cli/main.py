@@ -91,6 +91,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # `larkbot fake-llm …` hands its own arguments to the fake provider (see larkbot.llm_gateway.fake).
     parser = argparse.ArgumentParser(prog="larkbot", description="LarkBot: an AI member of group chats.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -122,9 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["fake-llm"]:
+        from larkbot.llm_gateway.fake import main as fake_llm_main
+
+        status: int = fake_llm_main(argv[1:])
+        return status
     args = build_parser().parse_args(argv)
-    status: int = args.func(args)
-    return status
+    code: int = args.func(args)
+    return code
 
 
 if __name__ == "__main__":
