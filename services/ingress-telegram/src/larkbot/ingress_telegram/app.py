@@ -1,50 +1,179 @@
-"""Composition root of ingress-telegram: the platform adapter in both directions.
+"""Composition root of ingress-telegram: the Telegram platform adapter in both directions.
 
-Serves ``actions.telegram`` (queue group). Without a ``telegram`` section in the configuration the service
-runs idle: it reports ready, publishes nothing, and answers every action with a ``not_configured`` error.
+Start-up: serve ``actions.telegram`` at once (answering ``not_ready`` until the platform is up), then in
+the background: ``getMe`` (retried while Telegram is unreachable; a refused token stops the service),
+publish the bot identity, warn when privacy mode hides group messages, and start receiving — long polling
+(default) or the webhook receiver. Without a ``telegram`` section the service idles and answers
+``not_configured``.
+
+Two settings are not in the configuration file yet and come from the environment meanwhile:
+``LARKBOT_TELEGRAM_WEBHOOK_PORT`` (default 8443; the receiver binds ``services.ingress_telegram.http_host``)
+and ``LARKBOT_TELEGRAM_WEBHOOK_URL`` (when set, ``setWebhook`` is called with it and the secret).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import time
+from datetime import datetime
+from typing import Any
+
 from larkbot.canonical.actions import ActionRequest, ActionResult
+from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform, Service
-from larkbot.runtime.config import LarkbotConfig
+from larkbot.runtime.config import LarkbotConfig, TelegramSettings
 from larkbot.runtime.http import Check
-from larkbot.runtime.ingress import actions_endpoint, failed
+from larkbot.runtime.ingress import actions_endpoint, failed, publish_identity
 from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import ServiceContext, run
 
 from . import metrics
+from .adapters.actions import ActionExecutor
+from .adapters.botapi import BotApi, NotSent, OutcomeUnknown
+from .adapters.inbound import Inbound
+from .adapters.ledger import SentLedger
+from .adapters.polling import Poller
+from .adapters.webhook import WebhookReceiver
+from .core import ALLOWED_UPDATES, TelegramAdapter
+
+log = logging.getLogger(__name__)
+
+PRIVACY_WARNING = (
+    "privacy mode is on: in groups this bot only receives commands, replies to it and mentions. "
+    "Turn it off with @BotFather (/setprivacy → Disable, then re-add the bot) or make the bot an admin."
+)
+
+
+def local_utc_offset_min() -> int:
+    offset = datetime.now().astimezone().utcoffset()
+    return int(offset.total_seconds() // 60) if offset is not None else 0
 
 
 class IngressTelegramService:
-    def __init__(self, config: LarkbotConfig) -> None:
+    def __init__(
+        self,
+        config: LarkbotConfig,
+        *,
+        webhook_port: int | None = None,
+        webhook_url: str | None = None,
+        polling_timeout_s: int = 25,
+    ) -> None:
         self.config = config
+        self.webhook_port = (
+            webhook_port
+            if webhook_port is not None
+            else int(os.environ.get("LARKBOT_TELEGRAM_WEBHOOK_PORT") or 8443)
+        )
+        self.webhook_url = webhook_url or os.environ.get("LARKBOT_TELEGRAM_WEBHOOK_URL") or None
+        self.polling_timeout_s = polling_timeout_s
         self.endpoint: Endpoint[ActionRequest] | None = None
+        self.api: BotApi | None = None
+        self.executor: ActionExecutor | None = None
+        self.poller: Poller | None = None
+        self.webhook: WebhookReceiver | None = None
+        self.identity: BotIdentity | None = None
+        self.privacy_mode = False
+        self.ready = asyncio.Event()
 
     async def start(self, ctx: ServiceContext) -> None:
         self.endpoint = actions_endpoint(ctx.bus, Platform.TELEGRAM.value, self.act)
         await self.endpoint.start()
         ctx.add_check("telegram", self._platform_ready)
+        if self.config.telegram is not None:
+            ctx.spawn(self._connect(ctx, self.config.telegram), "telegram-connect")
+
+    async def _connect(self, ctx: ServiceContext, settings: TelegramSettings) -> None:
+        token = settings.bot_token.get_secret_value()
+        self.api = BotApi(settings.api_base, token)
+        me = await self._get_me(self.api)
+        self.identity = BotIdentity(
+            platform=Platform.TELEGRAM,
+            bot_id=str(me["id"]),
+            name=str(me.get("first_name") or ""),
+            username=me.get("username"),
+            updated_at_ms=time.time_ns() // 1_000_000,
+        )
+        await publish_identity(ctx.bus, self.identity)
+        self.privacy_mode = not me.get("can_read_all_group_messages", False)
+        if self.privacy_mode:
+            log.warning(PRIVACY_WARNING)
+        offset = self.config.utc_offset_min
+        adapter = TelegramAdapter(
+            self.identity.bot_id,
+            self.config.chat_ids(Platform.TELEGRAM.value),
+            offset if offset is not None else local_utc_offset_min(),
+        )
+        ledger = await SentLedger.open(ctx.bus.js)
+        self.executor = ActionExecutor(self.api, ctx.bus, ledger, adapter)
+        inbound = Inbound(ctx.bus, adapter)
+        if settings.mode == "webhook":
+            secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else ""
+            self.webhook = WebhookReceiver(inbound, secret, ctx.settings.http_host, self.webhook_port)
+            await self.webhook.start()
+            if self.webhook_url:
+                await self.api.call(
+                    "setWebhook",
+                    {
+                        "url": self.webhook_url,
+                        "secret_token": secret,
+                        "allowed_updates": list(ALLOWED_UPDATES),
+                    },
+                )
+        else:
+            await self.api.call("deleteWebhook", {"drop_pending_updates": False})
+            self.poller = Poller(settings.api_base, token, inbound, polling_timeout_s=self.polling_timeout_s)
+            self.poller.start()
+        self.ready.set()
+        log.info("telegram ready as @%s (%s)", self.identity.username, settings.mode)
+
+    async def _get_me(self, api: BotApi) -> dict[str, Any]:
+        delay = 0.5
+        while True:
+            try:
+                me = await api.call("getMe")
+            except (NotSent, OutcomeUnknown) as exc:
+                log.warning("getMe failed (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            if not isinstance(me, dict) or not isinstance(me.get("id"), int):
+                raise RuntimeError("getMe returned no bot id")
+            return me
 
     async def act(self, action: ActionRequest) -> ActionResult:
-        metrics.ACTIONS.labels(action.kind, "not_configured").inc()
         if self.config.telegram is None:
+            metrics.ACTIONS.labels(action.kind, "failed").inc()
             return failed(
                 action.idempotency_key, "not_configured", "no telegram section in the configuration"
             )
-        return failed(
-            action.idempotency_key, "not_configured", "the telegram connection is not available in this build"
-        )
+        if self.executor is None:
+            metrics.ACTIONS.labels(action.kind, "failed").inc()
+            return failed(
+                action.idempotency_key, "not_ready", "telegram is not connected yet", retryable=True
+            )
+        return await self.executor.act(action)
 
     async def _platform_ready(self) -> Check:
         if self.config.telegram is None:
             return Check(True, "not configured: idle")
-        return Check(True, "configured; connection not available in this build")
+        if not self.ready.is_set():
+            return Check(False, "connecting to the Bot API")
+        detail = f"{self.config.telegram.mode} as @{self.identity.username if self.identity else '?'}"
+        if self.poller is not None and self.poller.failed:
+            return Check(False, f"{detail}; getUpdates failing")
+        return Check(True, detail + ("; privacy mode on" if self.privacy_mode else ""))
 
     async def stop(self) -> None:
+        if self.poller is not None:
+            await self.poller.stop()
+        if self.webhook is not None:
+            await self.webhook.stop()
         if self.endpoint is not None:
             await self.endpoint.stop()
+        if self.api is not None:
+            await self.api.close()
 
 
 def main() -> int:

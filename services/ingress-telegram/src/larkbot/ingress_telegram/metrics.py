@@ -1,9 +1,40 @@
-"""Every metric of ingress-telegram, defined once."""
+"""Every metric of ingress-telegram, defined once (no chat or user ids as labels)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge, Histogram
 
 ACTIONS = Counter(
     "larkbot_ingress_actions_total", "Action requests served, by action kind and outcome", ["kind", "outcome"]
+)
+UPDATES = Counter(
+    "larkbot_telegram_updates_total",
+    "Bot API updates handled: published (by event kind), dropped (by reason), dead_lettered (by reason)",
+    ["outcome", "detail"],
+)
+PUBLISH_RETRIES = Counter(
+    "larkbot_telegram_publish_retries_total", "Event publications retried because the bus did not answer"
+)
+DUPLICATES = Counter(
+    "larkbot_telegram_duplicate_events_total",
+    "Events JetStream recognised as duplicates by their Nats-Msg-Id (a repeated update)",
+)
+LAST_UPDATE = Gauge("larkbot_telegram_last_update_timestamp_seconds", "Unix time the last update was handled")
+SEND_WAIT = Histogram(
+    "larkbot_telegram_send_wait_seconds",
+    "Time a message waited for its pacing slot (per-chat, per-group and global limits, retry_after)",
+    buckets=(0, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120),
+)
+RATE_LIMITED = Counter(
+    "larkbot_telegram_rate_limited_total", "429 answers from the Bot API, by method", ["method"]
+)
+SELF_EVENTS = Counter(
+    "larkbot_telegram_self_events_total",
+    "Synthetic self-sent events after confirmed sends, by outcome (published, failed)",
+    ["outcome"],
+)
+WEBHOOK_REQUESTS = Counter(
+    "larkbot_telegram_webhook_requests_total",
+    "Webhook deliveries, by outcome (ok, forbidden, unavailable)",
+    ["outcome"],
 )

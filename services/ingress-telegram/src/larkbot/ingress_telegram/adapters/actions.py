@@ -1,0 +1,290 @@
+"""``actions.telegram``: sends (paced, ledgered, with a synthetic self-sent event), reactions, typing,
+downloads into the object store, bans and deletions.
+
+Error mapping, once, here: ``BotApiError`` 429 → ``rate_limited`` (retryable, ``retry_after_s``), 403 →
+``forbidden``, 400 "not found" → ``not_found``, other 4xx → ``platform``; ``NotSent`` → ``network``
+(retryable: nothing left); ``OutcomeUnknown`` → outcome ``unknown`` for sends (never repeated blindly),
+``network`` for the idempotent actions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import nats
+
+from larkbot.canonical.actions import (
+    ActionError,
+    ActionRequest,
+    ActionResult,
+    BanMemberAction,
+    DeleteMessageAction,
+    DownloadAction,
+    ReactAction,
+    SendMessageAction,
+    TypingAction,
+)
+from larkbot.canonical.events import DeleteEvent, MessageEvent
+from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform, events_subject, msg_id
+from larkbot.runtime.bus import Bus, BusUnavailable
+from larkbot.runtime.ingress import failed
+from larkbot.runtime.logs import mask
+
+from .. import metrics
+from ..core import Pacer, Record, State, TelegramAdapter, decide, is_group_chat, to_telegram_html
+from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
+from .ledger import LedgerConflict, SentLedger
+
+log = logging.getLogger(__name__)
+
+PLATFORM: Final = Platform.TELEGRAM.value
+#: Telegram serves bots files up to 20 MB.
+MAX_DOWNLOAD_BYTES: Final = 20 * 1024 * 1024
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ActionExecutor:
+    def __init__(
+        self,
+        api: BotApi,
+        bus: Bus,
+        ledger: SentLedger,
+        adapter: TelegramAdapter,
+        *,
+        pacer: Pacer | None = None,
+        max_rate_limit_retries: int = 3,
+        max_retry_after_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.api = api
+        self.bus = bus
+        self.ledger = ledger
+        self.adapter = adapter
+        self.pacer = pacer or Pacer()
+        self.max_rate_limit_retries = max_rate_limit_retries
+        self.max_retry_after_s = max_retry_after_s
+        self.clock = clock
+        self.sleep = sleep
+
+    async def act(self, action: ActionRequest) -> ActionResult:
+        if action.deadline_ms is not None and _now_ms() > action.deadline_ms:
+            result = failed(action.idempotency_key, "deadline", "the deadline passed before execution")
+        elif isinstance(action, SendMessageAction):
+            result = await self.send_message(action)
+        else:
+            try:
+                result = await self._simple(action)
+            except BotApiError as exc:
+                result = _api_failure(action.idempotency_key, exc)
+            except (NotSent, OutcomeUnknown) as exc:
+                result = failed(action.idempotency_key, "network", str(exc), retryable=True)
+        metrics.ACTIONS.labels(action.kind, result.outcome).inc()
+        return result
+
+    # -- sends -----------------------------------------------------------------------------------------
+    async def send_message(self, action: SendMessageAction) -> ActionResult:
+        key = action.idempotency_key
+        parts = to_telegram_html(action.text)
+        if not parts:
+            return failed(key, "bad_request", "the text renders to an empty message")
+        record, revision = await self.ledger.get(key)
+        decision = decide(record)
+        if decision.action == "duplicate":
+            return ActionResult(
+                idempotency_key=key, ok=True, outcome="duplicate", message_ids=decision.confirmed
+            )
+        if decision.action == "unknown":
+            return _unknown(key, decision.confirmed)
+        confirmed = list(decision.confirmed)
+        pending = _rec(State.PENDING, confirmed, parts)
+        try:
+            if record is None:
+                revision = await self.ledger.claim(key, pending)
+            else:
+                revision = await self.ledger.put(key, pending, revision)
+        except LedgerConflict:
+            return _unknown(key, tuple(confirmed))  # another attempt holds the key right now
+        for index in range(len(confirmed), len(parts)):
+            params: dict[str, Any] = {"chat_id": action.chat_id, "text": parts[index], "parse_mode": "HTML"}
+            if index == 0 and action.reply_to_message_id is not None:
+                params["reply_parameters"] = {
+                    "message_id": int(action.reply_to_message_id),
+                    "allow_sending_without_reply": True,
+                }
+            try:
+                message = await self._paced_send(action.chat_id, params, action.deadline_ms)
+            except (BotApiError, NotSent) as exc:
+                await self._record(
+                    key, Record(State.FAILED, tuple(confirmed), len(parts), _now_ms()), revision
+                )
+                if isinstance(exc, NotSent):
+                    return failed(key, "network", str(exc), retryable=True)
+                return _api_failure(key, exc)
+            except OutcomeUnknown as exc:
+                await self._record(
+                    key, Record(State.UNKNOWN, tuple(confirmed), len(parts), _now_ms()), revision
+                )
+                log.warning("send outcome unknown: %s", exc)
+                return _unknown(key, tuple(confirmed))
+            confirmed.append(str(message["message_id"]))
+            state = State.DONE if len(confirmed) == len(parts) else State.PENDING
+            revision = await self._record(
+                key, Record(state, tuple(confirmed), len(parts), _now_ms()), revision
+            )
+            await self._publish_self_event(message)
+        return ActionResult(idempotency_key=key, ok=True, outcome="done", message_ids=tuple(confirmed))
+
+    async def _record(self, key: str, record: Record, revision: int) -> int:
+        try:
+            return await self.ledger.put(key, record, revision)
+        except LedgerConflict:
+            # Only this attempt holds a pending claim; a conflict means the record expired and was
+            # recreated, so claim it afresh rather than lose what was confirmed.
+            return await self.ledger.claim(key, record)
+
+    async def _paced_send(self, chat_id: str, params: dict[str, Any], deadline_ms: int | None) -> Any:
+        attempts = 0
+        while True:
+            now = self.clock()
+            slot = self.pacer.reserve(chat_id, is_group_chat(chat_id), now)
+            metrics.SEND_WAIT.observe(slot - now)
+            if slot > now:
+                await self.sleep(slot - now)
+            try:
+                return await self.api.call("sendMessage", params)
+            except BotApiError as exc:
+                if exc.code != 429 or exc.retry_after is None:
+                    raise
+                metrics.RATE_LIMITED.labels("sendMessage").inc()
+                attempts += 1
+                self.pacer.block(chat_id, self.clock() + exc.retry_after)
+                late = deadline_ms is not None and _now_ms() + exc.retry_after * 1000 > deadline_ms
+                if attempts > self.max_rate_limit_retries or exc.retry_after > self.max_retry_after_s or late:
+                    raise
+                log.warning("rate limited; retrying after %.0f s", exc.retry_after)
+
+    async def _publish_self_event(self, message: dict[str, Any]) -> None:
+        event = self.adapter.adapt_message(message, _now_ms())
+        if not event.is_self_sent:
+            event = MessageEvent.model_validate({**event.model_dump(), "is_self_sent": True})
+        await self._publish(event, "self-sent event")
+
+    async def _publish(self, event: MessageEvent | DeleteEvent, what: str) -> None:
+        subject = events_subject(PLATFORM, event.chat_id)
+        for attempt in range(5):
+            try:
+                await self.bus.publish(subject, event, msg_id=msg_id(PLATFORM, event.dedup_key))
+                metrics.SELF_EVENTS.labels("published").inc()
+                return
+            except BusUnavailable as exc:
+                log.warning("%s not stored (attempt %d): %s", what, attempt + 1, exc)
+                await self.sleep(0.5 * 2**attempt)
+        metrics.SELF_EVENTS.labels("failed").inc()
+        log.error("%s lost after retries: chat %s, dedup key %s", what, event.chat_id, event.dedup_key)
+
+    # -- idempotent actions ------------------------------------------------------------------------------
+    async def _simple(self, action: ActionRequest) -> ActionResult:
+        key = action.idempotency_key
+        if isinstance(action, ReactAction):
+            reaction = [] if action.remove else [{"type": "emoji", "emoji": action.emoji}]
+            await self.api.call(
+                "setMessageReaction",
+                {"chat_id": action.chat_id, "message_id": int(action.message_id), "reaction": reaction},
+            )
+        elif isinstance(action, TypingAction):
+            await self.api.call("sendChatAction", {"chat_id": action.chat_id, "action": "typing"})
+        elif isinstance(action, BanMemberAction):
+            await self.api.call("banChatMember", {"chat_id": action.chat_id, "user_id": int(action.user_id)})
+        elif isinstance(action, DeleteMessageAction):
+            return await self._delete(action)
+        elif isinstance(action, DownloadAction):
+            return await self._download(action)
+        else:
+            return failed(key, "unsupported", f"{action.kind} is not supported on Telegram")
+        return ActionResult(idempotency_key=key, ok=True, outcome="done")
+
+    async def _delete(self, action: DeleteMessageAction) -> ActionResult:
+        for message_id in action.message_ids:
+            await self.api.call("deleteMessage", {"chat_id": action.chat_id, "message_id": int(message_id)})
+        now = _now_ms()
+        event = DeleteEvent(
+            platform=Platform.TELEGRAM,
+            chat_id=action.chat_id,
+            dedup_key=f"{action.chat_id}:delete:{','.join(action.message_ids)}",
+            received_at_ms=now,
+            timestamp_sec=now / 1000,
+            utc_offset_min=self.adapter.utc_offset_min,
+            message_ids=action.message_ids,
+            actor_id=self.adapter.bot_id,
+        )
+        await self._publish(event, "delete event")
+        return ActionResult(idempotency_key=action.idempotency_key, ok=True, outcome="done")
+
+    async def _download(self, action: DownloadAction) -> ActionResult:
+        key = action.idempotency_key
+        limit = min(action.max_bytes, MAX_DOWNLOAD_BYTES)
+        file = await self.api.call("getFile", {"file_id": action.file_id})
+        size = file.get("file_size")
+        if isinstance(size, int) and size > limit:
+            return failed(key, "too_large", f"the file has {size} bytes, the limit is {limit}")
+        path = file.get("file_path")
+        if not isinstance(path, str) or not path:
+            return failed(key, "platform", "getFile returned no file_path")
+        try:
+            data = await self.api.download(path, limit)
+        except BotApiError as exc:
+            if exc.code == 413:
+                return failed(key, "too_large", f"the file is larger than {limit} bytes")
+            raise
+        blob_key = f"sha256:{hashlib.sha256(data).hexdigest()}"
+        try:
+            store = await self.bus.js.object_store(OBJECT_STORE_BLOBS)
+            await store.put(blob_key, data)
+        except (nats.errors.Error, TimeoutError) as exc:
+            return failed(key, "bus", f"object store unavailable: {type(exc).__name__}", retryable=True)
+        return ActionResult(idempotency_key=key, ok=True, outcome="done", blob_key=blob_key)
+
+
+def _rec(state: State, confirmed: list[str], parts: list[str]) -> Record:
+    return Record(state, tuple(confirmed), len(parts), _now_ms())
+
+
+def _unknown(key: str, confirmed: tuple[str, ...]) -> ActionResult:
+    return ActionResult(
+        idempotency_key=key,
+        ok=False,
+        outcome="unknown",
+        message_ids=confirmed,
+        error=ActionError(
+            code="outcome_unknown",
+            message="an earlier attempt may have been delivered; not repeated",
+            retryable=False,
+        ),
+    )
+
+
+def _api_failure(key: str, exc: BotApiError) -> ActionResult:
+    description = mask(exc.description)[:300]
+    if exc.code == 429:
+        return ActionResult(
+            idempotency_key=key,
+            ok=False,
+            outcome="failed",
+            error=ActionError(
+                code="rate_limited", message=description, retryable=True, retry_after_s=exc.retry_after
+            ),
+        )
+    if exc.code == 403:
+        return failed(key, "forbidden", description)
+    if exc.code == 400 and "not found" in exc.description.lower():
+        return failed(key, "not_found", description)
+    return failed(key, "platform", description)

@@ -1,0 +1,102 @@
+"""A thin Bot API client over aiohttp that returns raw JSON and says whether a request left.
+
+Outbound calls do not go through aiogram's ``Bot``: the sent-ledger must tell "Telegram refused it"
+(nothing was sent), "the connection never opened" (nothing was sent) and "the answer was lost" (the
+message may exist) apart, which aiogram folds into one ``TelegramNetworkError``; and the synthetic
+self-sent event is built from the raw ``Message`` Telegram returns, through the same pure adapter as
+inbound updates. Errors never carry the request URL (it contains the bot token).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+
+
+class BotApiError(Exception):
+    """Telegram answered ``ok: false``: the method was not executed."""
+
+    def __init__(self, code: int, description: str, retry_after: float | None = None) -> None:
+        super().__init__(f"Bot API error {code}: {description}")
+        self.code = code
+        self.description = description
+        self.retry_after = retry_after
+
+
+class NotSent(Exception):
+    """The connection could not be opened: the request never reached Telegram."""
+
+
+class OutcomeUnknown(Exception):
+    """The request may have reached Telegram but no answer came back (timeout, reset, 5xx)."""
+
+
+class BotApi:
+    def __init__(self, base_url: str, token: str, *, timeout_s: float = 30.0) -> None:
+        self._base = base_url.rstrip("/")
+        self._token = token
+        self._timeout = timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        url = f"{self._base}/bot{self._token}/{method}"
+        try:
+            async with self._http().post(url, json=params or {}) as resp:
+                status = resp.status
+                body = await resp.read()
+        except aiohttp.ClientConnectorError as exc:
+            raise NotSent(f"{method}: cannot connect ({type(exc).__name__})") from None
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise OutcomeUnknown(f"{method}: no answer ({type(exc).__name__})") from None
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            if status >= 500:
+                raise OutcomeUnknown(f"{method}: HTTP {status}")
+            raise BotApiError(status, f"HTTP {status} without a Bot API body")
+        if payload.get("ok") is True:
+            return payload.get("result")
+        code = int(payload.get("error_code") or status)
+        if code >= 500:
+            raise OutcomeUnknown(f"{method}: Bot API error {code}")
+        parameters = payload.get("parameters") or {}
+        retry_after = parameters.get("retry_after")
+        raise BotApiError(
+            code,
+            str(payload.get("description") or "no description"),
+            float(retry_after) if retry_after is not None else None,
+        )
+
+    async def download(self, file_path: str, max_bytes: int) -> bytes:
+        """Fetch ``/file/bot<token>/<file_path>``; refuses (``BotApiError`` 413) beyond ``max_bytes``."""
+        url = f"{self._base}/file/bot{self._token}/{file_path}"
+        try:
+            async with self._http().get(url) as resp:
+                if resp.status != 200:
+                    raise BotApiError(resp.status, "file download failed")
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in resp.content.iter_chunked(65536):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise BotApiError(413, f"file is larger than {max_bytes} bytes")
+                    chunks.append(chunk)
+                return b"".join(chunks)
+        except aiohttp.ClientConnectorError as exc:
+            raise NotSent(f"download: cannot connect ({type(exc).__name__})") from None
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise OutcomeUnknown(f"download: interrupted ({type(exc).__name__})") from None

@@ -1,0 +1,67 @@
+"""The sent-ledger in a JetStream KV bucket of its own.
+
+Why KV and not a table: the ledger must be shared by every replica of the ``actions.telegram`` queue
+group and claimed atomically (``create`` fails when the key exists, ``update`` is compare-and-set on
+the revision), which KV gives without a database this otherwise stateless service would have to own and
+migrate; its records are short-lived by nature (a retry comes within minutes), so the bucket's TTL is
+the retention policy. KV keys allow only ``[-/_=.A-Za-z0-9]``, hence the SHA-256 of the caller's key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from ..core.ledger import Record
+
+BUCKET: Final = "telegram-sent-ledger"
+TTL_S: Final = 7 * 24 * 3600.0
+
+
+class LedgerConflict(Exception):
+    """Another attempt wrote the record first (compare-and-set lost)."""
+
+
+class SentLedger:
+    def __init__(self, kv: KeyValue) -> None:
+        self.kv = kv
+
+    @classmethod
+    async def open(cls, js: JetStreamContext, ttl_s: float = TTL_S) -> SentLedger:
+        try:
+            kv = await js.key_value(BUCKET)
+        except BucketNotFoundError:
+            kv = await js.create_key_value(
+                KeyValueConfig(bucket=BUCKET, history=1, ttl=ttl_s, storage=StorageType.FILE)
+            )
+        return cls(kv)
+
+    @staticmethod
+    def key(idempotency_key: str) -> str:
+        return hashlib.sha256(idempotency_key.encode()).hexdigest()
+
+    async def get(self, idempotency_key: str) -> tuple[Record | None, int]:
+        try:
+            entry = await self.kv.get(self.key(idempotency_key))
+        except KeyNotFoundError:
+            return None, 0
+        if entry.value is None or entry.revision is None:
+            return None, 0
+        return Record.decode(entry.value), entry.revision
+
+    async def claim(self, idempotency_key: str, record: Record) -> int:
+        try:
+            return int(await self.kv.create(self.key(idempotency_key), record.encode()))
+        except KeyWrongLastSequenceError:
+            raise LedgerConflict(idempotency_key) from None
+
+    async def put(self, idempotency_key: str, record: Record, revision: int) -> int:
+        try:
+            return int(await self.kv.update(self.key(idempotency_key), record.encode(), last=revision))
+        except KeyWrongLastSequenceError:
+            raise LedgerConflict(idempotency_key) from None

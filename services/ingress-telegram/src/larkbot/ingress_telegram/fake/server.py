@@ -1,0 +1,345 @@
+"""The fake Bot API server: ``/bot<token>/<method>`` and ``/file/bot<token>/<path>`` over real HTTP.
+
+Implements what LarkBot uses — getMe, getUpdates (offsets, ``limit``, long-poll ``timeout``,
+``allowed_updates``), sendMessage (HTML parsed and refused like Telegram: unknown/unbalanced tags, more
+than 4096 characters), setMessageReaction, sendChatAction, getFile + download, banChatMember,
+deleteMessage, set/deleteWebhook — with Telegram's response envelope. Parameters are read from JSON,
+urlencoded or multipart bodies (aiogram sends multipart, the service's own client JSON).
+
+Test controls: :meth:`enqueue` any update, :meth:`repeat` an update already confirmed (what a crash
+between handling and confirming looks like), :meth:`fail` the next calls of a method with 429
+``retry_after`` / 4xx / 5xx (optionally *after* executing it: the outcome a client cannot know),
+:meth:`add_file`, :meth:`post_webhook`; every request is recorded in :attr:`requests`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from aiohttp import ClientSession, web
+
+from .html import HtmlParseError, parse_html
+
+MAX_DOWNLOAD_BYTES: Final = 20 * 1024 * 1024
+_CHAT_ACTIONS: Final = frozenset(
+    {"typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
+     "upload_document", "choose_sticker", "find_location", "record_video_note", "upload_video_note"}
+)  # fmt: skip
+_COMPLEX: Final = frozenset({"allowed_updates", "reply_parameters", "reaction", "link_preview_options"})
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    method: str
+    params: dict[str, Any]
+    at: float  # time.monotonic() when the request arrived
+
+
+@dataclass(slots=True)
+class _Failure:
+    status: int
+    description: str
+    retry_after: int | None
+    after: bool
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, description: str, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+        self.retry_after = retry_after
+
+
+@dataclass
+class FakeBotApi:
+    token: str = "7000000001:AAFakeTokenForTestsOnly_abcdefghijklmno"
+    bot_id: int = 7000000001
+    bot_first_name: str = "LarkBot"
+    bot_username: str = "larkbot_test_bot"
+    can_read_all_group_messages: bool = True
+    host: str = "127.0.0.1"
+    requests: list[Recorded] = field(default_factory=list)
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    reactions: dict[tuple[int, int], list[dict[str, Any]]] = field(default_factory=dict)
+    deleted: list[tuple[int, int]] = field(default_factory=list)
+    banned: list[tuple[int, int]] = field(default_factory=list)
+    chats: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._updates: list[dict[str, Any]] = []
+        self._redeliver: deque[dict[str, Any]] = deque()
+        self._next_update_id = 100_000
+        self._next_message_id: dict[int, int] = {}
+        self._allowed: list[str] | None = None
+        self._arrived = asyncio.Event()
+        self._failures: dict[str, deque[_Failure]] = {}
+        self._files: dict[str, tuple[str, bytes]] = {}
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.webhook_url: str | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._method)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, 0)
+        await site.start()
+        sockets = getattr(site._server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1]
+        return self.base_url
+
+    async def stop(self) -> None:
+        self._arrived.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def bot_user(self) -> dict[str, Any]:
+        return {
+            "id": self.bot_id,
+            "is_bot": True,
+            "first_name": self.bot_first_name,
+            "username": self.bot_username,
+        }
+
+    # -- controls --------------------------------------------------------------------------------------
+    def enqueue(self, update: dict[str, Any]) -> int:
+        """Queue an update (its ``update_id`` is assigned when missing); wakes long polls."""
+        if "update_id" not in update:
+            self._next_update_id += 1
+            update = {"update_id": self._next_update_id, **update}
+        self._next_update_id = max(self._next_update_id, update["update_id"])
+        self._updates.append(update)
+        self._wake()
+        return int(update["update_id"])
+
+    def repeat(self, update: dict[str, Any]) -> None:
+        """Deliver ``update`` again with its own id, even if already confirmed."""
+        self._redeliver.append(update)
+        self._wake()
+
+    def fail(
+        self,
+        method: str,
+        status: int = 429,
+        *,
+        retry_after: int | None = None,
+        description: str | None = None,
+        times: int = 1,
+        after: bool = False,
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` with an error; ``after`` executes them first."""
+        if description is None:
+            description = {
+                429: f"Too Many Requests: retry after {retry_after or 1}",
+                400: "Bad Request",
+                403: "Forbidden: bot was kicked from the group chat",
+            }.get(status, "Internal Server Error" if status >= 500 else "Error")
+        queue = self._failures.setdefault(method, deque())
+        for _ in range(times):
+            queue.append(_Failure(status, description, retry_after if status == 429 else None, after))
+
+    def add_file(self, file_id: str, data: bytes, path: str | None = None) -> None:
+        self._files[file_id] = (path or f"documents/{file_id}.bin", data)
+
+    def calls(self, method: str) -> list[dict[str, Any]]:
+        return [r.params for r in self.requests if r.method == method]
+
+    @property
+    def pending_updates(self) -> int:
+        return len(self._updates) + len(self._redeliver)
+
+    async def post_webhook(self, url: str, update: dict[str, Any], secret: str | None) -> int:
+        headers = {"X-Telegram-Bot-Api-Secret-Token": secret} if secret is not None else {}
+        async with ClientSession() as session, session.post(url, json=update, headers=headers) as resp:
+            return resp.status
+
+    def _wake(self) -> None:
+        self._arrived.set()
+        self._arrived = asyncio.Event()
+
+    # -- HTTP ------------------------------------------------------------------------------------------
+    async def _method(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        name = request.match_info["method"]
+        params = await _params(request)
+        self.requests.append(Recorded(name, params, time.monotonic()))
+        handler = getattr(self, f"_api_{name}", None)
+        if handler is None:
+            return _error(404, "Not Found")
+        pending = self._failures.get(name)
+        failure = pending.popleft() if pending else None
+        if failure is not None and not failure.after:
+            return _error(failure.status, failure.description, failure.retry_after)
+        try:
+            result = await handler(params)
+        except ApiError as exc:
+            return _error(exc.status, exc.description, exc.retry_after)
+        if failure is not None:
+            return _error(failure.status, failure.description, failure.retry_after)
+        return web.json_response({"ok": True, "result": result})
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        path = request.match_info["path"]
+        for stored, data in self._files.values():
+            if stored == path:
+                return web.Response(body=data, content_type="application/octet-stream")
+        return web.Response(status=404)
+
+    # -- methods ---------------------------------------------------------------------------------------
+    async def _api_getMe(self, _params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **self.bot_user,
+            "can_join_groups": True,
+            "can_read_all_group_messages": self.can_read_all_group_messages,
+            "supports_inline_queries": False,
+        }
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        offset = int(params.get("offset") or 0)
+        limit = int(params.get("limit") or 100)
+        timeout = float(params.get("timeout") or 0)
+        if params.get("allowed_updates") is not None:
+            self._allowed = list(params["allowed_updates"]) or None
+        if self.webhook_url:
+            raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active")
+        deadline = time.monotonic() + timeout
+        while True:
+            if offset:
+                self._updates = [u for u in self._updates if u["update_id"] >= offset]
+            batch = list(self._redeliver)[:limit]
+            if batch:
+                for _ in batch:
+                    self._redeliver.popleft()
+                return batch
+            ready = [u for u in self._updates if self._wanted(u)][:limit]
+            if ready or time.monotonic() >= deadline:
+                return ready
+            arrived = self._arrived
+            try:
+                await asyncio.wait_for(arrived.wait(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                return []
+
+    def _wanted(self, update: dict[str, Any]) -> bool:
+        default = ("message", "edited_message", "channel_post", "edited_channel_post", "my_chat_member")
+        allowed = self._allowed if self._allowed is not None else default
+        return any(kind in update for kind in allowed)
+
+    def _chat(self, chat_id: Any) -> dict[str, Any]:
+        cid = int(chat_id)
+        if cid in self.chats:
+            return self.chats[cid]
+        if cid < 0:
+            return {"id": cid, "title": f"Chat {cid}", "type": "supergroup"}
+        return {"id": cid, "first_name": f"User {cid}", "type": "private"}
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat = self._chat(params["chat_id"])
+        raw = str(params.get("text") or "")
+        text, entities = raw, list[dict[str, Any]]()
+        if params.get("parse_mode") == "HTML":
+            try:
+                text, entities = parse_html(raw)
+            except HtmlParseError as exc:
+                raise ApiError(400, f"Bad Request: {exc}") from None
+        if not text.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        if len(text.encode("utf-16-le")) // 2 > 4096:
+            raise ApiError(400, "Bad Request: message is too long")
+        message_id = self._next_message_id.get(chat["id"], 1000) + 1
+        self._next_message_id[chat["id"]] = message_id
+        message: dict[str, Any] = {
+            "message_id": message_id,
+            "from": self.bot_user,
+            "chat": chat,
+            "date": int(time.time()),
+            "text": text,
+        }
+        if entities:
+            message["entities"] = entities
+        reply = params.get("reply_parameters")
+        if reply:
+            message["reply_to_message"] = {"message_id": int(reply["message_id"]), "chat": chat, "date": 0}
+            if reply.get("quote"):
+                message["quote"] = {"text": reply["quote"], "position": 0, "is_manual": True}
+        self.sent.append(message)
+        return message
+
+    async def _api_setMessageReaction(self, params: dict[str, Any]) -> bool:
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        self.reactions[key] = list(params.get("reaction") or [])
+        return True
+
+    async def _api_sendChatAction(self, params: dict[str, Any]) -> bool:
+        if params.get("action") not in _CHAT_ACTIONS:
+            raise ApiError(400, "Bad Request: wrong parameter action in request")
+        return True
+
+    async def _api_getFile(self, params: dict[str, Any]) -> dict[str, Any]:
+        found = self._files.get(str(params.get("file_id")))
+        if found is None:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        path, data = found
+        if len(data) > MAX_DOWNLOAD_BYTES:
+            raise ApiError(400, "Bad Request: file is too big")
+        return {"file_id": params["file_id"], "file_unique_id": f"u{abs(hash(path))}", "file_size": len(data),
+                "file_path": path}  # fmt: skip
+
+    async def _api_banChatMember(self, params: dict[str, Any]) -> bool:
+        self.banned.append((int(params["chat_id"]), int(params["user_id"])))
+        return True
+
+    async def _api_deleteMessage(self, params: dict[str, Any]) -> bool:
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        if key in self.deleted:
+            raise ApiError(400, "Bad Request: message to delete not found")
+        self.deleted.append(key)
+        return True
+
+    async def _api_setWebhook(self, params: dict[str, Any]) -> bool:
+        self.webhook_url = str(params.get("url") or "") or None
+        return True
+
+    async def _api_deleteWebhook(self, _params: dict[str, Any]) -> bool:
+        self.webhook_url = None
+        return True
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    params: dict[str, Any] = dict(request.query)
+    if request.content_type == "application/json":
+        body = await request.json()
+        params.update(body if isinstance(body, dict) else {})
+    elif request.can_read_body:
+        form = await request.post()
+        for key, value in form.items():
+            params[key] = value if isinstance(value, str | bytes | bytearray) else value.file.read()
+    for key in _COMPLEX:
+        if isinstance(params.get(key), str):
+            params[key] = json.loads(params[key])
+    return params
+
+
+def _error(status: int, description: str, retry_after: int | None = None) -> web.Response:
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    if retry_after is not None:
+        body["parameters"] = {"retry_after": retry_after}
+    return web.json_response(body, status=status)
