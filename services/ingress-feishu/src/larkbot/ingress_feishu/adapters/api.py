@@ -1,0 +1,165 @@
+"""The Feishu OpenAPI calls LarkBot makes, typed; transport and retry rules live in :mod:`.rest`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .rest import FeishuApiError, FeishuRest
+
+#: Codes meaning "the message/user/file is not there (or not visible to this app)".
+NOT_FOUND_CODES = frozenset({230011, 231001, 234003, 41050, 99992361, 99992402})
+
+
+@dataclass(frozen=True, slots=True)
+class SentMessage:
+    message_id: str
+    chat_id: str
+    create_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class BotInfo:
+    open_id: str
+    name: str
+
+
+def _sent(body: dict[str, Any]) -> SentMessage:
+    data = body.get("data") or {}
+    try:
+        return SentMessage(str(data["message_id"]), str(data["chat_id"]), int(data["create_time"]))
+    except (KeyError, TypeError, ValueError):
+        raise FeishuApiError(
+            "message.create", -1, "the answer lacks message_id/chat_id/create_time", 200
+        ) from None
+
+
+class FeishuApi:
+    def __init__(self, rest: FeishuRest) -> None:
+        self.rest = rest
+
+    async def bot_info(self) -> BotInfo:
+        body = await self.rest.call("bot.info", "GET", "/open-apis/bot/v3/info")
+        bot = body.get("bot") or {}
+        if not isinstance(bot.get("open_id"), str):
+            raise FeishuApiError("bot.info", -1, "the answer lacks bot.open_id", 200)
+        return BotInfo(bot["open_id"], str(bot.get("app_name") or bot["open_id"]))
+
+    async def send(self, chat_id: str, msg_type: str, content: str, uuid: str) -> SentMessage:
+        body = await self.rest.call(
+            "message.create",
+            "POST",
+            "/open-apis/im/v1/messages",
+            params={"receive_id_type": "chat_id"},
+            json={"receive_id": chat_id, "msg_type": msg_type, "content": content, "uuid": uuid},
+        )
+        return _sent(body)
+
+    async def reply(self, message_id: str, msg_type: str, content: str, uuid: str) -> SentMessage:
+        body = await self.rest.call(
+            "message.reply",
+            "POST",
+            f"/open-apis/im/v1/messages/{message_id}/reply",
+            json={"msg_type": msg_type, "content": content, "uuid": uuid, "reply_in_thread": False},
+        )
+        return _sent(body)
+
+    async def message_chat(self, message_id: str) -> str | None:
+        """The chat of a message (reaction events carry none); ``None`` when Feishu does not know it."""
+        try:
+            body = await self.rest.call("message.get", "GET", f"/open-apis/im/v1/messages/{message_id}")
+        except FeishuApiError as exc:
+            if exc.code in NOT_FOUND_CODES:
+                return None
+            raise
+        items = (body.get("data") or {}).get("items") or []
+        chat = items[0].get("chat_id") if items and isinstance(items[0], dict) else None
+        return chat if isinstance(chat, str) and chat else None
+
+    async def recall(self, message_id: str) -> None:
+        await self.rest.call("message.recall", "DELETE", f"/open-apis/im/v1/messages/{message_id}")
+
+    async def add_reaction(self, message_id: str, emoji_type: str) -> str:
+        body = await self.rest.call(
+            "reaction.create",
+            "POST",
+            f"/open-apis/im/v1/messages/{message_id}/reactions",
+            json={"reaction_type": {"emoji_type": emoji_type}},
+        )
+        return str((body.get("data") or {}).get("reaction_id", ""))
+
+    async def remove_reaction(self, message_id: str, emoji_type: str) -> int:
+        """Remove this app's reactions of ``emoji_type``; returns how many were removed."""
+        removed = 0
+        page: str | None = None
+        while True:
+            params = {"reaction_type": emoji_type, "page_size": "50"}
+            if page:
+                params["page_token"] = page
+            body = await self.rest.call(
+                "reaction.list", "GET", f"/open-apis/im/v1/messages/{message_id}/reactions", params=params
+            )
+            data = body.get("data") or {}
+            for item in data.get("items") or []:
+                operator = item.get("operator") or {}
+                if operator.get("operator_type") == "app" and operator.get("operator_id") == self.rest.app_id:
+                    await self.rest.call(
+                        "reaction.delete",
+                        "DELETE",
+                        f"/open-apis/im/v1/messages/{message_id}/reactions/{item['reaction_id']}",
+                    )
+                    removed += 1
+            page = data.get("page_token") if data.get("has_more") else None
+            if not page:
+                return removed
+
+    async def user_name(self, open_id: str) -> str | None:
+        try:
+            body = await self.rest.call(
+                "contact.user",
+                "GET",
+                f"/open-apis/contact/v3/users/{open_id}",
+                params={"user_id_type": "open_id"},
+            )
+        except FeishuApiError as exc:
+            if exc.code in NOT_FOUND_CODES:
+                return None
+            raise
+        user = (body.get("data") or {}).get("user") or {}
+        name = user.get("name")
+        return name if isinstance(name, str) and name else None
+
+    async def download(self, message_id: str, file_key: str, kind: str, max_bytes: int) -> bytes | None:
+        return await self.rest.download(
+            "message.resource",
+            f"/open-apis/im/v1/messages/{message_id}/resources/{file_key}",
+            {"type": kind},
+            max_bytes,
+        )
+
+    async def upload_image(self, data: bytes, mime: str) -> str:
+        body = await self.rest.call(
+            "image.create",
+            "POST",
+            "/open-apis/im/v1/images",
+            data={"image_type": "message"},
+            files={"image": ("image", data, mime)},
+        )
+        key = (body.get("data") or {}).get("image_key")
+        if not isinstance(key, str):
+            raise FeishuApiError("image.create", -1, "the answer lacks image_key", 200)
+        return key
+
+    async def remove_members(self, chat_id: str, open_ids: list[str]) -> None:
+        await self.rest.call(
+            "chat.members.delete",
+            "DELETE",
+            f"/open-apis/im/v1/chats/{chat_id}/members",
+            params={"member_id_type": "open_id"},
+            json={"id_list": open_ids},
+        )
+
+
+def image_content(image_key: str) -> str:
+    return json.dumps({"image_key": image_key})

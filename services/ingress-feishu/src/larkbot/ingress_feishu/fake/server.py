@@ -1,0 +1,398 @@
+"""A fake Feishu Open Platform: a real aiohttp server speaking Feishu's wire format.
+
+It implements the subset LarkBot uses — tenant token, bot info, message create/reply/get/recall,
+reactions, contact user get, message resources, image upload, chat member removal — plus the
+long-connection endpoint and WebSocket (:mod:`.longconn`). Point lark-oapi (or our REST client) at
+:attr:`FakeFeishu.url` through the domain setting.
+
+Every REST request is recorded (:attr:`requests`). Faults are scripted per route name (``message.create``,
+``message.reply``, ``reaction.create``, …): :meth:`fail_next` answers with an error (a 429 carries
+``x-ogw-ratelimit-reset``), :meth:`delay_next` performs the request and then answers late (a timeout whose
+side effect happened). Sends honour ``uuid`` like Feishu: the same uuid within an hour returns the message
+created first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import BodyPartReader, web
+
+from .longconn import LongConnection
+
+Handler = Callable[[web.Request, "Recorded"], Awaitable[web.Response]]
+
+RATE_LIMITED = 99991400
+TOKEN_INVALID = 99991663
+
+
+@dataclass(slots=True)
+class Recorded:
+    route: str
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass(slots=True)
+class Sent:
+    message_id: str
+    chat_id: str
+    msg_type: str
+    content: str
+    uuid: str | None
+    parent_id: str | None
+    create_time_ms: int
+
+
+@dataclass(slots=True)
+class _Fault:
+    status: int = 200
+    code: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+def _ok(data: Any, **extra: Any) -> web.Response:
+    return web.json_response({"code": 0, "msg": "success", "data": data, **extra})
+
+
+def _err(status: int, code: int, msg: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"code": code, "msg": msg}, status=status, headers=headers)
+
+
+def _id(prefix: str) -> str:
+    return f"{prefix}{secrets.token_hex(16)}"
+
+
+class FakeFeishu:
+    def __init__(
+        self,
+        *,
+        app_id: str = "cli_a5f1c2d3e4b5a6c7",
+        app_secret: str = "fake-app-secret-0123456789",
+        bot_open_id: str = "ou_7d8a6e6df7621556ce0d21922b676706",
+        bot_name: str = "LarkBot",
+        users: dict[str, str] | None = None,
+        reconnect_interval_s: int = 1,
+    ) -> None:
+        self.app_id = app_id
+        self.app_secret = app_secret
+        self.bot_open_id = bot_open_id
+        self.bot_name = bot_name
+        self.users: dict[str, str] = dict(users or {})
+        self.message_chats: dict[str, str] = {}  # messages users sent, for GET message
+        self.resources: dict[str, bytes] = {}
+        self.images: dict[str, bytes] = {}
+        self.sent: dict[str, Sent] = {}
+        self.recalled: list[str] = []
+        self.removed_members: list[tuple[str, str]] = []
+        self.reactions: dict[str, tuple[str, str, str]] = {}  # reaction_id → (message, emoji_type, operator)
+        self.requests: list[Recorded] = []
+        self.tokens: set[str] = set()
+        self.long_connection = LongConnection()
+        self.reconnect_interval_s = reconnect_interval_s
+        self._by_uuid: dict[str, str] = {}
+        self._faults: dict[str, list[_Fault]] = {}
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    # -- scripting -------------------------------------------------------------------------------------
+    def fail_next(self, route: str, *, status: int = 429, code: int = RATE_LIMITED, reset_s: int = 1) -> None:
+        headers = (
+            {"x-ogw-ratelimit-limit": "5", "x-ogw-ratelimit-reset": str(reset_s)}
+            if code == RATE_LIMITED
+            else {}
+        )
+        self._faults.setdefault(route, []).append(_Fault(status=status, code=code, headers=headers))
+
+    def delay_next(self, route: str, delay_s: float) -> None:
+        self._faults.setdefault(route, []).append(_Fault(delay_s=delay_s))
+
+    def routed(self, route: str) -> list[Recorded]:
+        return [r for r in self.requests if r.route == route]
+
+    def revoke_tokens(self) -> None:
+        """Expire every tenant token (the next call answers 99991663)."""
+        self.tokens.clear()
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        app = web.Application(client_max_size=32 * 1024 * 1024)
+        routes = [
+            ("POST", "/open-apis/auth/v3/tenant_access_token/internal", "auth.token", self._token, False),
+            ("POST", "/callback/ws/endpoint", "ws.endpoint", self._endpoint, False),
+            ("GET", "/open-apis/bot/v3/info", "bot.info", self._bot_info, True),
+            ("POST", "/open-apis/im/v1/messages", "message.create", self._create, True),
+            ("POST", "/open-apis/im/v1/messages/{message_id}/reply", "message.reply", self._reply, True),
+            ("GET", "/open-apis/im/v1/messages/{message_id}", "message.get", self._get_message, True),
+            ("DELETE", "/open-apis/im/v1/messages/{message_id}", "message.recall", self._recall, True),
+            (
+                "POST",
+                "/open-apis/im/v1/messages/{message_id}/reactions",
+                "reaction.create",
+                self._react,
+                True,
+            ),
+            (
+                "GET",
+                "/open-apis/im/v1/messages/{message_id}/reactions",
+                "reaction.list",
+                self._reactions,
+                True,
+            ),
+            (
+                "DELETE",
+                "/open-apis/im/v1/messages/{message_id}/reactions/{reaction_id}",
+                "reaction.delete",
+                self._unreact,
+                True,
+            ),
+            ("GET", "/open-apis/contact/v3/users/{user_id}", "contact.user", self._user, True),
+            (
+                "GET",
+                "/open-apis/im/v1/messages/{message_id}/resources/{file_key}",
+                "message.resource",
+                self._resource,
+                True,
+            ),
+            ("POST", "/open-apis/im/v1/images", "image.create", self._upload, True),
+            ("DELETE", "/open-apis/im/v1/chats/{chat_id}/members", "chat.members.delete", self._kick, True),
+        ]
+        for method, path, route, handler, auth in routes:
+            app.router.add_route(method, path, self._wrap(route, handler, auth))
+        app.router.add_get("/ws", self.long_connection.handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound = self._runner.addresses[0][1]
+        self.url = f"http://{host}:{bound}"
+        return self.url
+
+    async def stop(self) -> None:
+        await self.long_connection.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeFeishu:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.stop()
+
+    def _wrap(
+        self, route: str, handler: Handler, auth: bool
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def serve(request: web.Request) -> web.StreamResponse:
+            # image uploads are multipart: their handler reads the stream itself.
+            body = b"" if route == "image.create" else await request.read()
+            record = Recorded(
+                route,
+                request.method,
+                request.path,
+                dict(request.query),
+                dict(request.headers),
+                body,
+                time.monotonic(),
+            )
+            self.requests.append(record)
+            if auth:
+                token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+                if token not in self.tokens:
+                    return _err(400, TOKEN_INVALID, "Invalid access token for authorization")
+            faults = self._faults.get(route)
+            fault = faults.pop(0) if faults else None
+            if fault is not None and fault.code:
+                return _err(fault.status, fault.code, "request trigger frequency limit", fault.headers)
+            response = await handler(request, record)
+            if fault is not None and fault.delay_s:
+                await asyncio.sleep(fault.delay_s)
+            return response
+
+        return serve
+
+    # -- auth and long connection ---------------------------------------------------------------------
+    async def _token(self, _request: web.Request, record: Recorded) -> web.Response:
+        body = record.json()
+        if body.get("app_id") != self.app_id or body.get("app_secret") != self.app_secret:
+            return _err(400, 10014, "app secret invalid")
+        token = f"t-{secrets.token_hex(20)}"
+        self.tokens.add(token)
+        return web.json_response({"code": 0, "msg": "ok", "tenant_access_token": token, "expire": 7200})
+
+    async def _endpoint(self, _request: web.Request, record: Recorded) -> web.Response:
+        body = record.json()
+        if body.get("AppID") != self.app_id or body.get("AppSecret") != self.app_secret:
+            return web.json_response({"code": 1000040343, "msg": "invalid app credentials"})
+        ws_url = self.url.replace("http://", "ws://", 1)
+        return web.json_response(self.long_connection.endpoint_answer(ws_url, self.reconnect_interval_s))
+
+    async def _bot_info(self, _request: web.Request, _record: Recorded) -> web.Response:
+        bot = {
+            "activate_status": 2,
+            "app_name": self.bot_name,
+            "avatar_url": "",
+            "ip_white_list": [],
+            "open_id": self.bot_open_id,
+        }
+        return web.json_response({"code": 0, "msg": "ok", "bot": bot})
+
+    # -- messages --------------------------------------------------------------------------------------
+    def _message_json(self, sent: Sent) -> dict[str, Any]:
+        return {
+            "message_id": sent.message_id,
+            "root_id": sent.parent_id or "",
+            "parent_id": sent.parent_id or "",
+            "msg_type": sent.msg_type,
+            "create_time": str(sent.create_time_ms),
+            "update_time": str(sent.create_time_ms),
+            "deleted": False,
+            "updated": False,
+            "chat_id": sent.chat_id,
+            "sender": {
+                "id": self.app_id,
+                "id_type": "app_id",
+                "sender_type": "app",
+                "tenant_key": "2ca1d211f64f6438",
+            },
+            "body": {"content": sent.content},
+            "mentions": [],
+            "upper_message_id": "",
+        }
+
+    def _store(self, chat_id: str, body: dict[str, Any], parent_id: str | None) -> Sent:
+        uuid = body.get("uuid") or None
+        if uuid and uuid in self._by_uuid:
+            return self.sent[self._by_uuid[uuid]]
+        content = body.get("content")
+        msg_type = body.get("msg_type")
+        if not isinstance(content, str) or not isinstance(msg_type, str):
+            raise web.HTTPBadRequest(
+                text='{"code":230001,"msg":"invalid content"}', content_type="application/json"
+            )
+        json.loads(content)
+        sent = Sent(_id("om_"), chat_id, msg_type, content, uuid, parent_id, int(time.time() * 1000))
+        self.sent[sent.message_id] = sent
+        if uuid:
+            self._by_uuid[uuid] = sent.message_id
+        return sent
+
+    async def _create(self, request: web.Request, record: Recorded) -> web.Response:
+        if request.query.get("receive_id_type") != "chat_id":
+            return _err(400, 99992402, "receive_id_type is required")
+        body = record.json()
+        return _ok(self._message_json(self._store(body["receive_id"], body, None)))
+
+    async def _reply(self, request: web.Request, record: Recorded) -> web.Response:
+        parent = request.match_info["message_id"]
+        chat_id = self._chat_of(parent)
+        if chat_id is None:
+            return _err(400, 230011, "message not found")
+        return _ok(self._message_json(self._store(chat_id, record.json(), parent)))
+
+    def _chat_of(self, message_id: str) -> str | None:
+        if message_id in self.sent:
+            return self.sent[message_id].chat_id
+        return self.message_chats.get(message_id)
+
+    async def _get_message(self, request: web.Request, _record: Recorded) -> web.Response:
+        message_id = request.match_info["message_id"]
+        if message_id in self.sent:
+            return _ok({"items": [self._message_json(self.sent[message_id])]})
+        chat_id = self.message_chats.get(message_id)
+        if chat_id is None:
+            return _err(400, 230011, "message not found")
+        item = {"message_id": message_id, "chat_id": chat_id, "msg_type": "text", "deleted": False}
+        return _ok({"items": [item]})
+
+    async def _recall(self, request: web.Request, _record: Recorded) -> web.Response:
+        message_id = request.match_info["message_id"]
+        if self._chat_of(message_id) is None:
+            return _err(400, 230011, "message not found")
+        self.recalled.append(message_id)
+        return _ok({})
+
+    # -- reactions -------------------------------------------------------------------------------------
+    async def _react(self, request: web.Request, record: Recorded) -> web.Response:
+        message_id = request.match_info["message_id"]
+        emoji_type = record.json()["reaction_type"]["emoji_type"]
+        reaction_id = _id("ZCaCIjUBVVWSrm5L-")
+        self.reactions[reaction_id] = (message_id, emoji_type, self.app_id)
+        return _ok(self._reaction_json(reaction_id))
+
+    def _reaction_json(self, reaction_id: str) -> dict[str, Any]:
+        _message, emoji_type, operator = self.reactions[reaction_id]
+        return {
+            "reaction_id": reaction_id,
+            "operator": {
+                "operator_id": operator,
+                "operator_type": "app" if operator == self.app_id else "user",
+            },
+            "action_time": str(int(time.time() * 1000)),
+            "reaction_type": {"emoji_type": emoji_type},
+        }
+
+    async def _reactions(self, request: web.Request, _record: Recorded) -> web.Response:
+        message_id = request.match_info["message_id"]
+        wanted = request.query.get("reaction_type")
+        items = [
+            self._reaction_json(rid)
+            for rid, (mid, emoji_type, _op) in self.reactions.items()
+            if mid == message_id and (wanted is None or emoji_type == wanted)
+        ]
+        return _ok({"items": items, "has_more": False, "page_token": ""})
+
+    async def _unreact(self, request: web.Request, _record: Recorded) -> web.Response:
+        reaction_id = request.match_info["reaction_id"]
+        if reaction_id not in self.reactions:
+            return _err(400, 231001, "reaction not found")
+        data = self._reaction_json(reaction_id)
+        del self.reactions[reaction_id]
+        return _ok(data)
+
+    # -- contacts, resources, images, members ----------------------------------------------------------
+    async def _user(self, request: web.Request, _record: Recorded) -> web.Response:
+        open_id = request.match_info["user_id"]
+        if open_id not in self.users:
+            return _err(400, 41050, "no user authority error")
+        return _ok({"user": {"open_id": open_id, "name": self.users[open_id], "en_name": ""}})
+
+    async def _resource(self, request: web.Request, _record: Recorded) -> web.Response:
+        key = request.match_info["file_key"]
+        data = self.resources.get(key) or self.images.get(key)
+        if data is None:
+            return _err(400, 234003, "file not found")
+        return web.Response(body=data, content_type="application/octet-stream")
+
+    async def _upload(self, request: web.Request, _record: Recorded) -> web.Response:
+        reader = await request.multipart()
+        fields: dict[str, bytes] = {}
+        async for part in reader:
+            if isinstance(part, BodyPartReader) and part.name is not None:
+                fields[part.name] = bytes(await part.read())
+        if fields.get("image_type") != b"message" or not fields.get("image"):
+            return _err(400, 234001, "invalid image")
+        key = f"img_v3_{secrets.token_hex(12)}"
+        self.images[key] = fields["image"]
+        return _ok({"image_key": key})
+
+    async def _kick(self, request: web.Request, record: Recorded) -> web.Response:
+        chat_id = request.match_info["chat_id"]
+        for user in record.json().get("id_list", []):
+            self.removed_members.append((chat_id, user))
+        return _ok({"invalid_id_list": []})
