@@ -75,6 +75,17 @@ class FeishuSettings(_Section):
     mode: Literal["long_connection", "webhook"] = "long_connection"
     verification_token: SecretStr | None = None
     encrypt_key: SecretStr | None = None
+    #: Webhook receiver (mode ``webhook``): its own listener, apart from the operations port.
+    webhook_host: str = "0.0.0.0"
+    webhook_port: int = Field(default=9111, ge=0, le=65535)
+    webhook_path: str = "/feishu/events"
+    name_ttl_s: float = Field(default=6 * 3600.0, gt=0)
+    #: Must stay well under Feishu's 3 s: the event frame is acknowledged only after the PubAck.
+    ack_timeout_s: float = Field(default=2.5, gt=0, lt=3)
+    api_timeout_s: float = Field(default=10.0, gt=0)
+    send_attempts: int = Field(default=3, ge=1)
+    #: Restart the long connection after it has been down this long (the SDK can die silently).
+    reconnect_watchdog_s: float = Field(default=60.0, gt=0)
 
 
 class TelegramSettings(_Section):
@@ -82,6 +93,12 @@ class TelegramSettings(_Section):
     api_base: str = "https://api.telegram.org"
     mode: Literal["polling", "webhook"] = "polling"
     webhook_secret: SecretStr | None = None
+    #: Webhook receiver (mode ``webhook``): its own listener, apart from the operations port;
+    #: ``webhook_url`` (public HTTPS URL) is registered with ``setWebhook`` when set.
+    webhook_host: str = "0.0.0.0"
+    webhook_port: int = Field(default=8443, ge=0, le=65535)
+    webhook_url: str | None = None
+    polling_timeout_s: int = Field(default=25, ge=1, le=50)
 
 
 class LlmEndpoint(_Section):
@@ -93,6 +110,12 @@ class LlmEndpoint(_Section):
     connect_timeout_s: float = Field(default=5.0, gt=0)
     max_images: int = Field(default=8, ge=0)
     supports_prompt_cache_key: bool = False
+    #: Reasoning parts are replayed to the same model for this many newest turns.
+    reasoning_replay_turns: int = Field(default=3, ge=0)
+    #: Used when a request names no limit (anthropic-messages requires one).
+    default_max_output_tokens: int = Field(default=4096, ge=1)
+    #: Merged into every request body (e.g. a thinking budget or reasoning effort).
+    extra_body: dict[str, Any] = {}
     fake: bool = False
 
 

@@ -1,14 +1,66 @@
-"""Every metric of the driver, defined once."""
+"""Every metric of the driver, defined once. Labels carry classes of outcomes, tools, purposes and model
+ids — never chat or user ids."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge, Histogram
 
 CONTEXT_UPDATES = Counter(
     "larkbot_driver_context_updates_total",
-    "Rendered-context updates received, by outcome (applied, gap, stale)",
+    "Rendered-context updates received, by outcome (applied, gap, stale, unconfigured)",
     ["outcome"],
 )
 TYPING_SIGNALS = Counter(
     "larkbot_driver_typing_signals_total", "Typing signals received, by outcome", ["outcome"]
 )
+WAKEUPS = Counter(
+    "larkbot_driver_wakeups_total",
+    "Wake-ups run, by kind (debounced, retry, resume) and path (probe, activation, continuation, braked)",
+    ["kind", "path"],
+)
+PROBE_DECISIONS = Counter(
+    "larkbot_driver_probe_decisions_total",
+    "Probe outcomes (send_message, react_only, no_action, failed_closed, error)",
+    ["outcome"],
+)
+TURNS = Counter(
+    "larkbot_driver_turns_total",
+    "Primary turns by outcome (sent, reacted, silent, budget_exhausted, interrupted, failed)",
+    ["outcome"],
+)
+TOOL_CALLS = Counter(
+    "larkbot_driver_tool_calls_total",
+    "Tool calls of the primary by tool and outcome (ok, error, invalid, unknown, not_executed)",
+    ["tool", "outcome"],
+)
+TURN_SECONDS = Histogram(
+    "larkbot_driver_turn_seconds",
+    "Wall time of a primary turn within one wake-up (first model call to the last persisted step)",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60),
+)
+TOKENS = Counter(
+    "larkbot_driver_llm_tokens_total",
+    "Tokens reported by the gateway, by purpose and kind (input, output, cache_read, cache_write)",
+    ["purpose", "kind"],
+)
+CACHE_HIT_RATIO = Gauge(
+    "larkbot_driver_llm_cache_hit_ratio",
+    "Cached share of input tokens since start, by model (cache_read / input)",
+    ["model"],
+)
+WAKE_FAILURES = Counter(
+    "larkbot_driver_wake_failures_total",
+    "Failed wake-ups by class (transient_retried, transient_exhausted, superseded, permanent)",
+    ["outcome"],
+)
+CHATS = Gauge("larkbot_driver_chats", "Chats whose context the driver holds")
+
+
+_cache_totals: dict[str, tuple[int, int]] = {}
+
+
+def observe_cache(model: str, input_tokens: int, cache_read_tokens: int) -> None:
+    total, read = _cache_totals.get(model, (0, 0))
+    total, read = total + input_tokens, read + cache_read_tokens
+    _cache_totals[model] = (total, read)
+    CACHE_HIT_RATIO.labels(model).set(read / total if total else 0.0)

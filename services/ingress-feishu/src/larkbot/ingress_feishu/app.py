@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from larkbot.canonical.actions import ActionRequest, ActionResult
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform, Service
-from larkbot.runtime.config import LarkbotConfig
+from larkbot.runtime.config import FeishuSettings, LarkbotConfig
 from larkbot.runtime.http import Check
 from larkbot.runtime.ingress import actions_endpoint, failed, publish_identity
 from larkbot.runtime.serve import Endpoint
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class FeishuOptions:
-    """Process settings not (yet) in ``config.yaml``; see docs/ingress-feishu.md."""
+    """Process settings, from the ``feishu`` section of ``config.yaml`` (tests build them directly)."""
 
     webhook_host: str = "0.0.0.0"
     webhook_port: int = 9111
@@ -58,6 +58,21 @@ class FeishuOptions:
     reconnect_watchdog_s: float = 60.0
     watchdog_interval_s: float = 5.0
 
+    @classmethod
+    def from_settings(cls, feishu: FeishuSettings | None) -> FeishuOptions:
+        if feishu is None:
+            return cls()
+        return cls(
+            webhook_host=feishu.webhook_host,
+            webhook_port=feishu.webhook_port,
+            webhook_path=feishu.webhook_path,
+            name_ttl_s=feishu.name_ttl_s,
+            ack_timeout_s=feishu.ack_timeout_s,
+            api_timeout_s=feishu.api_timeout_s,
+            send_attempts=feishu.send_attempts,
+            reconnect_watchdog_s=feishu.reconnect_watchdog_s,
+        )
+
 
 def local_utc_offset_min() -> int:
     return time.localtime().tm_gmtoff // 60
@@ -66,7 +81,7 @@ def local_utc_offset_min() -> int:
 class IngressFeishuService:
     def __init__(self, config: LarkbotConfig, options: FeishuOptions | None = None) -> None:
         self.config = config
-        self.options = options or FeishuOptions()
+        self.options = options or FeishuOptions.from_settings(config.feishu)
         self.endpoint: Endpoint[ActionRequest] | None = None
         self.rest: FeishuRest | None = None
         self.adapter: FeishuAdapter | None = None

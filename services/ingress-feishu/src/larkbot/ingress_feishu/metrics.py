@@ -5,7 +5,9 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 ACTIONS = Counter(
-    "larkbot_ingress_actions_total", "Action requests served, by action kind and outcome", ["kind", "outcome"]
+    "larkbot_ingress_feishu_actions_total",
+    "Action requests served, by action kind and outcome",
+    ["kind", "outcome"],
 )
 EVENTS = Counter(
     "larkbot_ingress_feishu_events_total",

@@ -6,16 +6,14 @@ publish the bot identity, warn when privacy mode hides group messages, and start
 (default) or the webhook receiver. Without a ``telegram`` section the service idles and answers
 ``not_configured``.
 
-Two settings are not in the configuration file yet and come from the environment meanwhile:
-``LARKBOT_TELEGRAM_WEBHOOK_PORT`` (default 8443; the receiver binds ``services.ingress_telegram.http_host``)
-and ``LARKBOT_TELEGRAM_WEBHOOK_URL`` (when set, ``setWebhook`` is called with it and the secret).
+The webhook receiver listens on ``telegram.webhook_host``:``telegram.webhook_port`` (apart from the
+operations port); with ``telegram.webhook_url`` set, ``setWebhook`` registers it with the secret.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from datetime import datetime
 from typing import Any
@@ -58,16 +56,20 @@ class IngressTelegramService:
         *,
         webhook_port: int | None = None,
         webhook_url: str | None = None,
-        polling_timeout_s: int = 25,
+        polling_timeout_s: int | None = None,
     ) -> None:
         self.config = config
+        telegram = config.telegram
+        self.webhook_host = telegram.webhook_host if telegram is not None else "0.0.0.0"
         self.webhook_port = (
-            webhook_port
-            if webhook_port is not None
-            else int(os.environ.get("LARKBOT_TELEGRAM_WEBHOOK_PORT") or 8443)
+            webhook_port if webhook_port is not None else (telegram.webhook_port if telegram else 8443)
         )
-        self.webhook_url = webhook_url or os.environ.get("LARKBOT_TELEGRAM_WEBHOOK_URL") or None
-        self.polling_timeout_s = polling_timeout_s
+        self.webhook_url = webhook_url or (telegram.webhook_url if telegram else None)
+        self.polling_timeout_s = (
+            polling_timeout_s
+            if polling_timeout_s is not None
+            else (telegram.polling_timeout_s if telegram else 25)
+        )
         self.endpoint: Endpoint[ActionRequest] | None = None
         self.api: BotApi | None = None
         self.executor: ActionExecutor | None = None
@@ -110,7 +112,7 @@ class IngressTelegramService:
         inbound = Inbound(ctx.bus, adapter)
         if settings.mode == "webhook":
             secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else ""
-            self.webhook = WebhookReceiver(inbound, secret, ctx.settings.http_host, self.webhook_port)
+            self.webhook = WebhookReceiver(inbound, secret, self.webhook_host, self.webhook_port)
             await self.webhook.start()
             if self.webhook_url:
                 await self.api.call(

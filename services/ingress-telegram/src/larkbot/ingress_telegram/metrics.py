@@ -5,7 +5,9 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 ACTIONS = Counter(
-    "larkbot_ingress_actions_total", "Action requests served, by action kind and outcome", ["kind", "outcome"]
+    "larkbot_telegram_actions_total",
+    "Action requests served, by action kind and outcome",
+    ["kind", "outcome"],
 )
 UPDATES = Counter(
     "larkbot_telegram_updates_total",

@@ -34,7 +34,6 @@ from .adapters.dumps import DumpWriter
 from .adapters.images import ImageUnavailable
 from .adapters.transport import HttpReply, ProviderTimeout, ProviderUnreachable, Transport
 from .core.common import (
-    DEFAULT_REPLAY_TURNS,
     EncodedImage,
     EncodeOptions,
     WireError,
@@ -145,7 +144,7 @@ class Gateway:
             fmt=endpoint.format,
             identity=identity,
             max_images=endpoint.max_images,
-            replay_turns=DEFAULT_REPLAY_TURNS,
+            replay_turns=endpoint.reasoning_replay_turns,
         )
         try:
             images = await self.images.resolve(image_refs(messages))
@@ -156,8 +155,13 @@ class Gateway:
             model_identity=identity,
             images=images,
             prompt_cache_key=_cache_key(request) if endpoint.supports_prompt_cache_key else None,
+            default_max_output_tokens=endpoint.default_max_output_tokens,
         )
-        body = dumps(codec.encode_request(request, messages, opts))
+        wire = codec.encode_request(request, messages, opts)
+        if endpoint.extra_body:
+            # Operator-supplied provider options (thinking budgets, reasoning effort) win over ours.
+            wire = {**wire, **endpoint.extra_body}
+        body = dumps(wire)
         url = endpoint.base_url.rstrip("/") + codec.path
         headers = request_headers(
             endpoint.format, endpoint.api_key.get_secret_value() if endpoint.api_key else None

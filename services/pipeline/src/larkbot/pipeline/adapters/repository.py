@@ -1,58 +1,251 @@
-"""SQL access to the ``events`` table (SQLite and PostgreSQL)."""
+"""SQL access (SQLite and PostgreSQL): commit batches of events, read them back in the order of record.
+
+Database failures surface as :class:`DatabaseUnavailable` (a ``RetryableError``); the consumer retries the
+same batch in-process rather than nak'ing, because a nak'ed message would be redelivered after later
+messages of its chat and break per-chat order.
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from larkbot.canonical.codec import encode
+from larkbot.canonical.codec import decode_as, encode
 from larkbot.canonical.errors import RetryableError
-from larkbot.canonical.events import CanonicalEvent
+from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent, DeleteEvent, MessageEvent, Sender
 
-from .tables import events
+from ..core.aliases import alias_for
+from .tables import alt_texts, chat_cursors, events, users
+
+ChatKey = tuple[str, str]
+
+
+class DatabaseUnavailable(RetryableError):
+    """The database did not answer or refused the transaction; the batch is retried as a whole."""
 
 
 @dataclass(frozen=True, slots=True)
-class Stored:
-    id: int | None
-    duplicate: bool
+class NewEvent:
+    event: CanonicalEvent
+    stream_seq: int | None = None
+
+
+def _row(item: NewEvent) -> dict[str, object]:
+    event = item.event
+    message_id = getattr(event, "message_id", None)
+    if isinstance(event, DeleteEvent) and len(event.message_ids) == 1:
+        message_id = event.message_ids[0]
+    return {
+        "platform": event.platform.value,
+        "chat_id": event.chat_id,
+        "dedup_key": event.dedup_key,
+        "kind": event.kind,
+        "message_id": message_id,
+        "received_at_ms": event.received_at_ms,
+        "timestamp_sec": event.timestamp_sec,
+        "payload": encode(event).decode(),
+        "stream_seq": item.stream_seq,
+        "message_alias": alias_for(event.chat_id, event.message_id)
+        if isinstance(event, MessageEvent)
+        else None,
+    }
+
+
+def decode_event(payload: str) -> CanonicalEvent:
+    return decode_as(payload.encode(), EVENT_ADAPTER)
 
 
 class EventRepository:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        self._pg = engine.dialect.name == "postgresql"
+        self._insert = postgresql.insert if self._pg else sqlite.insert
 
-    async def add(self, event: CanonicalEvent, stream_seq: int | None = None) -> Stored:
-        """Insert ``event`` unless its dedup key is already stored; committed when this returns."""
-        row = {
-            "platform": event.platform.value,
-            "chat_id": event.chat_id,
-            "dedup_key": event.dedup_key,
-            "kind": event.kind,
-            "message_id": getattr(event, "message_id", None),
-            "received_at_ms": event.received_at_ms,
-            "timestamp_sec": event.timestamp_sec,
-            "payload": encode(event).decode(),
-            "stream_seq": stream_seq,
-        }
-        stmt = (
-            self._insert(events)
-            .values(**row)
-            .on_conflict_do_nothing(index_elements=["platform", "chat_id", "dedup_key"])
-            .returning(events.c.id)
-        )
+    async def commit(
+        self, batch: Sequence[NewEvent], alts: Iterable[tuple[str, str]] = ()
+    ) -> list[int | None]:
+        """Insert the batch in one transaction; the id of each event, ``None`` for a duplicate (already
+        stored, or repeated within the batch). Also archives senders and caches alt texts."""
         try:
             async with self.engine.begin() as conn:
-                inserted = (await conn.execute(stmt)).scalar_one_or_none()
-        except OperationalError as exc:
-            # Locked or unreachable database: the event stays unacknowledged and comes back.
-            raise RetryableError(f"database unavailable: {type(exc.orig).__name__}", delay_s=1.0) from None
-        return Stored(id=inserted, duplicate=inserted is None)
+                return await self._commit(conn, batch, list(alts))
+        except (OperationalError, IntegrityError, DBAPIError) as exc:
+            # Locked or unreachable database, or a concurrent writer won a key: nothing was committed.
+            raise DatabaseUnavailable(f"database unavailable: {type(exc.orig).__name__}") from None
+
+    async def _commit(
+        self, conn: AsyncConnection, batch: Sequence[NewEvent], alts: list[tuple[str, str]]
+    ) -> list[int | None]:
+        keys = [(i.event.platform.value, i.event.chat_id, i.event.dedup_key) for i in batch]
+        existing: set[tuple[str, str, str]] = set()
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            found = await conn.execute(
+                select(events.c.platform, events.c.chat_id, events.c.dedup_key).where(
+                    events.c.dedup_key.in_({k[2] for k in chunk}),
+                    tuple_(events.c.platform, events.c.chat_id).in_({(k[0], k[1]) for k in chunk}),
+                )
+            )
+            existing.update((p, c, d) for p, c, d in found.all())
+        fresh: list[int] = []
+        for index, key in enumerate(keys):
+            if key not in existing:
+                existing.add(key)
+                fresh.append(index)
+        out: list[int | None] = [None] * len(batch)
+        if fresh:
+            rows = [_row(batch[i]) for i in fresh]
+            result = await conn.execute(
+                insert(events).returning(events.c.id, sort_by_parameter_order=True), rows
+            )
+            for index, new_id in zip(fresh, result.scalars().all(), strict=True):
+                out[index] = int(new_id)
+            await self._archive_senders(conn, [batch[i].event for i in fresh])
+        if alts:
+            stmt = self._insert(alt_texts).on_conflict_do_nothing(index_elements=["cache_key"])
+            await conn.execute(stmt, [{"cache_key": k, "alt_text": v} for k, v in dict(alts).items()])
+        return out
+
+    async def _archive_senders(self, conn: AsyncConnection, batch: list[CanonicalEvent]) -> None:
+        latest: dict[tuple[str, str], tuple[Sender, int]] = {}
+        for event in batch:
+            if isinstance(event, MessageEvent):
+                latest[(event.platform.value, event.sender.id)] = (event.sender, event.received_at_ms)
+        if not latest:
+            return
+        rows = [
+            {
+                "platform": platform,
+                "user_id": sender.id,
+                "display_name": sender.display_name,
+                "username": sender.username,
+                "is_bot": sender.is_bot,
+                "first_seen_ms": at,
+                "last_seen_ms": at,
+            }
+            for (platform, _), (sender, at) in latest.items()
+        ]
+        stmt = self._insert(users)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["platform", "user_id"],
+            set_={
+                "display_name": stmt.excluded.display_name,
+                "username": stmt.excluded.username,
+                "is_bot": stmt.excluded.is_bot,
+                "last_seen_ms": stmt.excluded.last_seen_ms,
+            },
+        )
+        await conn.execute(stmt, rows)
+
+    async def chat_events(
+        self, platform: str, chat_id: str, after: int = 0, *, chunk: int = 5000
+    ) -> AsyncIterator[tuple[int, str]]:
+        """``(id, payload)`` of a chat's events with ``id > after``, in the order of record."""
+        last = after
+        while True:
+            async with self.engine.connect() as conn:
+                result = await conn.execute(
+                    select(events.c.id, events.c.payload)
+                    .where(events.c.platform == platform, events.c.chat_id == chat_id, events.c.id > last)
+                    .order_by(events.c.id)
+                    .limit(chunk)
+                )
+                rows = result.all()
+            for row_id, payload in rows:
+                yield int(row_id), payload
+            if len(rows) < chunk:
+                return
+            last = int(rows[-1][0])
+
+    async def last_event_id(self, platform: str, chat_id: str) -> int:
+        async with self.engine.connect() as conn:
+            found = await conn.execute(
+                select(func.max(events.c.id)).where(
+                    events.c.platform == platform, events.c.chat_id == chat_id
+                )
+            )
+            return int(found.scalar_one() or 0)
+
+    async def cursors(self) -> dict[ChatKey, int]:
+        async with self.engine.connect() as conn:
+            found = await conn.execute(
+                select(chat_cursors.c.platform, chat_cursors.c.chat_id, chat_cursors.c.cursor)
+            )
+            return {(p, c): int(cursor) for p, c, cursor in found.all()}
+
+    async def set_cursor(self, platform: str, chat_id: str, cursor: int, reason: str, at_ms: int) -> None:
+        stmt = self._insert(chat_cursors).values(
+            platform=platform, chat_id=chat_id, cursor=cursor, reason=reason, updated_at_ms=at_ms
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["platform", "chat_id"],
+            set_={"cursor": cursor, "reason": reason, "updated_at_ms": at_ms},
+        )
+        async with self.engine.begin() as conn:
+            await conn.execute(stmt)
+
+    async def alt_texts(self, keys: Iterable[str]) -> dict[str, str]:
+        wanted = sorted(set(keys))
+        out: dict[str, str] = {}
+        async with self.engine.connect() as conn:
+            for start in range(0, len(wanted), 500):
+                found = await conn.execute(
+                    select(alt_texts.c.cache_key, alt_texts.c.alt_text).where(
+                        alt_texts.c.cache_key.in_(wanted[start : start + 500])
+                    )
+                )
+                out.update({k: v for k, v in found.all()})
+        return out
+
+    async def resolve_aliases(self, platform: str, chat_id: str, aliases: Iterable[str]) -> dict[str, str]:
+        """alias → message id of the first message (order of record) rendered with it."""
+        wanted = set(aliases)
+        if not wanted:
+            return {}
+        async with self.engine.connect() as conn:
+            found = await conn.execute(
+                select(events.c.message_alias, events.c.message_id)
+                .where(
+                    events.c.platform == platform,
+                    events.c.chat_id == chat_id,
+                    events.c.message_alias.in_(wanted),
+                )
+                .order_by(events.c.id)
+            )
+            out: dict[str, str] = {}
+            for alias, message_id in found.all():
+                out.setdefault(alias, message_id)
+            return out
+
+    async def message_history(
+        self, platform: str, chat_id: str, message_ids: Iterable[str]
+    ) -> list[tuple[int, str]]:
+        """``(id, payload)`` of every event about these messages (sends, echoes, edits, deletes)."""
+        wanted = set(message_ids)
+        async with self.engine.connect() as conn:
+            found = await conn.execute(
+                select(events.c.id, events.c.payload, events.c.kind, events.c.message_id)
+                .where(
+                    events.c.platform == platform,
+                    events.c.chat_id == chat_id,
+                    (events.c.message_id.in_(wanted)) | (events.c.kind == "delete"),
+                )
+                .order_by(events.c.id)
+            )
+            rows = found.all()
+        out: list[tuple[int, str]] = []
+        for row_id, payload, kind, message_id in rows:
+            if kind == "delete" and message_id not in wanted:
+                event = decode_event(payload)
+                if not (isinstance(event, DeleteEvent) and wanted.intersection(event.message_ids)):
+                    continue
+            out.append((int(row_id), payload))
+        return out
 
     async def count(self, platform: str, chat_id: str) -> int:
         async with self.engine.connect() as conn:

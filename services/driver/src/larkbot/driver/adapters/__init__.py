@@ -1,0 +1,1 @@
+"""I/O adapters of the driver: the SQL repository, bus clients, the tool executor and the per-chat runner."""

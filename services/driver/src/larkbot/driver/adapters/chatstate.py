@@ -1,0 +1,172 @@
+"""One chat in the driver: its context copy, its schedule, its marks, and the loop that serializes its
+wake-ups. The context consumer and typing subscriber change the state and set ``changed``; the loop
+re-reads the pure scheduler's decision after every change and every tick of the clock.
+
+A running wake-up is never preempted: ``stop`` lets it finish, then the loop exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from larkbot.runtime.config import ChatSettings
+
+from .. import metrics
+from ..core import scheduler
+from ..core.context import ChatContext, latest_external_ms, new_external
+from ..core.records import Activation
+from .clock import Clock
+from .repository import ChatMarks, DriverRepository
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Persona:
+    name: str
+    texts: tuple[str, ...]
+
+
+class WakeFailed(Exception):
+    """A wake-up failed; ``transient`` ones are retried (carrying ``activation``), others latch."""
+
+    def __init__(self, reason: str, *, transient: bool, activation: Activation | None) -> None:
+        super().__init__(reason)
+        self.transient = transient
+        self.activation = activation
+
+
+RunWake = Callable[["ChatState", scheduler.Wake, int], Awaitable[None]]
+
+
+class ChatState:
+    def __init__(
+        self, platform: str, chat_id: str, settings: ChatSettings, persona: Persona, clock: Clock
+    ) -> None:
+        self.platform = platform
+        self.chat_id = chat_id
+        self.key = f"{platform}:{chat_id}"
+        self.settings = settings
+        self.persona = persona
+        self.clock = clock
+        self.debounce = scheduler.Debounce(
+            settings.initial_delay_ms, settings.typing_extend_ms, settings.max_delay_ms
+        )
+        self.context = ChatContext()
+        self.schedule = scheduler.Schedule()
+        self.marks = ChatMarks(0, 0)
+        self.probe_start: str | None = None
+        self.changed = asyncio.Event()
+        self.stopping = False
+        self._cond = asyncio.Condition()
+        self._idle_at: int | None = None
+
+    # -- inputs ---------------------------------------------------------------------------------------
+    def load(self, marks: ChatMarks | None, chain_open: bool) -> None:
+        if marks is not None:
+            self.marks = marks
+        self.schedule = replace(self.schedule, resume=chain_open)
+        self._changed()
+
+    def set_context(self, context: ChatContext) -> None:
+        for segment in new_external(self.context, context, self.marks.processed_until_ms):
+            self.schedule = scheduler.on_input(
+                self.schedule, segment.sender_id or "runtime", segment.received_at_ms
+            )
+        self.context = context
+        self._changed()
+
+    def typing(self, at_ms: int) -> None:
+        self.schedule = scheduler.on_typing(self.schedule, at_ms)
+        self._changed()
+
+    def _changed(self) -> None:
+        self.changed.set()
+
+    # -- reads ----------------------------------------------------------------------------------------
+    def latest_external_ms(self) -> int:
+        return latest_external_ms(self.context.segments)
+
+    def last_action_ms(self) -> int:
+        own = max((s.received_at_ms for s in self.context.segments if s.is_myself), default=0)
+        return max(own, self.marks.last_action_ms)
+
+    def utc_offset_min(self, deployment: int) -> int:
+        return self.settings.utc_offset_min if self.settings.utc_offset_min is not None else deployment
+
+    # -- marks ----------------------------------------------------------------------------------------
+    def acted(self, at_ms: int) -> None:
+        self.marks = replace(self.marks, last_action_ms=max(self.marks.last_action_ms, at_ms))
+
+    async def processed(self, repo: DriverRepository, until_ms: int) -> None:
+        self.marks = replace(self.marks, processed_until_ms=max(self.marks.processed_until_ms, until_ms))
+        await repo.save_marks(self.platform, self.chat_id, self.marks)
+
+    # -- the loop -------------------------------------------------------------------------------------
+    async def loop(self, run_wake: RunWake, repo: DriverRepository) -> None:
+        while not self.stopping:
+            self.changed.clear()
+            now = self.clock.now_ms()
+            action = scheduler.next_action(self.schedule, now, self.debounce)
+            if isinstance(action, scheduler.Wait):
+                await self._set_idle(now)
+                await self.clock.wait_until(action.until_ms, self.changed)
+                await self._set_idle(None)
+                continue
+            input_until = max(action.input_until_ms, self.latest_external_ms())
+            self.schedule = scheduler.begin(self.schedule, action)
+            try:
+                await run_wake(self, action, input_until)
+            except WakeFailed as exc:
+                await self._failed(exc, action, input_until, repo)
+            except Exception:
+                log.exception("wake-up crashed; the context is latched until new input")
+                metrics.TURNS.labels("failed").inc()
+                crashed = WakeFailed("crashed", transient=False, activation=None)
+                await self._failed(crashed, action, input_until, repo)
+            else:
+                self.schedule = scheduler.succeeded(self.schedule)
+
+    async def _failed(
+        self, exc: WakeFailed, wake: scheduler.Wake, input_until: int, repo: DriverRepository
+    ) -> None:
+        if exc.transient:
+            retry_wake = replace(wake, input_until_ms=input_until)
+            self.schedule, retried = scheduler.failed_transiently(
+                self.schedule, retry_wake, self.clock.now_ms(), exc.activation
+            )
+            if retried:
+                metrics.WAKE_FAILURES.labels("transient_retried").inc()
+                log.warning("wake-up failed transiently (%s); retrying", exc)
+                return
+            metrics.WAKE_FAILURES.labels("transient_exhausted").inc()
+        else:
+            self.schedule = scheduler.failed_permanently(self.schedule)
+            metrics.WAKE_FAILURES.labels("permanent").inc()
+        log.error("wake-up failed (%s); the context is latched until new input", exc)
+        await self.processed(repo, input_until)
+
+    async def _set_idle(self, at: int | None) -> None:
+        async with self._cond:
+            self._idle_at = at
+            self._cond.notify_all()
+
+    async def settled(self, timeout_s: float = 30.0) -> None:
+        """Wait until the loop has looked at the current time and state and found nothing to do."""
+
+        def idle() -> bool:
+            return (
+                self._idle_at is not None
+                and self._idle_at >= self.clock.now_ms()
+                and not self.changed.is_set()
+            )
+
+        async with self._cond:
+            await asyncio.wait_for(self._cond.wait_for(idle), timeout_s)
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.changed.set()

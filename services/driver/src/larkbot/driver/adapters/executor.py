@@ -1,0 +1,154 @@
+"""Executes the primary's tool calls against the platform, the pipeline and media workers.
+
+Every id the model gives is resolved (alias or canonical, live context first, then ``pipeline.history``)
+before any platform call; an id that resolves to nothing is an error result, never a platform error.
+Results are short deterministic texts (they become part of the cached prefix).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from larkbot.canonical.actions import ActionResult, ReactAction, SendMessageAction
+from larkbot.canonical.context import HistoryRequest, Segment
+from larkbot.canonical.llm import TextPart, UserPart
+from larkbot.canonical.media import ReadImageRequest
+from larkbot.canonical.names import Platform
+from larkbot.runtime.bus import BusUnavailable
+
+from ..core import tools
+from ..core.ids import alias_table, find_attachment, mentioned_uids
+from ..core.turn import ToolDone, ToolRun
+from .clients import BusClients
+from .clock import Clock
+
+_UNKNOWN = "delivery unknown: it may have been done; do not repeat it"
+_Result = tuple[bool, tuple[UserPart, ...], bool]
+
+
+def _text(text: str) -> tuple[UserPart, ...]:
+    return (TextPart(text=text),)
+
+
+class ToolExecutor:
+    """One per wake-up: holds the context snapshot the turn runs on and memoizes id resolution."""
+
+    def __init__(
+        self, clients: BusClients, clock: Clock, platform: str, chat_id: str, segments: tuple[Segment, ...]
+    ) -> None:
+        self.clients = clients
+        self.clock = clock
+        self.platform = Platform(platform)
+        self.chat_id = chat_id
+        self.segments = segments
+        self.aliases = alias_table(segments)
+
+    async def run(self, call: ToolRun) -> ToolDone:
+        handler = {
+            tools.SEND: self._send,
+            tools.REACT: self._react,
+            tools.READ_OLD: self._read_old,
+            tools.READ_IMAGE: self._read_image,
+        }[call.name]
+        try:
+            ok, parts, final = await handler(call, call.args)
+        except BusUnavailable:
+            if call.name in tools.PARTICIPATION_TOOLS:
+                # No answer at all after the retries: the platform may have acted.
+                ok, parts, final = False, _text(_UNKNOWN), True
+            else:
+                ok, parts, final = False, _text("error: the service is unavailable, try later"), False
+        return ToolDone(ok, parts, self.clock.now_ms(), final=final)
+
+    async def resolve(self, ids: list[str]) -> dict[str, str]:
+        unknown = [i for i in ids if i not in self.aliases]
+        if unknown:
+            request = HistoryRequest(platform=self.platform, chat_id=self.chat_id, message_ids=tuple(unknown))
+            found = await self.clients.history(request)
+            for item in found.found:
+                self.aliases.setdefault(item.message_id, item.message_id)
+                if item.alias:
+                    self.aliases.setdefault(item.alias, item.message_id)
+        return {i: self.aliases[i] for i in ids if i in self.aliases}
+
+    async def _send(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+        reply_to = args.get("reply_to")
+        canonical_reply: str | None = None
+        if reply_to is not None:
+            canonical_reply = (await self.resolve([reply_to])).get(reply_to)
+            if canonical_reply is None:
+                return False, _text(f"error: no message with id {reply_to!r}"), False
+        action = SendMessageAction(
+            platform=self.platform,
+            chat_id=self.chat_id,
+            idempotency_key=call.idempotency_key,
+            deadline_ms=call.deadline_ms,
+            text=args["text"],
+            reply_to_message_id=canonical_reply,
+            mentions=mentioned_uids(args["text"]),
+        )
+        return _outcome(await self.clients.act(action), "sent")
+
+    async def _react(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+        target = (await self.resolve([args["message_id"]])).get(args["message_id"])
+        if target is None:
+            return False, _text(f"error: no message with id {args['message_id']!r}"), False
+        action = ReactAction(
+            platform=self.platform,
+            chat_id=self.chat_id,
+            idempotency_key=call.idempotency_key,
+            deadline_ms=call.deadline_ms,
+            message_id=target,
+            emoji=args["emoji"],
+            remove=bool(args.get("remove", False)),
+        )
+        return _outcome(await self.clients.act(action), "reaction removed" if action.remove else "reacted")
+
+    async def _read_old(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+        ids = tuple(args["message_ids"])
+        found = await self.clients.history(
+            HistoryRequest(platform=self.platform, chat_id=self.chat_id, message_ids=ids)
+        )
+        parts: list[UserPart] = []
+        for item in found.found:
+            parts.append(TextPart(text=item.xml))
+            parts.extend(item.image_parts)
+        if found.missing:
+            parts.append(TextPart(text="not found: " + ", ".join(found.missing)))
+        return bool(found.found), tuple(parts), False
+
+    async def _read_image(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+        ref = find_attachment(self.segments, args["file_id"])
+        if ref is None:
+            return False, _text(f"error: no attachment with file-id {args['file_id']!r}"), False
+        message_id = (await self.resolve([ref.message_id])).get(ref.message_id, ref.message_id)
+        request = ReadImageRequest(
+            request_id=uuid.uuid4().hex,
+            platform=self.platform,
+            chat_id=self.chat_id,
+            message_id=message_id,
+            file_id=ref.file_id,
+            attachment_type=ref.attachment_type,
+            detail=args["detail"],
+            deadline_ms=call.deadline_ms,
+        )
+        answer = await self.clients.read_image(request, (call.deadline_ms - self.clock.now_ms()) / 1000)
+        if not answer.ok or answer.image is None:
+            code = answer.error.code if answer.error else "failed"
+            return False, _text(f"error: image could not be read ({code})"), False
+        parts: list[UserPart] = [answer.image]
+        if answer.alt_text:
+            parts.append(TextPart(text=answer.alt_text))
+        return True, tuple(parts), False
+
+
+def _outcome(result: ActionResult, done: str) -> _Result:
+    if result.ok:
+        return True, _text(done), False
+    if result.outcome == "unknown":
+        # Delivery may have happened: the model must not send it again under a new key.
+        return False, _text(_UNKNOWN), True
+    error = result.error
+    code = error.code if error else "failed"
+    return False, _text(f"error: {code}" + (" (retryable)" if error and error.retryable else "")), False

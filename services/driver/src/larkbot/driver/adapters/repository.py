@@ -1,0 +1,204 @@
+"""SQL access to the driver's tables (SQLite and PostgreSQL). Database errors that a retry can fix
+(locked, unreachable) surface as :class:`RetryableError`; nothing is swallowed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from larkbot.canonical.errors import RetryableError
+from larkbot.canonical.llm import Message, Usage
+
+from ..core.records import ProbeRecord, TurnRecord
+from .tables import chats, probe_responses, turn_responses
+
+_ENTRIES: TypeAdapter[tuple[Message, ...]] = TypeAdapter(tuple[Message, ...])
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMarks:
+    processed_until_ms: int
+    last_action_ms: int
+
+
+class DriverRepository:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[AsyncConnection]:
+        try:
+            async with self.engine.begin() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise RetryableError(f"database unavailable: {type(exc.orig).__name__}", delay_s=1.0) from None
+
+    async def add_turn(self, record: TurnRecord) -> None:
+        row: dict[str, Any] = {
+            "platform": record.platform,
+            "chat_id": record.chat_id,
+            "chain_id": record.chain_id,
+            "step": record.step,
+            "wake_id": record.wake_id,
+            "requested_at_ms": record.requested_at_ms,
+            "entries": _ENTRIES.dump_json(record.entries).decode(),
+            "model_identity": record.model_identity,
+            "input_tokens": record.usage.input_tokens,
+            "output_tokens": record.usage.output_tokens,
+            "cache_read_tokens": record.usage.cache_read_tokens,
+            "cache_write_tokens": record.usage.cache_write_tokens,
+            "reasoning_tokens": record.usage.reasoning_tokens,
+            "requires_follow_up": record.requires_follow_up,
+            "shell_tools_exposed": record.shell_tools_exposed,
+            "mode": record.mode,
+            "work_calls": record.work_calls,
+            "participation_attempts": record.participation_attempts,
+            "sent": record.sent,
+            "reacted": record.reacted,
+        }
+        async with self._tx() as conn:
+            await conn.execute(turn_responses.insert().values(**row))
+
+    async def turns(
+        self, platform: str, chat_id: str, *, since_ms: int = 0, limit: int = 1000
+    ) -> tuple[TurnRecord, ...]:
+        """The newest ``limit`` turn responses requested at or after ``since_ms``, oldest first."""
+        t = turn_responses
+        stmt = (
+            select(t)
+            .where(t.c.platform == platform, t.c.chat_id == chat_id, t.c.requested_at_ms >= since_ms)
+            .order_by(t.c.id.desc())
+            .limit(limit)
+        )
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return tuple(_turn(row) for row in reversed(rows))
+
+    async def latest_turn(self, platform: str, chat_id: str) -> TurnRecord | None:
+        found = await self.turns(platform, chat_id, limit=1)
+        return found[0] if found else None
+
+    async def chain(self, platform: str, chat_id: str, chain_id: str) -> tuple[TurnRecord, ...]:
+        t = turn_responses
+        stmt = (
+            select(t)
+            .where(t.c.platform == platform, t.c.chat_id == chat_id, t.c.chain_id == chain_id)
+            .order_by(t.c.step)
+        )
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return tuple(_turn(row) for row in rows)
+
+    async def add_probe(self, record: ProbeRecord) -> None:
+        usage = record.usage
+        row: dict[str, Any] = {
+            "platform": record.platform,
+            "chat_id": record.chat_id,
+            "wake_id": record.wake_id,
+            "requested_at_ms": record.requested_at_ms,
+            "decision": record.decision,
+            "reason": record.reason,
+            "activated": record.activated,
+            "failed_closed": record.failed_closed,
+            "model_identity": record.model_identity,
+            "input_tokens": usage.input_tokens if usage else None,
+            "output_tokens": usage.output_tokens if usage else None,
+            "cache_read_tokens": usage.cache_read_tokens if usage else None,
+            "cache_write_tokens": usage.cache_write_tokens if usage else None,
+            "window_start": record.window_start,
+            "omitted": record.omitted,
+        }
+        async with self._tx() as conn:
+            await conn.execute(probe_responses.insert().values(**row))
+
+    async def probes(self, platform: str, chat_id: str) -> tuple[ProbeRecord, ...]:
+        p = probe_responses
+        stmt = select(p).where(p.c.platform == platform, p.c.chat_id == chat_id).order_by(p.c.id)
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return tuple(_probe(row) for row in rows)
+
+    async def marks(self, platform: str, chat_id: str) -> ChatMarks | None:
+        stmt = select(chats.c.processed_until_ms, chats.c.last_action_ms).where(
+            chats.c.platform == platform, chats.c.chat_id == chat_id
+        )
+        async with self._tx() as conn:
+            row = (await conn.execute(stmt)).first()
+        return ChatMarks(int(row[0]), int(row[1])) if row else None
+
+    async def save_marks(self, platform: str, chat_id: str, marks: ChatMarks) -> None:
+        values = {"processed_until_ms": marks.processed_until_ms, "last_action_ms": marks.last_action_ms}
+        stmt = (
+            self._insert(chats)
+            .values(platform=platform, chat_id=chat_id, **values)
+            .on_conflict_do_update(index_elements=["platform", "chat_id"], set_=values)
+        )
+        async with self._tx() as conn:
+            await conn.execute(stmt)
+
+    async def ping(self) -> None:
+        async with self._tx() as conn:
+            await conn.execute(select(1))
+
+
+def _turn(row: Any) -> TurnRecord:
+    return TurnRecord(
+        platform=row["platform"],
+        chat_id=row["chat_id"],
+        chain_id=row["chain_id"],
+        step=row["step"],
+        wake_id=row["wake_id"],
+        requested_at_ms=row["requested_at_ms"],
+        entries=_ENTRIES.validate_json(row["entries"]),
+        usage=Usage(
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            cache_read_tokens=row["cache_read_tokens"],
+            cache_write_tokens=row["cache_write_tokens"],
+            reasoning_tokens=row["reasoning_tokens"],
+        ),
+        model_identity=row["model_identity"],
+        requires_follow_up=bool(row["requires_follow_up"]),
+        shell_tools_exposed=bool(row["shell_tools_exposed"]),
+        mode=row["mode"],
+        work_calls=row["work_calls"],
+        participation_attempts=row["participation_attempts"],
+        sent=bool(row["sent"]),
+        reacted=bool(row["reacted"]),
+    )
+
+
+def _probe(row: Any) -> ProbeRecord:
+    usage = (
+        Usage(
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            cache_read_tokens=row["cache_read_tokens"],
+            cache_write_tokens=row["cache_write_tokens"],
+        )
+        if row["input_tokens"] is not None
+        else None
+    )
+    return ProbeRecord(
+        platform=row["platform"],
+        chat_id=row["chat_id"],
+        wake_id=row["wake_id"],
+        requested_at_ms=row["requested_at_ms"],
+        decision=row["decision"],
+        reason=row["reason"],
+        activated=bool(row["activated"]),
+        failed_closed=bool(row["failed_closed"]),
+        model_identity=row["model_identity"],
+        usage=usage,
+        window_start=row["window_start"],
+        omitted=row["omitted"],
+    )

@@ -1,0 +1,309 @@
+"""Runs one wake-up of a chat: probe (unless continuing a chain or reusing an activation), then the
+primary turn, driving the sans-I/O generator with real model calls, tool executions and persistence.
+
+Failures leave through :class:`WakeFailed` only, classified once here: ``transient`` (gateway
+``transient`` errors, an unanswered bus request before the turn deadline) or permanent (everything else,
+including a model call cut by the turn deadline). The chat loop turns them into retries or the latch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Literal
+
+from larkbot.canonical.llm import (
+    AssistantMessage,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+)
+from larkbot.runtime.config import LlmSettings
+from larkbot.runtime.logs import log_context
+
+from .. import metrics
+from ..core import prompt, tools
+from ..core.budget import TurnBudget
+from ..core.participation import BOT_EXCHANGE_CAP, bot_loop_brake, participation
+from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC, read_verdict
+from ..core.records import Activation, ChainUsage, ProbeRecord, TurnRecord, open_chain
+from ..core.scheduler import Wake
+from ..core.turn import (
+    Ack,
+    CheckInterrupt,
+    Feedback,
+    ModelAnswer,
+    ModelCall,
+    Persist,
+    TurnPlan,
+    TurnResult,
+    primary_turn,
+)
+from ..core.window import select_window
+from .chatstate import ChatState, WakeFailed
+from .clients import BusClients
+from .clock import Clock
+from .executor import ToolExecutor
+from .repository import DriverRepository
+
+log = logging.getLogger(__name__)
+
+#: Turn responses whose reasoning is replayed (the open chain's always is) when the primary endpoint is
+#: not configured here; otherwise its ``reasoning_replay_turns`` (the gateway applies the same rule).
+REASONING_REPLAY_TURNS = 3
+
+
+class WakeRunner:
+    def __init__(
+        self, clients: BusClients, repo: DriverRepository, clock: Clock, llm: LlmSettings, utc_offset_min: int
+    ) -> None:
+        self.clients = clients
+        self.repo = repo
+        self.clock = clock
+        self.probe_endpoint = llm.probe or "probe"
+        self.primary_endpoint = llm.primary or "primary"
+        endpoint = llm.endpoints.get(self.primary_endpoint)
+        self.reasoning_replay = endpoint.reasoning_replay_turns if endpoint else REASONING_REPLAY_TURNS
+        self.utc_offset_min = utc_offset_min
+
+    async def run(self, chat: ChatState, wake: Wake, input_until_ms: int) -> None:
+        wake_id = uuid.uuid4().hex[:16]
+        with log_context(chat=chat.key, wake=wake_id):
+            await self._run(chat, wake, wake_id, input_until_ms)
+
+    async def _run(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> None:
+        segments = chat.context.segments
+        since = segments[0].received_at_ms if chat.context.cursor > 0 and segments else 0
+        turns = await self.repo.turns(chat.platform, chat.chat_id, since_ms=since)
+        chain = open_chain(turns)
+        if chain:
+            chain = await self.repo.chain(chat.platform, chat.chat_id, chain[-1].chain_id)
+        activation: Activation | None
+        if chain:
+            path, activation = "continuation", None
+        elif wake.activation is not None:
+            path, activation = "activation", wake.activation
+        elif not chat.settings.probe_enabled:
+            path, activation = "activation", Activation("send_message", "probe disabled for this chat")
+        elif bot_loop_brake(segments, chat.marks.processed_until_ms, self.clock.now_ms(), BOT_EXCHANGE_CAP):
+            metrics.WAKEUPS.labels(wake.kind, "braked").inc()
+            log.info("bot-to-bot exchange reached its cap; not waking")
+            await chat.processed(self.repo, input_until_ms)
+            return
+        else:
+            path = "probe"
+            activation = await self._probe(chat, wake_id)
+            if activation is None:
+                metrics.WAKEUPS.labels(wake.kind, path).inc()
+                await chat.processed(self.repo, input_until_ms)
+                return
+        metrics.WAKEUPS.labels(wake.kind, path).inc()
+        result = await self._primary(chat, wake_id, turns, chain, activation, input_until_ms)
+        if result.outcome == "failed":
+            error = result.error
+            transient = error is not None and error.category == "transient"
+            raise WakeFailed(
+                f"primary failed: {error.category if error else 'unknown'}",
+                transient=transient,
+                activation=activation,
+            )
+        await chat.processed(self.repo, input_until_ms)
+
+    async def _probe(self, chat: ChatState, wake_id: str) -> Activation | None:
+        now = self.clock.now_ms()
+        settings = chat.settings
+        segments = chat.context.segments
+        window = select_window(
+            segments, chat.last_action_ms(), settings.probe_context_est_tokens, chat.probe_start
+        )
+        chat.probe_start = window.start_id
+        if window.omitted:
+            log.warning("probe window omitted %d messages of unprocessed input", window.omitted)
+        persona = chat.persona
+        offset = chat.utc_offset_min(self.utc_offset_min)
+        request = LLMRequest(
+            request_id=f"{wake_id}-probe",
+            purpose="probe",
+            endpoint=self.probe_endpoint,
+            system=prompt.probe_system_prompt(persona.name, chat.platform, persona.texts),
+            messages=prompt.probe_messages(
+                window, None, now_ms=now, utc_offset_min=offset, stats=participation(segments, now)
+            ),
+            tools=(DECIDE_SPEC,),
+            tool_choice=DECIDE_CHOICE,
+            deadline_ms=now + round(settings.probe_timeout_s * 1000),
+            prompt_cache_key=f"{chat.key}:probe",
+            chat_key=chat.key,
+        )
+        reply = await self.clients.generate(request, settings.probe_timeout_s)
+        if isinstance(reply, LLMError):
+            metrics.PROBE_DECISIONS.labels("error").inc()
+            raise WakeFailed(
+                f"probe failed: {reply.category}",
+                transient=reply.category in ("transient", "deadline"),
+                activation=None,
+            )
+        _count_usage("probe", reply)
+        verdict = read_verdict(reply)
+        await self.repo.add_probe(
+            ProbeRecord(
+                platform=chat.platform,
+                chat_id=chat.chat_id,
+                wake_id=wake_id,
+                requested_at_ms=now,
+                decision=verdict.decision,
+                reason=verdict.reason,
+                activated=verdict.activated,
+                failed_closed=verdict.failed_closed,
+                model_identity=reply.model_identity,
+                usage=reply.usage,
+                window_start=window.start_id,
+                omitted=window.omitted,
+            )
+        )
+        metrics.PROBE_DECISIONS.labels("failed_closed" if verdict.failed_closed else verdict.decision).inc()
+        if not verdict.activated:
+            log.info("probe suppressed the wake-up: %s", verdict.reason)
+            return None
+        return Activation(verdict.decision, verdict.reason)
+
+    async def _primary(
+        self,
+        chat: ChatState,
+        wake_id: str,
+        turns: tuple[TurnRecord, ...],
+        chain: tuple[TurnRecord, ...],
+        activation: Activation | None,
+        input_until_ms: int,
+    ) -> TurnResult:
+        started = self.clock.now_ms()
+        perf = time.perf_counter()
+        segments = chat.context.segments
+        persona = chat.persona
+        model = turns[-1].model_identity if turns else ""
+        plan = TurnPlan(
+            platform=chat.platform,
+            chat_id=chat.chat_id,
+            wake_id=wake_id,
+            chain_id=chain[-1].chain_id if chain else uuid.uuid4().hex[:16],
+            first_step=chain[-1].step + 1 if chain else 0,
+            usage=ChainUsage.of(chain),
+            budget=TurnBudget.of(chat.settings),
+            react_only=activation is not None and activation.decision == "react_only",
+            started_ms=started,
+            system=prompt.system_prompt(persona.name, chat.platform, persona.texts),
+            history=prompt.history(
+                segments,
+                turns,
+                model_identity=model,
+                reasoning_replay=self.reasoning_replay,
+                open_chain_id=chain[-1].chain_id if chain else None,
+            ),
+            late_binding=prompt.late_binding(
+                now_ms=started,
+                utc_offset_min=chat.utc_offset_min(self.utc_offset_min),
+                stats=participation(segments, started),
+                probe_reason=activation.reason if activation else None,
+                interrupted=bool(chain),
+                react_only=activation is not None and activation.decision == "react_only",
+            ),
+            shell_tools_exposed=chain[-1].shell_tools_exposed if chain else False,
+        )
+        executor = ToolExecutor(self.clients, self.clock, chat.platform, chat.chat_id, segments)
+        gen = primary_turn(plan)
+        command = next(gen)
+        try:
+            while True:
+                feedback: Feedback
+                if isinstance(command, ModelCall):
+                    feedback = await self._call_model(chat, wake_id, command)
+                elif isinstance(command, Persist):
+                    await self.repo.add_turn(command.record)
+                    _count_record(command.record)
+                    if command.record.sent or command.record.reacted:
+                        chat.acted(command.record.requested_at_ms)
+                    feedback = Ack(self.clock.now_ms())
+                elif isinstance(command, CheckInterrupt):
+                    feedback = Ack(self.clock.now_ms(), chat.latest_external_ms() > input_until_ms)
+                else:
+                    feedback = await executor.run(command)
+                command = gen.send(feedback)
+        except StopIteration as stop:
+            result: TurnResult = stop.value
+        metrics.TURNS.labels(result.outcome).inc()
+        metrics.TURN_SECONDS.observe(time.perf_counter() - perf)
+        return result
+
+    async def _call_model(self, chat: ChatState, wake_id: str, call: ModelCall) -> ModelAnswer:
+        request = LLMRequest(
+            request_id=f"{wake_id}-{call.step}-{uuid.uuid4().hex[:8]}",
+            purpose="primary",
+            endpoint=self.primary_endpoint,
+            system=call.system,
+            messages=call.messages,
+            tools=call.tools,
+            tool_choice=call.tool_choice,
+            deadline_ms=call.deadline_ms,
+            prompt_cache_key=chat.key,
+            chat_key=chat.key,
+        )
+        reply = await self.clients.generate(request, (call.deadline_ms - self.clock.now_ms()) / 1000)
+        now = self.clock.now_ms()
+        if isinstance(reply, LLMError) and reply.category == "transient" and now >= call.deadline_ms:
+            # The wait was cut to the turn deadline: that is the deadline, not a provider hiccup.
+            reply = replace_category(reply, "deadline")
+        if isinstance(reply, LLMResponse):
+            _count_usage("primary", reply)
+        return ModelAnswer(reply, now)
+
+
+def replace_category(error: LLMError, category: Literal["deadline"]) -> LLMError:
+    return error.model_copy(update={"category": category, "message": "turn deadline reached"})
+
+
+def _count_usage(purpose: str, reply: LLMResponse) -> None:
+    usage: Usage = reply.usage
+    for kind, value in (
+        ("input", usage.input_tokens),
+        ("output", usage.output_tokens),
+        ("cache_read", usage.cache_read_tokens),
+        ("cache_write", usage.cache_write_tokens),
+    ):
+        metrics.TOKENS.labels(purpose, kind).inc(value)
+    metrics.observe_cache(reply.model_identity, usage.input_tokens, usage.cache_read_tokens)
+
+
+def _count_record(record: TurnRecord) -> None:
+    calls = {
+        p.id: p.name
+        for e in record.entries
+        if isinstance(e, AssistantMessage)
+        for p in e.parts
+        if isinstance(p, ToolCallPart)
+    }
+    for entry in record.entries:
+        if isinstance(entry, ToolResultMessage):
+            metrics.TOOL_CALLS.labels(_tool_label(calls.get(entry.tool_call_id, "")), _outcome(entry)).inc()
+
+
+def _tool_label(name: str) -> str:
+    return name if name in tools.SPECS else "other"
+
+
+def _outcome(result: ToolResultMessage) -> str:
+    if not result.is_error:
+        return "ok"
+    first = result.parts[0] if result.parts else None
+    text = first.text if isinstance(first, TextPart) else ""
+    if text.startswith("error: unknown tool"):
+        return "unknown"
+    if text.startswith("error: invalid arguments"):
+        return "invalid"
+    if text.startswith("not executed"):
+        return "not_executed"
+    return "error"

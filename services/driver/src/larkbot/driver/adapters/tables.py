@@ -1,0 +1,91 @@
+"""The driver's tables. The driver owns what it said and decided; the conversation itself belongs to the
+pipeline.
+
+- ``driver_turn_responses``: one row per primary model call (IR entries as JSON, token usage including
+  cache reads and writes, model id, the follow-up flag that tells whether the chain stayed open, the
+  shell-gate decision, the step's counts). ``(platform, chat_id, chain_id, step)`` is unique.
+- ``driver_probe_responses``: one row per probe (decision, reason, activation, fail-closed flag, usage,
+  the window start and omitted count).
+- ``driver_chats``: per chat, the arrival time up to which external input has been handled (so a restart
+  does not wake the bot for old messages) and the bot's last real action (the probe window's start).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+_Id = BigInteger().with_variant(Integer(), "sqlite")
+
+turn_responses = Table(
+    "driver_turn_responses",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("platform", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("chain_id", String(64), nullable=False),
+    Column("step", Integer, nullable=False),
+    Column("wake_id", String(64), nullable=False),
+    Column("requested_at_ms", BigInteger, nullable=False),
+    Column("entries", Text, nullable=False),
+    Column("model_identity", String(128), nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_read_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("reasoning_tokens", BigInteger, nullable=True),
+    Column("requires_follow_up", Boolean, nullable=False),
+    Column("shell_tools_exposed", Boolean, nullable=False),
+    Column("mode", String(16), nullable=False),
+    Column("work_calls", Integer, nullable=False),
+    Column("participation_attempts", Integer, nullable=False),
+    Column("sent", Boolean, nullable=False),
+    Column("reacted", Boolean, nullable=False),
+    UniqueConstraint("platform", "chat_id", "chain_id", "step", name="uq_driver_turn_step"),
+    Index("ix_driver_turns_chat", "platform", "chat_id", "id"),
+)
+
+probe_responses = Table(
+    "driver_probe_responses",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("platform", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("wake_id", String(64), nullable=False),
+    Column("requested_at_ms", BigInteger, nullable=False),
+    Column("decision", String(16), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("activated", Boolean, nullable=False),
+    Column("failed_closed", Boolean, nullable=False),
+    Column("model_identity", String(128), nullable=True),
+    Column("input_tokens", BigInteger, nullable=True),
+    Column("output_tokens", BigInteger, nullable=True),
+    Column("cache_read_tokens", BigInteger, nullable=True),
+    Column("cache_write_tokens", BigInteger, nullable=True),
+    Column("window_start", String(128), nullable=True),
+    Column("omitted", Integer, nullable=False),
+    Index("ix_driver_probes_chat", "platform", "chat_id", "id"),
+)
+
+chats = Table(
+    "driver_chats",
+    metadata,
+    Column("platform", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("processed_until_ms", BigInteger, nullable=False),
+    Column("last_action_ms", BigInteger, nullable=False),
+    PrimaryKeyConstraint("platform", "chat_id", name="pk_driver_chats"),
+)

@@ -1,0 +1,80 @@
+"""The driver's copy of a chat's rendered context, kept in step with ``context.*`` updates.
+
+An update applies only on top of the sequence it was built on (``base_seq``); anything else is a gap and
+the caller asks ``pipeline.snapshot`` for a full copy. A ``ReplaceOp`` of an unknown segment is a gap too.
+
+*External input* is what may wake the bot: message and runtime nodes from someone other than the bot.
+The bot's own messages and self-sent echoes never wake it; system events (reactions, joins, renames)
+are context, not triggers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from larkbot.canonical.context import AppendOp, ContextSnapshot, ContextUpdate, ReplaceOp, ResetOp, Segment
+
+
+@dataclass(frozen=True, slots=True)
+class ChatContext:
+    seq: int = 0
+    cursor: int = 0
+    title: str | None = None
+    segments: tuple[Segment, ...] = ()
+
+
+class Gap(Exception):
+    """The update does not apply to what we hold; fetch a snapshot."""
+
+
+def from_snapshot(snapshot: ContextSnapshot) -> ChatContext:
+    return ChatContext(
+        seq=snapshot.seq, cursor=snapshot.cursor, title=snapshot.title, segments=snapshot.segments
+    )
+
+
+def is_stale(ctx: ChatContext, update: ContextUpdate) -> bool:
+    """Already applied (a redelivery, or an update older than a snapshot we took)."""
+    return update.seq <= ctx.seq
+
+
+def apply_update(ctx: ChatContext, update: ContextUpdate) -> ChatContext:
+    """Apply ``update`` (raises :class:`Gap` when it does not follow ``ctx``)."""
+    if update.base_seq != ctx.seq:
+        raise Gap(f"update {update.seq} is based on {update.base_seq}, we hold {ctx.seq}")
+    segments = list(ctx.segments)
+    for op in update.ops:
+        if isinstance(op, AppendOp):
+            segments.extend(op.segments)
+        elif isinstance(op, ReplaceOp):
+            index = next((i for i, s in enumerate(segments) if s.segment_id == op.segment.segment_id), None)
+            if index is None:
+                raise Gap(f"replace of unknown segment in update {update.seq}")
+            segments[index] = op.segment
+        elif isinstance(op, ResetOp):
+            segments = list(op.segments)
+    title = update.title if update.title is not None else ctx.title
+    return replace(ctx, seq=update.seq, cursor=update.cursor, title=title, segments=tuple(segments))
+
+
+def is_external(segment: Segment) -> bool:
+    return (
+        segment.node_type in ("message", "runtime")
+        and not segment.is_myself
+        and not segment.is_self_sent
+        and not segment.is_deleted
+    )
+
+
+def new_external(before: ChatContext, after: ChatContext, since_ms: int) -> tuple[Segment, ...]:
+    """External segments of ``after`` that ``before`` did not hold and that arrived after ``since_ms``."""
+    known = {s.segment_id for s in before.segments}
+    return tuple(
+        s
+        for s in after.segments
+        if s.segment_id not in known and is_external(s) and s.received_at_ms > since_ms
+    )
+
+
+def latest_external_ms(segments: tuple[Segment, ...]) -> int:
+    return max((s.received_at_ms for s in segments if is_external(s)), default=0)

@@ -1,0 +1,177 @@
+"""Prompt assembly for the primary turn and the probe (SPEC §4.2, §4.3).
+
+Cache discipline (the prefix of consecutive requests must stay byte-identical):
+
+- The system prompt depends only on the bot's name, the platform and the persona texts.
+- The history is the rendered context merged with stored turn responses by time — a segment by its
+  ``received_at_ms``, a turn response by its ``requested_at_ms``, the segment first on equal times (role
+  alternation), then context order. Consecutive segments form one user message, one part per segment, so
+  a new segment appends parts and never rewrites earlier ones. Self-sent segments are dropped: the turn
+  response already holds the send.
+- Everything that changes on every request (time, participation, probe reason, interruption) is in the
+  late-binding message, always last.
+
+Reasoning is replayed only to the model that produced it and only for the newest ``reasoning_replay``
+turn responses (and the open chain); older reasoning is stripped here, stored records stay unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta, timezone
+
+from larkbot.canonical.context import Segment
+from larkbot.canonical.llm import (
+    AssistantMessage,
+    Message,
+    ReasoningPart,
+    TextPart,
+    UserMessage,
+    UserPart,
+)
+
+from .participation import Participation
+from .records import TurnRecord
+from .templates import PERSONA_HEADER, PRIMARY_RULES, PROBE_RULES
+from .window import Window
+
+
+def system_prompt(name: str, platform: str, personas: Sequence[str]) -> str:
+    text = PRIMARY_RULES.format(name=name, platform=platform)
+    for persona in personas:
+        text += PERSONA_HEADER + persona.strip() + "\n"
+    return text
+
+
+def probe_system_prompt(name: str, platform: str, personas: Sequence[str]) -> str:
+    text = PROBE_RULES.format(name=name, platform=platform)
+    for persona in personas:
+        text += PERSONA_HEADER + persona.strip() + "\n"
+    return text
+
+
+def segment_parts(segment: Segment) -> tuple[UserPart, ...]:
+    return (TextPart(text=segment.xml), *segment.image_parts)
+
+
+def _strip_reasoning(message: Message, model_identity: str, keep: bool) -> Message:
+    if not isinstance(message, AssistantMessage):
+        return message
+    parts = tuple(
+        p
+        for p in message.parts
+        if not isinstance(p, ReasoningPart) or (keep and p.model_identity == model_identity)
+    )
+    if parts == message.parts and (keep or message.provider_extra is None):
+        return message
+    extra_kept = keep and message.model_identity == model_identity
+    return message.model_copy(
+        update={
+            "parts": parts,
+            "provider_extra": message.provider_extra if extra_kept else None,
+            "provider_extra_format": message.provider_extra_format if extra_kept else None,
+        }
+    )
+
+
+def history(
+    segments: tuple[Segment, ...],
+    turns: tuple[TurnRecord, ...],
+    *,
+    model_identity: str,
+    reasoning_replay: int,
+    open_chain_id: str | None = None,
+) -> tuple[Message, ...]:
+    """RC merged with turn responses (see the module docstring). ``turns`` are in storage order."""
+    items: list[tuple[int, int, int, Segment | TurnRecord]] = [
+        (s.received_at_ms, 0, i, s) for i, s in enumerate(segments) if not s.is_self_sent
+    ]
+    items += [(t.requested_at_ms, 1, i, t) for i, t in enumerate(turns)]
+    items.sort(key=lambda item: (item[0], item[1], item[2]))
+    replay_from = max(0, len(turns) - reasoning_replay)
+    out: list[Message] = []
+    pending: list[UserPart] = []
+    for _at, _kind, index, item in items:
+        if isinstance(item, Segment):
+            pending.extend(segment_parts(item))
+            continue
+        if pending:
+            out.append(UserMessage(parts=tuple(pending)))
+            pending = []
+        keep = index >= replay_from or item.chain_id == open_chain_id
+        out.extend(_strip_reasoning(m, model_identity, keep) for m in item.entries)
+    if pending:
+        out.append(UserMessage(parts=tuple(pending)))
+    return tuple(out)
+
+
+def format_time(now_ms: int, utc_offset_min: int) -> str:
+    tz = timezone(timedelta(minutes=utc_offset_min))
+    local = datetime.fromtimestamp(now_ms / 1000, tz=UTC).astimezone(tz)
+    sign = "+" if utc_offset_min >= 0 else "-"
+    hours, minutes = divmod(abs(utc_offset_min), 60)
+    return f"{local:%Y-%m-%d %H:%M:%S} {sign}{hours:02d}:{minutes:02d} ({local:%A})"
+
+
+def _stats_lines(stats: Participation) -> list[str]:
+    since = (
+        "never"
+        if stats.seconds_since_last_self_message is None
+        else str(stats.seconds_since_last_self_message)
+    )
+    return [
+        f"Your messages in the last 10 minutes: {stats.recent_self_messages_10m}",
+        f"Seconds since your last message: {since}",
+        f"Consecutive bot exchanges: {stats.consecutive_bot_exchanges}",
+    ]
+
+
+def late_binding(
+    *,
+    now_ms: int,
+    utc_offset_min: int,
+    stats: Participation,
+    probe_reason: str | None,
+    interrupted: bool,
+    react_only: bool,
+) -> UserMessage:
+    lines = [f"Current time: {format_time(now_ms, utc_offset_min)}", *_stats_lines(stats)]
+    if probe_reason:
+        lines.append(f"Why you were woken: {probe_reason}")
+    if interrupted:
+        lines.append(
+            "Your previous turn was interrupted by new messages; its tool results are above. "
+            "Continue from there, taking the new messages into account."
+        )
+    if react_only:
+        lines.append("This turn allows only a reaction (react) or ending your turn (end_turn).")
+    body = "\n".join(lines)
+    return UserMessage(parts=(TextPart(text=f"<late-binding>\n{body}\n</late-binding>"),))
+
+
+def probe_messages(
+    window: Window,
+    summary: str | None,
+    *,
+    now_ms: int,
+    utc_offset_min: int,
+    stats: Participation,
+) -> tuple[Message, ...]:
+    parts: list[UserPart] = []
+    if summary:
+        parts.append(TextPart(text=f"<summary>\n{summary}\n</summary>"))
+    for segment in window.pinned:
+        parts.extend(segment_parts(segment))
+    if window.omitted:
+        parts.append(TextPart(text=f'<omitted messages="{window.omitted}"/>'))
+    for segment in window.tail:
+        parts.extend(segment_parts(segment))
+    if not parts:
+        parts.append(TextPart(text="<chat-log/>"))
+    lines = [f"Current time: {format_time(now_ms, utc_offset_min)}", *_stats_lines(stats)]
+    lines.append("Decide now with the decide tool.")
+    body = "\n".join(lines)
+    return (
+        UserMessage(parts=tuple(parts)),
+        UserMessage(parts=(TextPart(text=f"<late-binding>\n{body}\n</late-binding>"),)),
+    )

@@ -1,0 +1,247 @@
+"""Stand-ins for the driver's neighbours on the real bus — a scripted LLM gateway, a platform ingress
+(``actions.<platform>``) and a pipeline (context publication, ``pipeline.snapshot``, ``pipeline.history``)
+— used by the scenario tests, the benchmark and the playground. They speak the real subjects and
+contracts; only the behaviour behind them is scripted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from larkbot.canonical.actions import (
+    ACTION_ADAPTER,
+    ActionError,
+    ActionRequest,
+    ActionResult,
+    ReactAction,
+    SendMessageAction,
+)
+from larkbot.canonical.context import (
+    AppendOp,
+    ContextSnapshot,
+    ContextUpdate,
+    HistoryItem,
+    HistoryRequest,
+    HistoryResponse,
+    Segment,
+    SnapshotRequest,
+)
+from larkbot.canonical.llm import LLMError, LLMReply, LLMRequest
+from larkbot.canonical.names import (
+    QUEUE_ACTIONS,
+    QUEUE_LLM,
+    QUEUE_PIPELINE,
+    SUBJECT_LLM_GENERATE,
+    SUBJECT_PIPELINE_HISTORY,
+    SUBJECT_PIPELINE_SNAPSHOT,
+    Platform,
+    actions_subject,
+    context_subject,
+)
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.serve import Endpoint, adapter_decoder, model_decoder
+
+from .synthetic import segment
+
+#: Async so a script can act on the world (publish input, wait for the driver) before answering.
+Script = Callable[[LLMRequest], Awaitable[LLMReply]]
+
+
+class FakeLLM:
+    """Answers ``llm.generate`` with ``script(request)``; remembers every request."""
+
+    def __init__(self, bus: Bus, script: Script) -> None:
+        self.script = script
+        self.requests: list[LLMRequest] = []
+        self.changed = asyncio.Condition()
+        self.endpoint = Endpoint(
+            bus,
+            SUBJECT_LLM_GENERATE,
+            QUEUE_LLM,
+            model_decoder(LLMRequest),
+            self._handle,
+            lambda _data, exc: LLMError(
+                request_id="unknown", category="permanent", message=type(exc).__name__
+            ),
+        )
+
+    async def _handle(self, request: LLMRequest) -> BaseModel:
+        self.requests.append(request)
+        async with self.changed:
+            self.changed.notify_all()
+        reply: BaseModel = await self.script(request)
+        return reply
+
+    def by_purpose(self, purpose: str) -> list[LLMRequest]:
+        return [r for r in self.requests if r.purpose == purpose]
+
+    async def wait_for(self, count: int, purpose: str | None = None, timeout_s: float = 30.0) -> None:
+        def enough() -> bool:
+            found = self.requests if purpose is None else self.by_purpose(purpose)
+            return len(found) >= count
+
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(enough), timeout_s)
+
+
+@dataclass
+class FakePipeline:
+    """Publishes context updates for one chat and answers the pipeline's request services from them."""
+
+    bus: Bus
+    platform: Platform
+    chat_id: str
+    segments: list[Segment] = field(default_factory=list)
+    seq: int = 0
+    endpoints: list[Endpoint[object]] = field(default_factory=list)
+    snapshots: int = 0
+
+    def __post_init__(self) -> None:
+        snapshot: Endpoint[SnapshotRequest] = Endpoint(
+            self.bus,
+            SUBJECT_PIPELINE_SNAPSHOT,
+            QUEUE_PIPELINE,
+            model_decoder(SnapshotRequest),
+            self._snapshot,
+            lambda _d, _e: ContextSnapshot(
+                platform=self.platform, chat_id=self.chat_id, seq=0, cursor=0, segments=()
+            ),
+        )
+        history: Endpoint[HistoryRequest] = Endpoint(
+            self.bus,
+            SUBJECT_PIPELINE_HISTORY,
+            QUEUE_PIPELINE,
+            model_decoder(HistoryRequest),
+            self._history,
+            lambda _d, _e: HistoryResponse(found=()),
+        )
+        self.endpoints = [snapshot, history]  # type: ignore[list-item]
+
+    async def start(self) -> None:
+        for endpoint in self.endpoints:
+            await endpoint.start()
+
+    async def stop(self) -> None:
+        for endpoint in self.endpoints:
+            await endpoint.stop()
+
+    async def append(self, *segments: Segment, publish: bool = True) -> int:
+        """Add segments; publish them as one update unless ``publish`` is false (a lost update: the driver
+        must detect the gap). Returns the new sequence."""
+        base = self.seq
+        self.seq += 1
+        self.segments.extend(segments)
+        if publish:
+            update = ContextUpdate(
+                platform=self.platform,
+                chat_id=self.chat_id,
+                seq=self.seq,
+                base_seq=base,
+                cursor=0,
+                ops=(AppendOp(segments=segments),),
+            )
+            await self.bus.publish(context_subject(self.platform.value, self.chat_id), update)
+        return self.seq
+
+    async def _snapshot(self, request: SnapshotRequest) -> BaseModel:
+        self.snapshots += 1
+        return ContextSnapshot(
+            platform=self.platform,
+            chat_id=self.chat_id,
+            seq=self.seq,
+            cursor=0,
+            segments=tuple(self.segments),
+        )
+
+    async def _history(self, request: HistoryRequest) -> BaseModel:
+        found = []
+        missing = []
+        for wanted in request.message_ids:
+            match = next(
+                (
+                    s
+                    for s in self.segments
+                    if s.message_id == wanted or s.xml.startswith(f'<message id="{wanted}"')
+                ),
+                None,
+            )
+            if match is None or match.message_id is None:
+                missing.append(wanted)
+            else:
+                alias = match.xml.split('"')[1]
+                found.append(HistoryItem(message_id=match.message_id, alias=alias, xml=match.xml))
+        return HistoryResponse(found=tuple(found), missing=tuple(missing))
+
+
+class FakePlatform:
+    """An ingress answering ``actions.<platform>``: executes each idempotency key once (a repeat answers
+    ``duplicate``), publishes the bot's sent message back through the pipeline as a self-sent segment, and
+    can be told to lose the answer of the next N sends (``outcome="unknown"`` after executing)."""
+
+    def __init__(
+        self, bus: Bus, platform: Platform, pipeline: FakePipeline, clock_ms: Callable[[], int]
+    ) -> None:
+        self.pipeline = pipeline
+        self.clock_ms = clock_ms
+        self.delivered: list[SendMessageAction] = []
+        self.reactions: list[ReactAction] = []
+        self.requests: list[ActionRequest] = []
+        self.executed: dict[str, ActionResult] = {}
+        self.lose_answers = 0
+        self._ids = itertools.count(1000)
+        self.endpoint: Endpoint[ActionRequest] = Endpoint(
+            bus,
+            actions_subject(platform.value),
+            QUEUE_ACTIONS,
+            adapter_decoder(ACTION_ADAPTER),
+            self._handle,
+            lambda _d, exc: ActionResult(
+                idempotency_key="unknown",
+                ok=False,
+                outcome="failed",
+                error=ActionError(code="platform", message=type(exc).__name__, retryable=False),
+            ),
+        )
+
+    async def _handle(self, action: ActionRequest) -> BaseModel:
+        self.requests.append(action)
+        done = self.executed.get(action.idempotency_key)
+        if done is not None:
+            return done.model_copy(update={"outcome": "duplicate"})
+        if isinstance(action, SendMessageAction):
+            n = next(self._ids)
+            self.delivered.append(action)
+            result = ActionResult(
+                idempotency_key=action.idempotency_key, ok=True, outcome="done", message_ids=(f"om_{n}",)
+            )
+            self.executed[action.idempotency_key] = result
+            await self.pipeline.append(
+                segment(
+                    n,
+                    sender="ou_bot",
+                    name="Bot",
+                    at_ms=self.clock_ms(),
+                    text=action.text,
+                    myself=True,
+                    self_sent=True,
+                )
+            )
+            if self.lose_answers > 0:
+                self.lose_answers -= 1
+                return ActionResult(
+                    idempotency_key=action.idempotency_key,
+                    ok=False,
+                    outcome="unknown",
+                    error=ActionError(code="timeout", message="platform did not answer", retryable=True),
+                )
+            return result
+        if isinstance(action, ReactAction):
+            self.reactions.append(action)
+        result = ActionResult(idempotency_key=action.idempotency_key, ok=True, outcome="done")
+        self.executed[action.idempotency_key] = result
+        return result

@@ -1,0 +1,76 @@
+"""Builders of synthetic rendered context and model answers, shared by tests, the benchmark and the
+playground. Pure: no I/O. The XML imitates the pipeline's vocabulary closely enough for sizes and ids;
+it is not the renderer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from xml.sax.saxutils import escape as xml_escape
+from xml.sax.saxutils import quoteattr
+
+from larkbot.canonical.context import Segment
+from larkbot.canonical.llm import AssistantMessage, LLMResponse, TextPart, ToolCallPart, Usage
+
+MODEL = "fake-model"
+
+
+def segment(
+    n: int,
+    *,
+    sender: str = "ou_alice",
+    name: str = "Alice",
+    at_ms: int = 1_700_000_000_000,
+    text: str | None = None,
+    myself: bool = False,
+    self_sent: bool = False,
+    bot: bool = False,
+    mentions_me: bool = False,
+    replies_to_me: bool = False,
+    node_type: str = "message",
+) -> Segment:
+    """Message ``n`` (segment and message id ``om_<n>``, alias ``m<n>``) sent by ``sender`` at ``at_ms``."""
+    body = xml_escape(text if text is not None else f"message number {n}")
+    flags = (' bot="true"' if bot else "") + (' myself="true"' if myself else "")
+    if node_type == "message":
+        xml = f"<message id={quoteattr(f'm{n}')} sender={quoteattr(name)}{flags}>{body}</message>"
+    else:
+        xml = f'<runtime-event type="task_done">{body}</runtime-event>'
+    return Segment(
+        segment_id=f"om_{n}",
+        node_type="message" if node_type == "message" else "runtime",
+        event_seq=n,
+        xml=xml,
+        received_at_ms=at_ms,
+        timestamp_sec=at_ms / 1000,
+        sender_id=sender if node_type == "message" else None,
+        message_id=f"om_{n}" if node_type == "message" else None,
+        is_myself=myself,
+        is_self_sent=self_sent,
+        is_bot=bot,
+        mentions_me=mentions_me,
+        replies_to_me=replies_to_me,
+    )
+
+
+def tool_call(name: str, call_id: str = "call_1", **args: Any) -> ToolCallPart:
+    return ToolCallPart(id=call_id, name=name, arguments_json=json.dumps(args, ensure_ascii=False))
+
+
+def response(
+    *calls: ToolCallPart,
+    request_id: str = "r",
+    text: str | None = None,
+    usage: Usage | None = None,
+    model: str = MODEL,
+) -> LLMResponse:
+    parts: list[TextPart | ToolCallPart] = [TextPart(text=text)] if text else []
+    parts.extend(calls)
+    return LLMResponse(
+        request_id=request_id,
+        model_identity=model,
+        message=AssistantMessage(parts=tuple(parts), model_identity=model),
+        stop_reason="tool_use" if calls else "end_turn",
+        usage=usage or Usage(input_tokens=100, output_tokens=10, cache_read_tokens=80),
+        provider_latency_ms=1,
+    )

@@ -1,0 +1,97 @@
+"""Turn and probe responses round-trip through SQLite and PostgreSQL after the migration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from larkbot.canonical.llm import (
+    AssistantMessage,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+)
+from larkbot.driver.adapters.repository import ChatMarks, DriverRepository
+from larkbot.driver.core.records import ChainUsage, ProbeRecord, TurnRecord, open_chain
+from larkbot.runtime.db import create_engine, current_revision, migrate
+
+MIGRATIONS = Path(__file__).parents[1] / "src" / "larkbot" / "driver" / "migrations"
+
+
+def _turn(chain: str, step: int, follow: bool, at: int) -> TurnRecord:
+    return TurnRecord(
+        platform="feishu",
+        chat_id="oc_1",
+        chain_id=chain,
+        step=step,
+        wake_id="w1",
+        requested_at_ms=at,
+        entries=(
+            AssistantMessage(
+                parts=(
+                    ReasoningPart(
+                        text="hm", signature="sig", format="anthropic-messages", model_identity="m"
+                    ),
+                    ToolCallPart(id="t1", name="send_message", arguments_json='{"text":"héllo"}'),
+                ),
+                model_identity="m",
+            ),
+            ToolResultMessage(tool_call_id="t1", parts=(TextPart(text="sent"),), requires_follow_up=follow),
+        ),
+        usage=Usage(input_tokens=100, output_tokens=5, cache_read_tokens=60, cache_write_tokens=20),
+        model_identity="m",
+        requires_follow_up=follow,
+        shell_tools_exposed=False,
+        mode="normal",
+        work_calls=1,
+        participation_attempts=1,
+        sent=True,
+        reacted=False,
+    )
+
+
+async def test_turns_probes_and_marks_round_trip(database_url: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        await migrate(engine, MIGRATIONS)
+        assert await current_revision(engine) == "0001"
+        repo = DriverRepository(engine)
+        first, second = _turn("c1", 0, True, 10), _turn("c1", 1, True, 20)
+        await repo.add_turn(first)
+        await repo.add_turn(second)
+        loaded = await repo.turns("feishu", "oc_1")
+        assert loaded == (first, second)
+        assert await repo.turns("feishu", "oc_1", since_ms=15) == (second,)
+        assert await repo.turns("feishu", "other") == ()
+        assert open_chain(loaded) == (first, second)
+        assert ChainUsage.of(open_chain(loaded)) == ChainUsage(2, 2, 2)
+        closed = _turn("c2", 0, False, 30)
+        await repo.add_turn(closed)
+        assert open_chain(await repo.turns("feishu", "oc_1")) == ()
+        assert await repo.chain("feishu", "oc_1", "c1") == (first, second)
+
+        probe = ProbeRecord(
+            platform="feishu",
+            chat_id="oc_1",
+            wake_id="w1",
+            requested_at_ms=5,
+            decision="no_action",
+            reason="not addressed",
+            activated=False,
+            failed_closed=False,
+            model_identity="m",
+            usage=Usage(input_tokens=50, output_tokens=3),
+            window_start="om_1",
+            omitted=0,
+        )
+        await repo.add_probe(probe)
+        assert await repo.probes("feishu", "oc_1") == (probe,)
+
+        assert await repo.marks("feishu", "oc_1") is None
+        await repo.save_marks("feishu", "oc_1", ChatMarks(100, 50))
+        await repo.save_marks("feishu", "oc_1", ChatMarks(200, 150))
+        assert await repo.marks("feishu", "oc_1") == ChatMarks(200, 150)
+        await migrate(engine, MIGRATIONS)  # idempotent
+    finally:
+        await engine.dispose()

@@ -1,0 +1,289 @@
+"""The resident chats: one projection per configured chat, kept in step with the ``events`` table.
+
+Sequencing of ``ContextUpdate``: an update caused by committed events gets ``seq = max(last event id ×
+SEQ_STRIDE, previous seq + 1)``; updates without a new event (cursor move, identity change) take previous
+seq + 1. Event ids are global and increasing, so ``seq`` increases per chat across restarts without being
+stored: after a restart a chat starts at ``last event id × SEQ_STRIDE``, and a consumer holding another
+value sees ``base_seq`` differ and asks ``pipeline.snapshot``. The same happens when a publication was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from larkbot.canonical.context import (
+    AppendOp,
+    ContextOp,
+    ContextSnapshot,
+    ContextUpdate,
+    HistoryItem,
+    HistoryRequest,
+    HistoryResponse,
+    ResetOp,
+    Segment,
+)
+from larkbot.canonical.events import CanonicalEvent, MessageEvent
+from larkbot.canonical.names import Platform, context_subject
+from larkbot.runtime.bus import Bus, BusUnavailable
+
+from .. import metrics
+from ..core import Projection, RenderParams, alias_for, attachment_key, looks_like_alias
+from ..core.model import MessageNode
+from .repository import EventRepository, decode_event
+
+log = logging.getLogger(__name__)
+
+SEQ_STRIDE = 1024
+ChatKey = tuple[str, str]
+
+
+@dataclass(slots=True)
+class Chat:
+    platform: Platform
+    chat_id: str
+    projection: Projection
+    seq: int
+
+
+def coalesce(ops: list[ContextOp]) -> tuple[ContextOp, ...]:
+    """Merge adjacent appends (one update per chat per batch, O(changed segments))."""
+    out: list[ContextOp] = []
+    for op in ops:
+        last = out[-1] if out else None
+        if isinstance(op, AppendOp) and isinstance(last, AppendOp):
+            out[-1] = AppendOp(segments=last.segments + op.segments)
+        else:
+            out.append(op)
+    return tuple(out)
+
+
+class ResidentChats:
+    def __init__(
+        self,
+        bus: Bus,
+        repo: EventRepository,
+        params_for: Callable[[Platform, str], RenderParams | None],
+        alt_texts: dict[str, str],
+    ) -> None:
+        self.bus = bus
+        self.repo = repo
+        self.params_for = params_for
+        self.alt_texts = alt_texts
+        self.chats: dict[ChatKey, Chat] = {}
+        self._replayed = 0
+        #: Serialises every change of a projection (batches, cursor moves, identity changes).
+        self.lock = asyncio.Lock()
+
+    def is_resident(self, platform: str, chat_id: str) -> bool:
+        return self.params_for(Platform(platform), chat_id) is not None
+
+    # -- cold start ------------------------------------------------------------------------------------
+    async def load(self, platform: Platform, chat_id: str, cursor: int) -> Chat | None:
+        """Replay the chat's persisted events after ``cursor`` in the order of record."""
+        params = self.params_for(platform, chat_id)
+        if params is None:
+            return None
+        rows = [row async for row in self.repo.chat_events(platform.value, chat_id, cursor)]
+        decoded = [(row_id, decode_event(payload)) for row_id, payload in rows]
+        keys = {
+            key
+            for _, event in decoded
+            if isinstance(event, MessageEvent)
+            for a in event.attachments
+            if (key := attachment_key(a)) is not None
+        }
+        if keys:
+            self.alt_texts.update(await self.repo.alt_texts(keys))
+        projection = Projection(params, cursor=cursor, alt_texts=self.alt_texts)
+        for row_id, event in decoded:
+            projection.apply(event, row_id)
+        self._replayed = len(decoded)
+        last = rows[-1][0] if rows else await self.repo.last_event_id(platform.value, chat_id)
+        chat = Chat(platform, chat_id, projection, seq=max(last, cursor) * SEQ_STRIDE)
+        self.chats[(platform.value, chat_id)] = chat
+        metrics.RESIDENT_CHATS.set(len(self.chats))
+        metrics.RC_BYTES.observe(sum(len(s.xml) for s in projection.segments))
+        return chat
+
+    async def cold_start(self, keys: list[ChatKey]) -> int:
+        started = time.perf_counter()
+        cursors = await self.repo.cursors()
+        events = 0
+        for platform, chat_id in keys:
+            chat = await self.load(Platform(platform), chat_id, cursors.get((platform, chat_id), 0))
+            if chat is not None:
+                events += self._replayed
+        metrics.COLD_REPLAY_SECONDS.set(time.perf_counter() - started)
+        metrics.COLD_REPLAY_EVENTS.set(events)
+        self.segments_changed()
+        return events
+
+    # -- live ------------------------------------------------------------------------------------------
+    def apply(self, committed: list[tuple[int, CanonicalEvent]]) -> dict[ChatKey, list[ContextOp]]:
+        """Apply committed events (order of record) to their resident chats; ops per changed chat."""
+        changed: dict[ChatKey, list[ContextOp]] = {}
+        for event_id, event in committed:
+            chat = self.chats.get((event.platform.value, event.chat_id))
+            if chat is None or event_id <= chat.projection.cursor:
+                # A cursor beyond the newest event compacts events that arrive later but sort before it.
+                continue
+            started = time.perf_counter()
+            change = chat.projection.reduce(event, event_id)
+            reduced = time.perf_counter()
+            ops = chat.projection.render(change)
+            metrics.REDUCE_SECONDS.labels(event.kind).observe(reduced - started)
+            metrics.RENDER_SECONDS.labels(event.kind).observe(time.perf_counter() - reduced)
+            if ops:
+                changed.setdefault((event.platform.value, event.chat_id), []).extend(ops)
+        return changed
+
+    def segments_changed(self) -> None:
+        metrics.RC_SEGMENTS.set(sum(len(chat.projection.ic.nodes) for chat in self.chats.values()))
+
+    def ensure(self, platform: Platform, chat_id: str) -> Chat | None:
+        """A resident chat first seen live (configured, nothing persisted yet)."""
+        key = (platform.value, chat_id)
+        chat = self.chats.get(key)
+        if chat is None:
+            params = self.params_for(platform, chat_id)
+            if params is None:
+                return None
+            chat = Chat(platform, chat_id, Projection(params, alt_texts=self.alt_texts), seq=0)
+            self.chats[key] = chat
+            metrics.RESIDENT_CHATS.set(len(self.chats))
+        return chat
+
+    def next_update(self, chat: Chat, ops: list[ContextOp], last_event_id: int = 0) -> ContextUpdate:
+        seq = max(last_event_id * SEQ_STRIDE, chat.seq + 1)
+        update = ContextUpdate(
+            platform=chat.platform,
+            chat_id=chat.chat_id,
+            seq=seq,
+            base_seq=chat.seq,
+            cursor=chat.projection.cursor,
+            ops=coalesce(ops),
+            title=chat.projection.title,
+        )
+        chat.seq = seq
+        return update
+
+    async def publish(self, updates: list[ContextUpdate]) -> None:
+        """Publish concurrently; a lost publication is only logged: the consumer detects the gap through
+        ``base_seq`` and asks for a snapshot."""
+        if not updates:
+            return
+
+        async def one(update: ContextUpdate) -> None:
+            metrics.UPDATE_BYTES.observe(sum(_xml_bytes(op) for op in update.ops))
+            try:
+                await self.bus.publish(context_subject(update.platform.value, update.chat_id), update)
+                metrics.UPDATES.labels("published").inc()
+            except BusUnavailable as exc:
+                metrics.UPDATES.labels("failed").inc()
+                log.warning("context update not published (consumers will resync): %s", exc)
+
+        await asyncio.gather(*(one(update) for update in updates))
+
+    # -- requests and control --------------------------------------------------------------------------
+    def snapshot(self, platform: Platform, chat_id: str) -> ContextSnapshot:
+        chat = self.chats.get((platform.value, chat_id))
+        if chat is None:
+            return ContextSnapshot(platform=platform, chat_id=chat_id, seq=0, cursor=0, segments=())
+        return ContextSnapshot(
+            platform=platform,
+            chat_id=chat_id,
+            seq=chat.seq,
+            cursor=chat.projection.cursor,
+            segments=chat.projection.segments,
+            title=chat.projection.title,
+        )
+
+    async def move_cursor(
+        self, platform: Platform, chat_id: str, cursor: int, reason: str
+    ) -> ContextSnapshot:
+        """Persist the cursor, rebuild the projection from it (exactly what a cold start would build) and
+        publish a reset. A cursor that does not advance changes nothing."""
+        async with self.lock:
+            chat = self.chats.get((platform.value, chat_id))
+            if chat is None or cursor <= chat.projection.cursor:
+                return self.snapshot(platform, chat_id)
+            await self.repo.set_cursor(platform.value, chat_id, cursor, reason, int(time.time() * 1000))
+            previous = chat.seq
+            rebuilt = await self.load(platform, chat_id, cursor)
+            assert rebuilt is not None
+            rebuilt.seq = previous
+            update = self.next_update(rebuilt, [ResetOp(segments=rebuilt.projection.segments)])
+            await self.publish([update])
+            metrics.CURSOR_MOVES.inc()
+            return self.snapshot(platform, chat_id)
+
+    async def rerender_platform(self, platform: Platform) -> None:
+        """New render parameters (the bot's identity changed): reset every chat of the platform."""
+        async with self.lock:
+            updates = []
+            for chat in self.chats.values():
+                if chat.platform is not platform:
+                    continue
+                params = self.params_for(platform, chat.chat_id)
+                if params is None:
+                    continue
+                reset = chat.projection.rerender(params)
+                updates.append(self.next_update(chat, [reset]))
+            await self.publish(updates)
+
+    async def history(self, request: HistoryRequest) -> HistoryResponse:
+        """Render persisted messages by id (or alias) with the same pure renderer as the live context."""
+        platform, chat_id = request.platform, request.chat_id
+        params = self.params_for(platform, chat_id)
+        if params is None:
+            return HistoryResponse(found=(), missing=request.message_ids)
+        chat = self.chats.get((platform.value, chat_id))
+        resolved: dict[str, str] = {}
+        unresolved: list[str] = []
+        for requested in request.message_ids:
+            owner = chat.projection.resolve_alias(requested) if chat is not None else None
+            if owner is not None:
+                resolved[requested] = owner
+            elif params.alias_message_ids and looks_like_alias(requested):
+                unresolved.append(requested)
+            else:
+                resolved[requested] = requested
+        if unresolved:
+            from_db = await self.repo.resolve_aliases(platform.value, chat_id, unresolved)
+            resolved.update(from_db)
+        rows = await self.repo.message_history(platform.value, chat_id, set(resolved.values()))
+        projection = Projection(params, alt_texts=self.alt_texts)
+        for row_id, payload in rows:
+            projection.apply(decode_event(payload), row_id)
+        by_id = {
+            node.message_id: segment
+            for node, segment in zip(projection.ic.nodes, projection.segments, strict=True)
+            if isinstance(node, MessageNode)
+        }
+        found: list[HistoryItem] = []
+        missing: list[str] = []
+        for requested in request.message_ids:
+            message_id = resolved.get(requested)
+            segment: Segment | None = by_id.get(message_id) if message_id is not None else None
+            if message_id is None or segment is None:
+                missing.append(requested)
+                continue
+            found.append(
+                HistoryItem(
+                    message_id=message_id,
+                    alias=alias_for(chat_id, message_id) if params.alias_message_ids else None,
+                    xml=segment.xml,
+                    image_parts=segment.image_parts,
+                )
+            )
+        return HistoryResponse(found=tuple(found), missing=tuple(missing))
+
+
+def _xml_bytes(op: ContextOp) -> int:
+    if isinstance(op, AppendOp | ResetOp):
+        return sum(len(segment.xml) for segment in op.segments)
+    return len(op.segment.xml)

@@ -1,0 +1,198 @@
+"""Media admission (SPEC §6): events whose attachments need transforms wait for the media workers. Pure.
+
+Per chat, events queue in arrival order. Every event's jobs are submitted as soon as it arrives (later events
+are prepared speculatively), but only the contiguous ready prefix of a chat leaves the queue to be
+committed. A failed head is retried with exponential backoff and holds its chat only; a job with no result
+after ``job_timeout_s`` is submitted again (results travel on core NATS and can be missed). A
+non-retryable failure (``too_large``, ``unsupported``) makes the attachment ready *without* the transform:
+the event commits with the attachment rendered from its metadata alone, and the shell writes a
+dead-letter record of the failure. A half-transformed event never leaves the queue.
+
+Time is passed in (``now`` in seconds, any monotonic origin); nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from larkbot.canonical.content import Attachment, AttachmentType
+from larkbot.canonical.events import CanonicalEvent, EditEvent, MessageEvent
+from larkbot.canonical.media import MediaJob, MediaResult, Transform
+
+from .render import attachment_key
+
+T = TypeVar("T")
+ChatKey = tuple[str, str]
+
+#: Which transform an attachment type needs before its event may commit; absent types need none.
+TRANSFORMS: dict[AttachmentType, Transform] = {
+    AttachmentType.PHOTO: "alt_text",
+    AttachmentType.STICKER: "frames",
+    AttachmentType.ANIMATION: "frames",
+    AttachmentType.VIDEO: "frames",
+    AttachmentType.VIDEO_NOTE: "frames",
+}
+
+
+def job_id(event: CanonicalEvent, index: int, transform: str) -> str:
+    """Deterministic: a re-submitted job is the same job (and the MEDIA stream dedups it)."""
+    raw = f"{event.platform.value}\x00{event.chat_id}\x00{event.dedup_key}\x00{index}\x00{transform}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def jobs_for(event: CanonicalEvent) -> list[MediaJob]:
+    if not isinstance(event, MessageEvent | EditEvent):
+        return []
+    jobs = []
+    for index, attachment in enumerate(event.attachments):
+        transform = TRANSFORMS.get(attachment.type)
+        if transform is None or attachment.thumbnail_key is not None:
+            continue
+        jobs.append(
+            MediaJob(
+                job_id=job_id(event, index, transform),
+                platform=event.platform,
+                chat_id=event.chat_id,
+                message_id=event.message_id,
+                dedup_key=event.dedup_key,
+                attachment_index=index,
+                transform=transform,
+                attachment_type=attachment.type,
+                file_id=attachment.file_id,
+                mime=attachment.mime or None,
+                content_hash=attachment.content_hash,
+            )
+        )
+    return jobs
+
+
+@dataclass(slots=True)
+class Pending(Generic[T]):
+    """One event waiting in its chat's queue; ``token`` is the shell's handle (the delivery)."""
+
+    event: CanonicalEvent
+    token: T
+    jobs: dict[str, MediaJob]
+    results: dict[str, MediaResult] = field(default_factory=dict)
+    submitted_at: dict[str, float] = field(default_factory=dict)
+    retry_at: dict[str, float] = field(default_factory=dict)
+    failures: int = 0
+
+    @property
+    def ready(self) -> bool:
+        return len(self.results) == len(self.jobs)
+
+    def completed(self) -> tuple[CanonicalEvent, list[tuple[str, str]]]:
+        """The event with transform outputs filled in, and the ``(cache key, alt text)`` pairs to cache."""
+        event = self.event
+        if not self.jobs or not isinstance(event, MessageEvent | EditEvent):
+            return event, []
+        attachments: list[Attachment] = list(event.attachments)
+        alts: list[tuple[str, str]] = []
+        for result in self.results.values():
+            if not result.ok or result.attachment_index is None:
+                continue
+            index = result.attachment_index
+            updated = attachments[index].model_copy(
+                update={
+                    "thumbnail_key": result.thumbnail_key or attachments[index].thumbnail_key,
+                    "content_hash": result.content_hash or attachments[index].content_hash,
+                }
+            )
+            attachments[index] = updated
+            key = attachment_key(updated)
+            if result.alt_text and key is not None:
+                alts.append((key, result.alt_text))
+        return event.model_copy(update={"attachments": tuple(attachments)}), alts
+
+
+class Admission(Generic[T]):
+    def __init__(
+        self, *, retry_base_s: float = 2.0, retry_max_s: float = 300.0, job_timeout_s: float = 60.0
+    ) -> None:
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.job_timeout_s = job_timeout_s
+        self.lanes: dict[ChatKey, deque[Pending[T]]] = {}
+        self._by_job: dict[str, Pending[T]] = {}
+        self._by_key: dict[tuple[str, str, str], Pending[T]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(lane) for lane in self.lanes.values())
+
+    def admit(
+        self, chat: ChatKey, event: CanonicalEvent, token: T, now: float, *, transforms: bool = True
+    ) -> list[MediaJob]:
+        """Queue ``event``; returns the jobs to submit now (none when ``transforms`` is off: archived
+        chats and deployments without media workers)."""
+        jobs = jobs_for(event) if transforms else []
+        pending: Pending[T] = Pending(event, token, {job.job_id: job for job in jobs})
+        self.lanes.setdefault(chat, deque()).append(pending)
+        self._by_key[(*chat, event.dedup_key)] = pending
+        for job in jobs:
+            self._by_job[job.job_id] = pending
+            pending.submitted_at[job.job_id] = now
+        return jobs
+
+    def find(self, chat: ChatKey, dedup_key: str) -> Pending[T] | None:
+        """The queued event with ``dedup_key`` (a redelivery of an event still waiting)."""
+        return self._by_key.get((*chat, dedup_key))
+
+    def result(self, result: MediaResult, now: float) -> bool:
+        """Record a worker's result; ``True`` when it may have made something ready."""
+        pending = self._by_job.get(result.job_id)
+        if pending is None or result.job_id in pending.results:
+            return False
+        if result.ok or (result.error is not None and not result.error.retryable):
+            pending.results[result.job_id] = result
+            pending.retry_at.pop(result.job_id, None)
+            return pending.ready
+        pending.failures += 1
+        delay = min(self.retry_max_s, self.retry_base_s * 2 ** (pending.failures - 1))
+        pending.retry_at[result.job_id] = now + delay
+        return False
+
+    def due(self, now: float) -> list[MediaJob]:
+        """Jobs to submit again: failed ones whose backoff ran out, and ones with no answer in time."""
+        out: list[MediaJob] = []
+        for pending in self._all():
+            for jid, job in pending.jobs.items():
+                if jid in pending.results:
+                    continue
+                retry_at = pending.retry_at.get(jid)
+                timed_out = retry_at is None and now - pending.submitted_at[jid] >= self.job_timeout_s
+                if (retry_at is not None and now >= retry_at) or timed_out:
+                    pending.retry_at.pop(jid, None)
+                    pending.submitted_at[jid] = now
+                    out.append(job)
+        return out
+
+    def take_ready(self) -> list[Pending[T]]:
+        """Pop every chat's contiguous ready prefix (chats in queue order, each prefix in order)."""
+        out: list[Pending[T]] = []
+        for chat in list(self.lanes):
+            lane = self.lanes[chat]
+            while lane and lane[0].ready:
+                pending = lane.popleft()
+                self._by_key.pop((*chat, pending.event.dedup_key), None)
+                for jid in pending.jobs:
+                    self._by_job.pop(jid, None)
+                out.append(pending)
+            if not lane:
+                del self.lanes[chat]
+        return out
+
+    def blocked(self) -> list[ChatKey]:
+        """Chats whose head has failed at least once and is still waiting."""
+        return [chat for chat, lane in self.lanes.items() if lane and lane[0].failures > 0]
+
+    def waiting(self) -> Iterator[Pending[T]]:
+        return self._all()
+
+    def _all(self) -> Iterator[Pending[T]]:
+        for lane in self.lanes.values():
+            yield from lane

@@ -1,0 +1,104 @@
+"""The intermediate context (IC, SPEC §2): an ordered list of nodes, a user table and the chat title.
+
+Nodes are mutable dataclasses changed only by :func:`larkbot.pipeline.core.reduce.reduce`; everything else
+reads them. Each node remembers the order-of-record sequence (``event_seq``) of the event that created it;
+edits, deletes and echoes change a node in place and keep that sequence and its arrival time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from larkbot.canonical.content import Attachment, Content
+from larkbot.canonical.events import ForwardInfo, ReactionEvent, Sender, ServiceAction
+
+
+@dataclass(slots=True)
+class ReplySnapshot:
+    """The reply target as it was when the reply arrived (sender and a short preview), so that later
+    edits of the target never rewrite the reply's rendering. ``sender_*`` and ``preview`` are ``None``
+    when the target is not in the context."""
+
+    message_id: str
+    sender_id: str | None
+    sender_name: str | None
+    sender_self_sent: bool
+    preview: str | None
+    quote: str | None
+
+
+@dataclass(slots=True)
+class MessageNode:
+    event_seq: int
+    message_id: str
+    sender: Sender
+    content: Content
+    attachments: tuple[Attachment, ...]
+    reply: ReplySnapshot | None
+    forward_info: ForwardInfo | None
+    received_at_ms: int
+    timestamp_sec: float
+    utc_offset_min: int
+    is_self_sent: bool
+    #: Only the synthetic self-sent copy has been seen; the platform's echo will replace its payload.
+    synthetic: bool
+    edited_at_sec: float | None = None
+    edited_offset_min: int | None = None
+    deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NameChange:
+    """A sender whose display name differs from the last one seen in this context."""
+
+    kind = "name_change"
+    user_id: str
+    from_name: str
+    to_name: str
+
+
+SystemPayload = ReactionEvent | ServiceAction | NameChange
+
+
+@dataclass(slots=True)
+class SystemNode:
+    event_seq: int
+    #: Distinguishes the nodes one event creates (``""``, or ``"rename"`` before a message).
+    part: str
+    payload: SystemPayload
+    received_at_ms: int
+    timestamp_sec: float
+    utc_offset_min: int
+
+
+@dataclass(slots=True)
+class RuntimeNode:
+    event_seq: int
+    type: str
+    attributes: tuple[tuple[str, str], ...]
+    text: str | None
+    received_at_ms: int
+    timestamp_sec: float
+    utc_offset_min: int
+
+
+Node = MessageNode | SystemNode | RuntimeNode
+
+
+@dataclass(slots=True)
+class IC:
+    nodes: list[Node] = field(default_factory=list)
+    #: message id → index in ``nodes``.
+    by_message: dict[str, int] = field(default_factory=dict)
+    #: user id → the display name last seen on one of their messages.
+    users: dict[str, str] = field(default_factory=dict)
+    title: str | None = None
+
+
+def segment_id(node: Node) -> str:
+    """Stable across re-renders: an edit or delete replaces the segment with this id in place."""
+    if isinstance(node, MessageNode):
+        return f"msg:{node.message_id}"
+    if isinstance(node, SystemNode):
+        return f"evt:{node.event_seq}{':' + node.part if node.part else ''}"
+    return f"rt:{node.event_seq}"

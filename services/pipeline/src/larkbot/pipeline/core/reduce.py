@@ -1,0 +1,211 @@
+"""IC' = reduce(IC, event): the projection of canonical events (SPEC §2). Pure: no I/O, no clock.
+
+The IC is changed in place and the returned :class:`Change` says which nodes were appended and which
+existing ones changed, so rendering stays incremental. Rules:
+
+- ``message``: deduplicated by message id (first arrival wins). A later ``is_self_sent`` copy only ORs the
+  flag; the platform's authoritative echo of a synthetic self-sent message replaces its payload but keeps
+  its place (arrival time, ``event_seq``) and the self-sent flag. A sender whose name changed since their
+  last message gets a ``name_change`` node first. The reply target's sender and a preview are snapshotted.
+- ``edit`` / ``delete``: change the target in place; unknown targets (and edits of deleted messages) are
+  ignored.
+- ``reaction`` / ``service`` / ``runtime``: append a node. A rename also sets the IC's title.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from larkbot.canonical.events import (
+    CanonicalEvent,
+    ChatRenamed,
+    DeleteEvent,
+    EditEvent,
+    MessageEvent,
+    ReactionEvent,
+    RuntimeEvent,
+    ServiceEvent,
+)
+
+from .model import IC, MessageNode, NameChange, Node, ReplySnapshot, RuntimeNode, SystemNode
+
+PREVIEW_CHARS = 80
+QUOTE_CHARS = 200
+
+
+@dataclass(slots=True)
+class Change:
+    appended: list[int] = field(default_factory=list)
+    changed: list[int] = field(default_factory=list)
+    title_changed: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.appended or self.changed or self.title_changed)
+
+
+def clip(text: str, limit: int) -> str:
+    """Whitespace collapsed to single spaces, cut at ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _preview(node: MessageNode) -> str | None:
+    if node.deleted:
+        return None
+    text = clip(node.content.plain_text(), PREVIEW_CHARS)
+    if text:
+        return text
+    if node.attachments:
+        return " ".join(f"[{a.type.value}]" for a in node.attachments)
+    return None
+
+
+def _reply(ic: IC, event: MessageEvent) -> ReplySnapshot | None:
+    target_id = event.reply_to_message_id
+    quote = clip(event.reply_quote.plain_text(), QUOTE_CHARS) if event.reply_quote else None
+    if target_id is None:
+        return None
+    index = ic.by_message.get(target_id)
+    target = ic.nodes[index] if index is not None else None
+    if not isinstance(target, MessageNode):
+        return ReplySnapshot(target_id, None, None, False, None, quote or None)
+    return ReplySnapshot(
+        target_id,
+        target.sender.id,
+        target.sender.display_name,
+        target.is_self_sent,
+        _preview(target),
+        quote or None,
+    )
+
+
+def _append(ic: IC, node: Node, change: Change) -> None:
+    change.appended.append(len(ic.nodes))
+    ic.nodes.append(node)
+
+
+def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> None:
+    index = ic.by_message.get(event.message_id)
+    if index is not None:
+        node = ic.nodes[index]
+        assert isinstance(node, MessageNode)
+        if node.synthetic and not event.is_self_sent:
+            node.sender = event.sender
+            node.content = event.content
+            node.attachments = event.attachments
+            node.reply = _reply(ic, event)
+            node.forward_info = event.forward_info
+            node.timestamp_sec = event.timestamp_sec
+            node.utc_offset_min = event.utc_offset_min
+            node.synthetic = False
+            change.changed.append(index)
+        elif event.is_self_sent and not node.is_self_sent:
+            node.is_self_sent = True
+            change.changed.append(index)
+        return
+    sender = event.sender
+    last_name = ic.users.get(sender.id)
+    if last_name is not None and last_name != sender.display_name:
+        rename = NameChange(sender.id, last_name, sender.display_name)
+        _append(
+            ic,
+            SystemNode(
+                event_seq,
+                "rename",
+                rename,
+                event.received_at_ms,
+                event.timestamp_sec,
+                event.utc_offset_min,
+            ),
+            change,
+        )
+    ic.users[sender.id] = sender.display_name
+    node = MessageNode(
+        event_seq=event_seq,
+        message_id=event.message_id,
+        sender=sender,
+        content=event.content,
+        attachments=event.attachments,
+        reply=_reply(ic, event),
+        forward_info=event.forward_info,
+        received_at_ms=event.received_at_ms,
+        timestamp_sec=event.timestamp_sec,
+        utc_offset_min=event.utc_offset_min,
+        is_self_sent=event.is_self_sent,
+        synthetic=event.is_self_sent,
+    )
+    ic.by_message[event.message_id] = len(ic.nodes)
+    _append(ic, node, change)
+
+
+def _edit(ic: IC, event: EditEvent, change: Change) -> None:
+    index = ic.by_message.get(event.message_id)
+    if index is None:
+        return
+    node = ic.nodes[index]
+    assert isinstance(node, MessageNode)
+    if node.deleted:
+        return
+    node.content = event.content
+    node.attachments = event.attachments
+    node.edited_at_sec = event.edited_at_sec
+    node.edited_offset_min = event.utc_offset_min
+    change.changed.append(index)
+
+
+def _delete(ic: IC, event: DeleteEvent, change: Change) -> None:
+    for message_id in event.message_ids:
+        index = ic.by_message.get(message_id)
+        if index is None:
+            continue
+        node = ic.nodes[index]
+        assert isinstance(node, MessageNode)
+        if not node.deleted:
+            node.deleted = True
+            if index not in change.changed:
+                change.changed.append(index)
+
+
+def reduce(ic: IC, event: CanonicalEvent, event_seq: int) -> Change:
+    """Apply ``event`` (committed with order-of-record sequence ``event_seq``) to ``ic`` in place."""
+    change = Change()
+    if isinstance(event, MessageEvent):
+        _message(ic, event, event_seq, change)
+    elif isinstance(event, EditEvent):
+        _edit(ic, event, change)
+    elif isinstance(event, DeleteEvent):
+        _delete(ic, event, change)
+    elif isinstance(event, ReactionEvent):
+        _append(
+            ic,
+            SystemNode(event_seq, "", event, event.received_at_ms, event.timestamp_sec, event.utc_offset_min),
+            change,
+        )
+    elif isinstance(event, ServiceEvent):
+        action = event.action
+        _append(
+            ic,
+            SystemNode(
+                event_seq, "", action, event.received_at_ms, event.timestamp_sec, event.utc_offset_min
+            ),
+            change,
+        )
+        if isinstance(action, ChatRenamed) and ic.title != action.to_title:
+            ic.title = action.to_title
+            change.title_changed = True
+    elif isinstance(event, RuntimeEvent):
+        _append(
+            ic,
+            RuntimeNode(
+                event_seq,
+                event.type,
+                event.attributes,
+                event.text,
+                event.received_at_ms,
+                event.timestamp_sec,
+                event.utc_offset_min,
+            ),
+            change,
+        )
+    return change

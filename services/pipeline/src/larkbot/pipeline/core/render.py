@@ -1,0 +1,339 @@
+"""RC = render(IC, params): one XML segment per IC node (SPEC §3). Pure.
+
+Every rule depends only on the node and nodes before it (the alias table is claimed in context order), so
+appending a node never changes an earlier segment's bytes. Vocabulary, attributes in this order:
+
+- ``<message id sender uid? t received? edited? forwarded_from? maintainer? bot? myself? deleted?
+  blocked?>``: body is an optional ``<in-reply-to id sender? quoted?>preview</in-reply-to>``, the content,
+  then one line per attachment. Deleted and blocked messages are self-closing.
+- inline ``<b> <i> <u> <s> <spoiler> <code> <pre lang?> <a href> <blockquote> <mention uid?>
+  <custom-emoji pack?>``;
+- attachments ``<image|sticker|animation|attachment type? mime? name? size? duration? pack? file-id>alt
+  </…>``; without alt text a thumbnail image part follows. ``file-id`` is ``<rendered message id>:<index>``;
+- ``<event type t …/>`` for system nodes, ``<runtime-event type t …>text</runtime-event>`` for runtime ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from larkbot.canonical.content import (
+    Attachment,
+    AttachmentType,
+    Blockquote,
+    Bold,
+    Code,
+    CustomEmoji,
+    Inline,
+    Italic,
+    Link,
+    Mention,
+    Pre,
+    Spoiler,
+    Strikethrough,
+    Text,
+    Underline,
+)
+from larkbot.canonical.context import Segment
+from larkbot.canonical.events import (
+    BotAdded,
+    BotRemoved,
+    ChatPhotoChanged,
+    ChatRenamed,
+    MemberLeft,
+    MembersJoined,
+    MessagePinned,
+    ReactionEvent,
+    Sender,
+)
+from larkbot.canonical.llm import ImagePart
+
+from . import xml
+from .aliases import AliasTable
+from .model import MessageNode, NameChange, Node, RuntimeNode, SystemNode, segment_id
+from .params import RenderParams
+from .timefmt import format_time, is_late
+
+_TAGS: dict[type, str] = {
+    Bold: "b",
+    Italic: "i",
+    Underline: "u",
+    Strikethrough: "s",
+    Spoiler: "spoiler",
+    Blockquote: "blockquote",
+}
+_ATTACHMENT_TAGS = {
+    AttachmentType.PHOTO: "image",
+    AttachmentType.STICKER: "sticker",
+    AttachmentType.ANIMATION: "animation",
+}
+THUMBNAIL_MIME = "image/webp"
+
+
+def attachment_key(attachment: Attachment) -> str | None:
+    """The content-addressed key its alt text is cached under (thumbnail first, then file hash)."""
+    return attachment.thumbnail_key or attachment.content_hash
+
+
+class Renderer:
+    """Renders nodes of one chat. Holds the alias table, so nodes must be rendered in context order."""
+
+    def __init__(self, params: RenderParams, alt_texts: Mapping[str, str] | None = None) -> None:
+        self.params = params
+        self.aliases = AliasTable(params.chat_id, params.alias_message_ids)
+        self.alt_texts: Mapping[str, str] = alt_texts if alt_texts is not None else {}
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def time(self, epoch_sec: float, offset_min: int) -> str:
+        p = self.params
+        offset = p.chat_utc_offset_min if p.chat_utc_offset_min is not None else offset_min
+        return format_time(epoch_sec, offset, p.deployment_utc_offset_min)
+
+    def is_myself(self, user_id: str | None) -> bool:
+        return user_id is not None and user_id == self.params.bot_user_id
+
+    def _person(self, name: str, sender: Sender | None) -> list[tuple[str, str]]:
+        if sender is None:
+            return []
+        shown = self.params.name_of(sender.id, sender.display_name)
+        pairs = [(name, shown)]
+        if self.params.renders_uid and shown != sender.id:
+            pairs.append(("uid", sender.id))
+        return pairs
+
+    # -- content ---------------------------------------------------------------------------------------
+    def inline(self, nodes: tuple[Inline, ...], sender_id: str) -> str:
+        out: list[str] = []
+        for node in nodes:
+            if isinstance(node, Text):
+                out.append(xml.text(node.text))
+            elif isinstance(node, Mention):
+                pairs = []
+                if self.params.renders_uid and node.user_id is not None and node.user_id != sender_id:
+                    pairs.append(("uid", node.user_id))
+                out.append(xml.element("mention", pairs, xml.text(node.text) or None))
+            elif isinstance(node, Code):
+                out.append(f"<code>{xml.text(node.text)}</code>")
+            elif isinstance(node, Pre):
+                pairs = [("lang", node.lang)] if node.lang else []
+                out.append(f"<pre{xml.attrs(pairs)}>{xml.text(node.text)}</pre>")
+            elif isinstance(node, Link):
+                body = self.inline(node.children, sender_id) if node.children else xml.text(node.url)
+                out.append(f'<a href="{xml.attr(node.url)}">{body}</a>')
+            elif isinstance(node, CustomEmoji):
+                pairs = [("pack", node.pack)] if node.pack else []
+                out.append(f"<custom-emoji{xml.attrs(pairs)}>{xml.text(node.alt)}</custom-emoji>")
+            else:
+                tag = _TAGS[type(node)]
+                out.append(f"<{tag}>{self.inline(node.children, sender_id)}</{tag}>")
+        return "".join(out)
+
+    def attachment(self, attachment: Attachment, index: int, shown_id: str, images: list[ImagePart]) -> str:
+        tag = _ATTACHMENT_TAGS.get(attachment.type, "attachment")
+        pairs: list[tuple[str, str]] = []
+        if tag == "attachment":
+            pairs.append(("type", attachment.type.value))
+        if attachment.mime:
+            pairs.append(("mime", attachment.mime))
+        if attachment.name:
+            pairs.append(("name", attachment.name))
+        if attachment.width is not None and attachment.height is not None:
+            pairs.append(("size", f"{attachment.width}x{attachment.height}"))
+        if attachment.duration_s is not None:
+            pairs.append(("duration", f"{attachment.duration_s:g}s"))
+        if attachment.sticker_pack:
+            pairs.append(("pack", attachment.sticker_pack))
+        pairs.append(("file-id", f"{shown_id}:{index}"))
+        key = attachment_key(attachment)
+        alt = self.alt_texts.get(key) if key is not None else None
+        if alt:
+            return xml.element(tag, pairs, xml.text(alt))
+        if attachment.thumbnail_key:
+            images.append(ImagePart(blob_key=attachment.thumbnail_key, mime=THUMBNAIL_MIME))
+            return xml.element(tag, pairs, None)
+        return xml.element(tag, pairs, xml.text(attachment.sticker_emoji or "") or None)
+
+    # -- nodes -----------------------------------------------------------------------------------------
+    def message(self, node: MessageNode) -> Segment:
+        p = self.params
+        sender = node.sender
+        myself = node.is_self_sent or self.is_myself(sender.id)
+        blocked = sender.id in p.blocked_users and not myself
+        shown_id = self.aliases.render(node.message_id)
+        pairs: list[tuple[str, str]] = [("id", shown_id), *self._person("sender", sender)]
+        pairs.append(("t", self.time(node.timestamp_sec, node.utc_offset_min)))
+        if is_late(node.received_at_ms, node.timestamp_sec):
+            pairs.append(("received", self.time(node.received_at_ms / 1000.0, node.utc_offset_min)))
+        if node.edited_at_sec is not None:
+            offset = node.edited_offset_min if node.edited_offset_min is not None else node.utc_offset_min
+            pairs.append(("edited", self.time(node.edited_at_sec, offset)))
+        if node.forward_info is not None:
+            f = node.forward_info
+            pairs.append(("forwarded_from", f.from_name or f.from_chat_title or f.from_id or "hidden"))
+        if sender.id in p.maintainers and not myself and not blocked:
+            pairs.append(("maintainer", "true"))
+        if sender.is_bot and not myself:
+            pairs.append(("bot", "true"))
+        if myself:
+            pairs.append(("myself", "true"))
+        if node.deleted:
+            pairs.append(("deleted", "true"))
+        if blocked:
+            pairs.append(("blocked", "true"))
+
+        images: list[ImagePart] = []
+        mentions_me = replies_to_me = False
+        reply = node.reply
+        if reply is not None:
+            # Claimed before the body is built either way, so that a deleted or blocked message claims the
+            # same aliases as its live rendering did (collision order stays stable across deletes).
+            reply_id = self.aliases.render(reply.message_id)
+        if node.deleted or blocked:
+            text = xml.element("message", pairs, None)
+        else:
+            body: list[str] = []
+            if reply is not None:
+                reply_pairs: list[tuple[str, str]] = [("id", reply_id)]
+                if reply.sender_id is not None:
+                    reply_pairs.append(("sender", p.name_of(reply.sender_id, reply.sender_name)))
+                if reply.quote:
+                    reply_pairs.append(("quoted", reply.quote))
+                body.append(xml.element("in-reply-to", reply_pairs, xml.text(reply.preview or "") or None))
+                replies_to_me = reply.sender_self_sent or self.is_myself(reply.sender_id)
+            content = self.inline(node.content.nodes, sender.id)
+            if content:
+                body.append(content)
+            for index, attachment in enumerate(node.attachments):
+                body.append(self.attachment(attachment, index, shown_id, images))
+            text = f"<message{xml.attrs(pairs)}>{chr(10).join(body)}</message>"
+            mentions_me = _mentions(node.content.nodes, p.bot_user_id, _handle(p.bot_username))
+        return Segment.model_construct(
+            segment_id=segment_id(node),
+            node_type="message",
+            event_seq=node.event_seq,
+            xml=text,
+            image_parts=tuple(images),
+            received_at_ms=node.received_at_ms,
+            timestamp_sec=node.timestamp_sec,
+            sender_id=sender.id,
+            message_id=node.message_id,
+            is_myself=myself,
+            is_self_sent=node.is_self_sent,
+            is_bot=sender.is_bot,
+            is_deleted=node.deleted,
+            mentions_me=mentions_me and not blocked and not node.deleted,
+            replies_to_me=replies_to_me and not blocked and not node.deleted,
+        )
+
+    def _names(self, members: tuple[Sender, ...]) -> str:
+        return ", ".join(self.params.name_of(m.id, m.display_name) for m in members)
+
+    def system(self, node: SystemNode) -> Segment:
+        payload = node.payload
+        pairs: list[tuple[str, str]] = [
+            ("type", payload.kind),
+            ("t", self.time(node.timestamp_sec, node.utc_offset_min)),
+        ]
+        sender_id: str | None = None
+        if isinstance(payload, NameChange):
+            pairs += [("from_name", payload.from_name), ("to_name", payload.to_name)]
+            if self.params.renders_uid:
+                pairs.append(("uid", payload.user_id))
+            sender_id = payload.user_id
+        elif isinstance(payload, ReactionEvent):
+            pairs.append(("emoji", payload.emoji))
+            pairs += self._person("actor", payload.actor)
+            pairs.append(("message_id", self.aliases.render(payload.message_id)))
+            if payload.removed:
+                pairs.append(("removed", "true"))
+            sender_id = payload.actor.id
+        elif isinstance(payload, MembersJoined | MemberLeft):
+            pairs += self._person("actor", payload.actor)
+            pairs.append(("members", self._names(payload.members)))
+        elif isinstance(payload, ChatRenamed):
+            pairs += self._person("actor", payload.actor)
+            if payload.from_title is not None:
+                pairs.append(("from", payload.from_title))
+            pairs.append(("to", payload.to_title))
+        elif isinstance(payload, MessagePinned):
+            pairs += self._person("actor", payload.actor)
+            pairs.append(("message_id", self.aliases.render(payload.message_id)))
+        elif isinstance(payload, ChatPhotoChanged | BotAdded | BotRemoved):
+            pairs += self._person("actor", payload.actor)
+        if sender_id is None and not isinstance(payload, NameChange):
+            actor = getattr(payload, "actor", None)
+            sender_id = actor.id if actor is not None else None
+        return Segment.model_construct(
+            segment_id=segment_id(node),
+            node_type="event",
+            event_seq=node.event_seq,
+            xml=xml.element("event", pairs, None),
+            image_parts=(),
+            received_at_ms=node.received_at_ms,
+            timestamp_sec=node.timestamp_sec,
+            sender_id=sender_id,
+            message_id=None,
+            is_myself=self.is_myself(sender_id),
+            is_self_sent=False,
+            is_bot=False,
+            is_deleted=False,
+            mentions_me=False,
+            replies_to_me=False,
+        )
+
+    def runtime(self, node: RuntimeNode) -> Segment:
+        pairs: list[tuple[str, str]] = [
+            ("type", node.type),
+            ("t", self.time(node.timestamp_sec, node.utc_offset_min)),
+        ]
+        seen = {"type", "t"}
+        for key, value in node.attributes:
+            name = xml.attribute_name(key)
+            while name in seen:
+                name = f"x-{name}"
+            seen.add(name)
+            pairs.append((name, value))
+        return Segment.model_construct(
+            segment_id=segment_id(node),
+            node_type="runtime",
+            event_seq=node.event_seq,
+            xml=xml.element("runtime-event", pairs, xml.text(node.text or "") or None),
+            image_parts=(),
+            received_at_ms=node.received_at_ms,
+            timestamp_sec=node.timestamp_sec,
+            sender_id=None,
+            message_id=None,
+            is_myself=False,
+            is_self_sent=False,
+            is_bot=False,
+            is_deleted=False,
+            mentions_me=False,
+            replies_to_me=False,
+        )
+
+    def render(self, node: Node) -> Segment:
+        if isinstance(node, MessageNode):
+            return self.message(node)
+        if isinstance(node, SystemNode):
+            return self.system(node)
+        return self.runtime(node)
+
+
+def _handle(username: str | None) -> str | None:
+    return f"@{username.lower()}" if username else None
+
+
+def _mentions(nodes: tuple[Inline, ...], user_id: str | None, handle: str | None) -> bool:
+    """A mention of the bot: by id, or (Telegram ``@username`` entities carry no id) by its handle."""
+    for node in nodes:
+        if isinstance(node, Mention):
+            if node.user_id is not None:
+                if node.user_id == user_id:
+                    return True
+            elif handle is not None and node.text.strip().lower() == handle:
+                return True
+        elif isinstance(
+            node, Bold | Italic | Underline | Strikethrough | Spoiler | Link | Blockquote
+        ) and _mentions(node.children, user_id, handle):
+            return True
+    return False

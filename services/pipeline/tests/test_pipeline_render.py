@@ -1,0 +1,373 @@
+"""Golden fixtures: the rendered XML of every element kind, pinned byte for byte."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from larkbot.canonical.content import (
+    Attachment,
+    AttachmentType,
+    Blockquote,
+    Bold,
+    Code,
+    CustomEmoji,
+    Italic,
+    Link,
+    Mention,
+    Pre,
+    Spoiler,
+    Strikethrough,
+    Text,
+    Underline,
+)
+from larkbot.canonical.events import (
+    BotAdded,
+    BotRemoved,
+    CanonicalEvent,
+    ChatPhotoChanged,
+    ChatRenamed,
+    ForwardInfo,
+    MemberLeft,
+    MembersJoined,
+    MessagePinned,
+)
+from larkbot.canonical.names import Platform
+from larkbot.pipeline import synthetic as s
+from larkbot.pipeline.core import Projection, RenderParams, alias_for
+from larkbot.pipeline.core.timefmt import format_time
+
+ALICE = s.person("ou_alice", "Alice")
+BOT = s.person("ou_bot", "Lark", is_bot=True)
+FEISHU = RenderParams(Platform.FEISHU, "oc_chat", bot_user_id="ou_bot", deployment_utc_offset_min=480)
+TELEGRAM = RenderParams(
+    Platform.TELEGRAM, "-100", bot_user_id="42", bot_username="larkbot", deployment_utc_offset_min=480
+)
+
+
+def rendered(events: Sequence[CanonicalEvent], params: RenderParams = FEISHU) -> list[str]:
+    projection = Projection(params)
+    for event in events:
+        projection.apply(event)
+    return [segment.xml for segment in projection.segments]
+
+
+def last(events: Sequence[CanonicalEvent], params: RenderParams = FEISHU) -> str:
+    return rendered(events, params)[-1]
+
+
+T = 't="01-02 11:04:05"'
+
+
+@pytest.mark.parametrize(
+    ("nodes", "body"),
+    [
+        ((Text(text="plain"),), "plain"),
+        ((Bold(children=(Text(text="b"),)),), "<b>b</b>"),
+        ((Italic(children=(Text(text="i"),)),), "<i>i</i>"),
+        ((Underline(children=(Text(text="u"),)),), "<u>u</u>"),
+        ((Strikethrough(children=(Text(text="s"),)),), "<s>s</s>"),
+        ((Spoiler(children=(Text(text="x"),)),), "<spoiler>x</spoiler>"),
+        ((Code(text="a<b"),), "<code>a&lt;b</code>"),
+        ((Pre(text="x = 1\ny = 2", lang="py"),), '<pre lang="py">x = 1\ny = 2</pre>'),
+        ((Pre(text="raw"),), "<pre>raw</pre>"),
+        (
+            (Link(url="https://e.x/?a=1&b=2", children=(Text(text="site"),)),),
+            '<a href="https://e.x/?a=1&amp;b=2">site</a>',
+        ),
+        ((Link(url="https://e.x", children=()),), '<a href="https://e.x">https://e.x</a>'),
+        ((Blockquote(children=(Text(text="q"),)),), "<blockquote>q</blockquote>"),
+        ((Mention(user_id="ou_bob", text="@Bob"),), '<mention uid="ou_bob">@Bob</mention>'),
+        ((Mention(user_id="ou_alice", text="@Alice"),), "<mention>@Alice</mention>"),
+        ((Mention(text="@all"),), "<mention>@all</mention>"),
+        ((CustomEmoji(alt="😀", pack="cats", emoji_id="e1"),), '<custom-emoji pack="cats">😀</custom-emoji>'),
+        ((CustomEmoji(alt="[smile]"),), "<custom-emoji>[smile]</custom-emoji>"),
+        (
+            (Bold(children=(Italic(children=(Text(text="both"),)), Text(text="!"))),),
+            "<b><i>both</i>!</b>",
+        ),
+    ],
+)
+def test_inline_elements(nodes: tuple[object, ...], body: str) -> None:
+    xml = last([s.message("om_1", nodes=nodes, sender=ALICE)])  # type: ignore[arg-type]
+    assert xml == f'<message id="om_1" sender="Alice" uid="ou_alice" {T}>{body}</message>'
+
+
+def test_telegram_renders_no_uid_anywhere() -> None:
+    event = s.message(
+        "7",
+        nodes=(Mention(user_id="99", text="@Bob"), Text(text=" hi")),
+        sender=s.person("5", "Eve"),
+        chat="-100",
+        platform=Platform.TELEGRAM,
+    )
+    assert last([event], TELEGRAM) == f'<message id="7" sender="Eve" {T}><mention>@Bob</mention> hi</message>'
+
+
+def test_uid_is_omitted_when_the_sender_renders_as_its_id() -> None:
+    xml = last([s.message("om_1", "x", sender=s.person("ou_x", ""))])
+    assert xml == f'<message id="om_1" sender="ou_x" {T}>x</message>'
+
+
+def test_contact_name_override_replaces_the_display_name() -> None:
+    params = RenderParams(
+        Platform.FEISHU, "oc_chat", contact_names={"ou_alice": "Ally"}, deployment_utc_offset_min=480
+    )
+    assert last([s.message("om_1", "x", sender=ALICE)], params).startswith(
+        '<message id="om_1" sender="Ally" uid="ou_alice"'
+    )
+
+
+def test_message_flags_in_attribute_order() -> None:
+    params = RenderParams(
+        Platform.FEISHU,
+        "oc_chat",
+        bot_user_id="ou_bot",
+        maintainers=frozenset({"ou_alice", "ou_bot"}),
+        deployment_utc_offset_min=480,
+    )
+    maintainer = s.message("om_1", "a", sender=ALICE)
+    other_bot = s.message("om_2", "b", sender=s.person("ou_b2", "Helper", is_bot=True))
+    mine = s.message("om_3", "c", sender=BOT)
+    forwarded = s.message("om_4", "d", sender=ALICE).model_copy(
+        update={"forward_info": ForwardInfo(from_name="Zed <z>")}
+    )
+    assert rendered([maintainer, other_bot, mine, forwarded], params) == [
+        f'<message id="om_1" sender="Alice" uid="ou_alice" {T} maintainer="true">a</message>',
+        f'<message id="om_2" sender="Helper" uid="ou_b2" {T} bot="true">b</message>',
+        f'<message id="om_3" sender="Lark" uid="ou_bot" {T} myself="true">c</message>',
+        f'<message id="om_4" sender="Alice" uid="ou_alice" {T} forwarded_from="Zed &lt;z&gt;" '
+        'maintainer="true">d</message>',
+    ]
+
+
+def test_blocked_sender_is_self_closing_without_maintainer_or_activation() -> None:
+    params = RenderParams(
+        Platform.FEISHU,
+        "oc_chat",
+        bot_user_id="ou_bot",
+        maintainers=frozenset({"ou_alice"}),
+        blocked_users=frozenset({"ou_alice"}),
+        deployment_utc_offset_min=480,
+    )
+    projection = Projection(params)
+    projection.apply(s.message("om_1", nodes=(Mention(user_id="ou_bot", text="@Lark"),), sender=ALICE))
+    (segment,) = projection.segments
+    assert segment.xml == f'<message id="om_1" sender="Alice" uid="ou_alice" {T} blocked="true"/>'
+    assert not segment.mentions_me
+
+
+def test_deleted_message_keeps_sender_and_time_and_loses_its_body() -> None:
+    xml = rendered([s.message("om_1", "secret", sender=ALICE), s.delete("om_1")])
+    assert xml == [f'<message id="om_1" sender="Alice" uid="ou_alice" {T} deleted="true"/>']
+
+
+def test_edited_and_late_delivery_timestamps() -> None:
+    late = s.message("om_1", "old news", sender=ALICE, received_ms=(s.BASE_SEC + 3600) * 1000)
+    on_time = s.message("om_2", "fresh", sender=ALICE, received_ms=(s.BASE_SEC + 120) * 1000)
+    assert rendered([late, on_time, s.edit("om_2", "fresher", at=s.BASE_SEC + 61)]) == [
+        f'<message id="om_1" sender="Alice" uid="ou_alice" {T} received="01-02 12:04:05">old news</message>',
+        f'<message id="om_2" sender="Alice" uid="ou_alice" {T} edited="01-02 11:05:06">fresher</message>',
+    ]
+
+
+def test_offset_suffix_only_when_the_event_offset_differs_from_the_deployment() -> None:
+    assert format_time(s.BASE_SEC, 480, 480) == "01-02 11:04:05"
+    assert format_time(s.BASE_SEC, 0, 480) == "01-02 03:04:05+00:00"
+    assert format_time(s.BASE_SEC, -330, 480) == "01-01 21:34:05-05:30"
+    assert format_time(s.BASE_SEC + 0.999, 480, 480) == "01-02 11:04:05"
+    xml = last([s.message("om_1", "x", sender=ALICE, offset=60)])
+    assert 't="01-02 04:04:05+01:00"' in xml
+
+
+def test_chat_offset_setting_overrides_the_ingress_offset() -> None:
+    params = RenderParams(Platform.FEISHU, "oc_chat", deployment_utc_offset_min=480, chat_utc_offset_min=540)
+    assert 't="01-02 12:04:05+09:00"' in last([s.message("om_1", "x", offset=480)], params)
+
+
+def test_reply_with_sender_preview_and_quote() -> None:
+    events = [
+        s.message("om_1", "  the original\nmessage text  ", sender=ALICE),
+        s.message("om_2", "answer", sender=BOT, reply_to="om_1", quote="original"),
+        s.message("om_3", "to nowhere", sender=ALICE, reply_to="om_gone"),
+    ]
+    projection = Projection(FEISHU)
+    for event in events:
+        projection.apply(event)
+    first, second, third = projection.segments
+    assert second.xml == (
+        f'<message id="om_2" sender="Lark" uid="ou_bot" {T} myself="true">'
+        '<in-reply-to id="om_1" sender="Alice" quoted="original">the original message text</in-reply-to>\n'
+        "answer</message>"
+    )
+    assert third.xml == (
+        f'<message id="om_3" sender="Alice" uid="ou_alice" {T}>'
+        '<in-reply-to id="om_gone"/>\nto nowhere</message>'
+    )
+    projection.apply(s.message("om_4", "thanks", sender=ALICE, reply_to="om_2"))
+    assert projection.segments[-1].replies_to_me
+    assert not third.replies_to_me
+    assert not first.replies_to_me
+
+
+def test_reply_preview_is_a_snapshot_not_updated_by_later_edits() -> None:
+    xml = rendered(
+        [
+            s.message("om_1", "before", sender=ALICE),
+            s.message("om_2", "re", reply_to="om_1"),
+            s.edit("om_1", "after"),
+        ]
+    )
+    assert ">before</in-reply-to>" in xml[1]
+
+
+def test_long_preview_is_clipped() -> None:
+    xml = last([s.message("om_1", "x" * 200, sender=ALICE), s.message("om_2", "re", reply_to="om_1")])
+    assert ">" + "x" * 79 + "…</in-reply-to>" in xml
+
+
+def test_attachments_with_alt_text_thumbnail_or_metadata_only() -> None:
+    photo = s.photo("img_1", width=800, height=600, thumbnail_key="th_1")
+    photo_no_alt = s.photo("img_2", thumbnail_key="th_2")
+    sticker = Attachment(
+        type=AttachmentType.STICKER,
+        file_id="st",
+        sticker_pack="cats",
+        sticker_emoji="😺",
+        width=512,
+        height=512,
+    )
+    animation = Attachment(type=AttachmentType.ANIMATION, file_id="an", mime="video/mp4", duration_s=2.5)
+    document = Attachment(type=AttachmentType.DOCUMENT, file_id="doc", mime="application/pdf", name='a"b.pdf')
+    event = s.message(
+        "om_1", "look", sender=ALICE, attachments=(photo, photo_no_alt, sticker, animation, document)
+    )
+    projection = Projection(FEISHU, alt_texts={"th_1": "A cat <on> a mat"})
+    projection.apply(event)
+    (segment,) = projection.segments
+    assert segment.xml == (
+        f'<message id="om_1" sender="Alice" uid="ou_alice" {T}>look\n'
+        '<image mime="image/jpeg" size="800x600" file-id="om_1:0">A cat &lt;on&gt; a mat</image>\n'
+        '<image mime="image/jpeg" file-id="om_1:1"/>\n'
+        '<sticker size="512x512" pack="cats" file-id="om_1:2">😺</sticker>\n'
+        '<animation mime="video/mp4" duration="2.5s" file-id="om_1:3"/>\n'
+        '<attachment type="document" mime="application/pdf" name="a&quot;b.pdf" file-id="om_1:4"/>'
+        "</message>"
+    )
+    assert [part.blob_key for part in segment.image_parts] == ["th_2"]
+
+
+def test_aliases_replace_every_message_id() -> None:
+    params = RenderParams(Platform.FEISHU, "oc_chat", alias_message_ids=True, deployment_utc_offset_min=480)
+    a1, a2 = alias_for("oc_chat", "om_1"), alias_for("oc_chat", "om_2")
+    assert a1 == "mrgdttvgl0"
+    assert len(a2) == 10
+    assert a2.startswith("m")
+    xml = rendered(
+        [
+            s.message("om_1", "x", sender=ALICE, attachments=(s.photo(),)),
+            s.message("om_2", "y", sender=ALICE, reply_to="om_1"),
+            s.reaction("om_1", "👍"),
+            s.service(MessagePinned(message_id="om_2")),
+            s.delete("om_2"),
+        ],
+        params,
+    )
+    assert xml == [
+        f'<message id="{a1}" sender="Alice" uid="ou_alice" {T}>x\n'
+        f'<image mime="image/jpeg" file-id="{a1}:0"/></message>',
+        f'<message id="{a2}" sender="Alice" uid="ou_alice" {T} deleted="true"/>',
+        f'<event type="reaction" t="01-02 11:04:35" emoji="👍" actor="Bob" uid="ou_bob" message_id="{a1}"/>',
+        f'<event type="message_pinned" t="01-02 11:04:45" message_id="{a2}"/>',
+    ]
+
+
+def test_alias_collision_keeps_the_first_and_shows_the_later_canonical_id() -> None:
+    projection = Projection(RenderParams(Platform.FEISHU, "c", alias_message_ids=True))
+    # A real 46-bit collision is not findable in a test; make "om_b"'s alias already owned by "om_a".
+    projection._renderer.aliases._by_alias[alias_for("c", "om_b")] = "om_a"
+    projection.apply(s.message("om_a", "a", chat="c"))
+    projection.apply(s.message("om_b", "b", chat="c", reply_to="om_b"))
+    assert projection.segments[0].xml.startswith(f'<message id="{alias_for("c", "om_a")}"')
+    assert projection.segments[1].xml.startswith('<message id="om_b"')
+    assert '<in-reply-to id="om_b"' in projection.segments[1].xml
+    assert projection.resolve_alias(alias_for("c", "om_b")) == "om_a"
+
+
+def test_system_events() -> None:
+    carol = s.person("ou_carol", "Carol")
+    xml = rendered(
+        [
+            s.service(MembersJoined(actor=ALICE, members=(carol, s.person("ou_dan", "Dan")))),
+            s.service(MemberLeft(members=(carol,))),
+            s.service(ChatRenamed(actor=ALICE, from_title="Old", to_title="New & improved")),
+            s.service(ChatRenamed(to_title="Newer")),
+            s.service(ChatPhotoChanged(actor=ALICE)),
+            s.service(MessagePinned(message_id="om_9")),
+            s.service(BotAdded(actor=ALICE)),
+            s.service(BotRemoved()),
+            s.reaction("om_9", "👍", removed=True),
+        ]
+    )
+    t = 't="01-02 11:04:45"'
+    assert xml == [
+        f'<event type="members_joined" {t} actor="Alice" uid="ou_alice" members="Carol, Dan"/>',
+        f'<event type="member_left" {t} members="Carol"/>',
+        f'<event type="chat_renamed" {t} actor="Alice" uid="ou_alice" from="Old" to="New &amp; improved"/>',
+        f'<event type="chat_renamed" {t} to="Newer"/>',
+        f'<event type="chat_photo_changed" {t} actor="Alice" uid="ou_alice"/>',
+        f'<event type="message_pinned" {t} message_id="om_9"/>',
+        f'<event type="bot_added" {t} actor="Alice" uid="ou_alice"/>',
+        f'<event type="bot_removed" {t}/>',
+        '<event type="reaction" t="01-02 11:04:35" emoji="👍" actor="Bob" uid="ou_bob" message_id="om_9" '
+        'removed="true"/>',
+    ]
+
+
+def test_name_change_precedes_the_renamed_senders_message() -> None:
+    xml = rendered(
+        [s.message("om_1", "a", sender=ALICE), s.message("om_2", "b", sender=s.person("ou_alice", "Ali"))]
+    )
+    assert xml[1:] == [
+        f'<event type="name_change" {T} from_name="Alice" to_name="Ali" uid="ou_alice"/>',
+        f'<message id="om_2" sender="Ali" uid="ou_alice" {T}>b</message>',
+    ]
+    assert xml[0].startswith('<message id="om_1" sender="Alice"')
+
+
+def test_runtime_event_with_attributes_and_text() -> None:
+    xml = last(
+        [
+            s.runtime(
+                "task_completed",
+                attributes=(("task_id", "t1"), ("t", "clash"), ("bad name", "v")),
+                text="exit 0",
+            )
+        ]
+    )
+    assert xml == (
+        '<runtime-event type="task_completed" t="01-02 11:04:55" task_id="t1" x-t="clash" bad_name="v">'
+        "exit 0</runtime-event>"
+    )
+    assert last([s.runtime("tick")]) == '<runtime-event type="tick" t="01-02 11:04:55"/>'
+
+
+def test_activation_flags_mentions_and_replies() -> None:
+    projection = Projection(FEISHU)
+    projection.apply(s.message("om_1", nodes=(Bold(children=(Mention(user_id="ou_bot", text="@Lark"),)),)))
+    projection.apply(s.message("om_2", nodes=(Mention(user_id="ou_other", text="@O"),)))
+    assert [seg.mentions_me for seg in projection.segments] == [True, False]
+    telegram = Projection(TELEGRAM)
+    telegram.apply(s.message("1", nodes=(Mention(text="@LarkBot"),), chat="-100", platform=Platform.TELEGRAM))
+    assert telegram.segments[0].mentions_me
+
+
+def test_myself_from_self_sent_flag_even_without_a_known_bot_id() -> None:
+    params = RenderParams(Platform.FEISHU, "oc_chat", deployment_utc_offset_min=480)
+    projection = Projection(params)
+    projection.apply(s.message("om_1", "mine", sender=BOT, self_sent=True))
+    (segment,) = projection.segments
+    assert 'myself="true"' in segment.xml
+    assert segment.is_myself
+    assert segment.is_self_sent

@@ -1,0 +1,274 @@
+"""The pipeline service on a real JetStream server and real databases: consume → commit → publish."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from nats.aio.msg import Msg
+
+from larkbot.canonical.codec import decode, encode
+from larkbot.canonical.context import (
+    ContextSnapshot,
+    ContextUpdate,
+    CursorMove,
+    HistoryRequest,
+    HistoryResponse,
+    ResetOp,
+    Segment,
+    SnapshotRequest,
+)
+from larkbot.canonical.events import BotIdentity, CanonicalEvent
+from larkbot.canonical.names import (
+    KV_IDENTITY,
+    SUBJECT_PIPELINE_CURSOR,
+    SUBJECT_PIPELINE_HISTORY,
+    SUBJECT_PIPELINE_SNAPSHOT,
+    Platform,
+    Service,
+    events_subject,
+    identity_key,
+    msg_id,
+)
+from larkbot.pipeline import synthetic as s
+from larkbot.pipeline.app import PipelineService
+from larkbot.pipeline.core import alias_for
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.config import LarkbotConfig, parse_config
+from larkbot.runtime.service import ServiceContext, running
+
+from .test_pipeline_properties import apply_ops
+
+TIMEOUT = 30.0
+
+
+def config(database_url: str, **extra: Any) -> LarkbotConfig:
+    return parse_config(
+        {
+            "utc_offset_min": 480,
+            "maintainers": ["ou_alice"],
+            "services": {"pipeline": {"database_url": database_url, "http_host": "127.0.0.1"}},
+            "chats": {"default": {}, "feishu:oc_chat": {}, "telegram:-100": {}},
+            **extra,
+        }
+    )
+
+
+class Updates:
+    """Every ContextUpdate on ``context.>``, applied to a consumer-side copy per chat."""
+
+    def __init__(self) -> None:
+        self.items: list[ContextUpdate] = []
+        self.copies: dict[str, list[Segment]] = {}
+        self.changed = asyncio.Condition()
+
+    async def on_msg(self, msg: Msg) -> None:
+        update = decode(msg.data, ContextUpdate, dict(msg.headers or {}))
+        async with self.changed:
+            self.items.append(update)
+            apply_ops(self.copies.setdefault(update.chat_id, []), list(update.ops))
+            self.changed.notify_all()
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(predicate), TIMEOUT)
+
+    def xml(self, chat: str) -> list[str]:
+        return [seg.xml for seg in self.copies.get(chat, [])]
+
+
+@contextlib.asynccontextmanager
+async def pipeline(
+    bus: Bus, nats_url: str, cfg: LarkbotConfig, **options: Any
+) -> AsyncIterator[tuple[PipelineService, ServiceContext]]:
+    app = PipelineService(cfg, **options)
+    async with running(Service.PIPELINE, app, cfg, nats_url=nats_url) as ctx:
+        await asyncio.wait_for(app.ready.wait(), TIMEOUT)
+        yield app, ctx
+
+
+@contextlib.asynccontextmanager
+async def watching(bus: Bus) -> AsyncIterator[Updates]:
+    updates = Updates()
+    sub = await bus.nc.subscribe("context.>", cb=updates.on_msg)
+    try:
+        yield updates
+    finally:
+        await sub.unsubscribe()
+
+
+async def publish(bus: Bus, *events: CanonicalEvent, unique_msg_id: bool = False) -> None:
+    for n, event in enumerate(events):
+        mid = msg_id(event.platform.value, event.dedup_key) + (f"#{n}" if unique_msg_id else "")
+        await bus.publish(events_subject(event.platform.value, event.chat_id), event, msg_id=mid)
+
+
+async def snapshot(bus: Bus, chat: str = "oc_chat", platform: Platform = Platform.FEISHU) -> ContextSnapshot:
+    request = SnapshotRequest(platform=platform, chat_id=chat)
+    return await bus.request(SUBJECT_PIPELINE_SNAPSHOT, request, ContextSnapshot, timeout_s=TIMEOUT)
+
+
+CONVERSATION = [
+    s.message("om_1", "hello <world>", sender=s.person("ou_alice", "Alice")),
+    s.message("om_2", "hi", sender=s.person("ou_bob", "Bob"), reply_to="om_1"),
+    s.reaction("om_1", "👍"),
+    s.edit("om_2", "hi there"),
+]
+
+
+async def test_live_processing_publishes_updates_that_rebuild_the_snapshot(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    cfg = config(database_url)
+    async with watching(bus) as updates, pipeline(bus, nats_url, cfg) as (app, _):
+        await publish(bus, *CONVERSATION)
+        await updates.until(lambda: "hi there" in "".join(updates.xml("oc_chat")))
+        snap = await snapshot(bus)
+        assert [seg.xml for seg in snap.segments] == updates.xml("oc_chat")
+        assert snap.seq == updates.items[-1].seq
+        assert [u.base_seq for u in updates.items[1:]] == [u.seq for u in updates.items[:-1]]
+        a1 = alias_for("oc_chat", "om_1")
+        assert updates.xml("oc_chat")[0] == (
+            f'<message id="{a1}" sender="Alice" uid="ou_alice" t="01-02 11:04:05" maintainer="true">'
+            "hello &lt;world&gt;</message>"
+        )
+        # A redelivery (same dedup key, past the stream's duplicate window) adds no row and no segment.
+        assert app.repo is not None
+        before = await app.repo.count("feishu", "oc_chat")
+        seen = len(updates.items)
+        await publish(bus, CONVERSATION[0], unique_msg_id=True)
+        await publish(bus, s.message("om_3", "after"))
+        await updates.until(lambda: len(updates.items) > seen)
+        assert await app.repo.count("feishu", "oc_chat") == before + 1
+        assert [seg.segment_id for seg in (await snapshot(bus)).segments].count("msg:om_1") == 1
+
+
+async def test_cold_start_replays_exactly_what_live_processing_published(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    cfg = config(database_url)
+    async with watching(bus) as updates:
+        async with pipeline(bus, nats_url, cfg):
+            await publish(bus, *CONVERSATION, s.message("om_9", "x", sender=s.person("ou_alice", "Ali")))
+            await updates.until(
+                lambda: any(seg.segment_id == "msg:om_9" for seg in updates.copies.get("oc_chat", []))
+            )
+            live = await snapshot(bus)
+        async with pipeline(bus, nats_url, cfg) as (app, _):
+            replayed = await snapshot(bus)
+            assert app.replayed_events == 5
+    assert replayed.segments == live.segments
+    assert replayed.seq >= live.seq
+
+
+async def test_history_resolves_aliases_and_cursor_moves_reset_the_context(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    cfg = config(database_url)
+    async with watching(bus) as updates:
+        async with pipeline(bus, nats_url, cfg):
+            await publish(bus, *CONVERSATION)
+            await updates.until(lambda: "hi there" in "".join(updates.xml("oc_chat")))
+            cursor = (await snapshot(bus)).segments[1].event_seq  # om_2 and before go
+            moved = await bus.request(
+                SUBJECT_PIPELINE_CURSOR,
+                CursorMove(platform=Platform.FEISHU, chat_id="oc_chat", cursor=cursor, reason="compaction"),
+                ContextSnapshot,
+                timeout_s=TIMEOUT,
+            )
+            assert moved.cursor == cursor
+            assert [seg.segment_id for seg in moved.segments] == [f"evt:{cursor + 1}"]
+            await updates.until(lambda: isinstance(updates.items[-1].ops[0], ResetOp))
+            assert updates.xml("oc_chat") == [seg.xml for seg in moved.segments]
+            # om_1 left the live context: its alias is resolved from persisted history.
+            history = await bus.request(
+                SUBJECT_PIPELINE_HISTORY,
+                HistoryRequest(
+                    platform=Platform.FEISHU,
+                    chat_id="oc_chat",
+                    message_ids=(alias_for("oc_chat", "om_1"), "om_2", "om_404"),
+                ),
+                HistoryResponse,
+                timeout_s=TIMEOUT,
+            )
+            assert [item.message_id for item in history.found] == ["om_1", "om_2"]
+            assert history.missing == ("om_404",)
+            assert history.found[1].xml.endswith("\nhi there</message>")
+            assert history.found[0].alias == alias_for("oc_chat", "om_1")
+        async with pipeline(bus, nats_url, cfg):
+            after_restart = await snapshot(bus)
+    assert after_restart.cursor == cursor
+    assert after_restart.segments == moved.segments
+
+
+async def test_residency_archives_telegram_and_drops_unconfigured_feishu(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    cfg = config(database_url)
+    async with watching(bus) as updates, pipeline(bus, nats_url, cfg) as (app, _):
+        await publish(
+            bus,
+            s.message("om_x", "private", chat="oc_other"),
+            s.message("5", "archived", chat="-200", platform=Platform.TELEGRAM),
+            s.message("6", "projected", chat="-100", platform=Platform.TELEGRAM),
+        )
+        await updates.until(lambda: "-100" in updates.copies)
+        assert app.repo is not None
+        assert app.intake is not None
+        await asyncio.wait_for(app.intake.caught_up.wait(), TIMEOUT)
+        assert await app.repo.count("feishu", "oc_other") == 0
+        assert await app.repo.count("telegram", "-200") == 1
+        assert {u.chat_id for u in updates.items} == {"-100"}
+        assert updates.xml("-100") == [
+            '<message id="6" sender="Alice" t="01-02 11:04:05" maintainer="true">projected</message>'
+        ]
+
+
+async def test_undecodable_event_is_dead_lettered(bus: Bus, nats_url: str, database_url: str) -> None:
+    cfg = config(database_url)
+    async with watching(bus) as updates, pipeline(bus, nats_url, cfg):
+        await bus.js.publish(
+            events_subject("feishu", "oc_chat"), b'{"kind": "nonsense"}', headers={"Larkbot-Schema": "1"}
+        )
+        await publish(bus, s.message("om_1", "fine"))
+        await updates.until(lambda: bool(updates.copies.get("oc_chat")))
+        info = await bus.js.stream_info("DEADLETTER")
+        assert info.state.messages == 1
+
+
+async def test_identity_change_re_renders_with_myself(bus: Bus, nats_url: str, database_url: str) -> None:
+    cfg = config(database_url)
+    async with watching(bus) as updates, pipeline(bus, nats_url, cfg):
+        await publish(bus, s.message("om_1", "I am the bot", sender=s.person("ou_bot", "Lark", is_bot=True)))
+        await updates.until(lambda: bool(updates.copies.get("oc_chat")))
+        assert 'bot="true"' in updates.xml("oc_chat")[0]
+        kv = await bus.js.key_value(KV_IDENTITY)
+        identity = BotIdentity(platform=Platform.FEISHU, bot_id="ou_bot", name="Lark", updated_at_ms=1)
+        await kv.put(identity_key("feishu"), encode(identity))
+        await updates.until(lambda: 'myself="true"' in "".join(updates.xml("oc_chat")))
+        assert isinstance(updates.items[-1].ops[0], ResetOp)
+
+
+async def test_a_second_replica_stays_standby_while_the_first_owns_the_lease(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    if "postgres" in database_url:
+        pytest.skip("lease behaviour does not depend on the database")
+    cfg = config(database_url)
+    async with pipeline(bus, nats_url, cfg) as (first, _):
+        standby = PipelineService(cfg)
+        async with running(Service.PIPELINE, standby, cfg, nats_url=nats_url) as ctx:
+            async with (
+                aiohttp.ClientSession() as http,
+                http.get(f"http://127.0.0.1:{ctx.ops.bound_port}/readyz") as resp,
+            ):
+                body = await resp.json()
+            assert resp.status == 503
+            assert body["checks"]["owner"]["detail"] == "standby: waiting for the pipeline lease"
+            assert first.lease is not None
+            assert first.lease.held
+            assert not standby.ready.is_set()
