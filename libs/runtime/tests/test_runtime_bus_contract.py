@@ -202,3 +202,22 @@ async def test_trace_context_travels_in_headers(bus: Bus) -> None:
 
     await _run_until(PullConsumer(bus.js, stream, durable, handler), done)
     assert seen == [trace, trace]
+
+
+async def test_events_are_stored_under_their_partition(bus: Bus) -> None:
+    from larkbot.canonical.names import STREAM_EVENTS, events_subject, partition_of, split_chat_subject
+
+    chats = [("feishu", f"oc_{n:x}{n * 7919}") for n in range(20)] + [
+        ("telegram", f"-100{n}") for n in range(20)
+    ]
+    for platform, chat in chats:
+        await bus.publish(events_subject(platform, chat), _signal(1))
+    partitions = set()
+    for platform, chat in chats:
+        stored = await bus.js.get_last_msg(STREAM_EVENTS, f"events.*.{platform}.{chat}")
+        partition = int(stored.subject.split(".")[1])
+        # The server's partition(N, 1, 2) and ours agree, so a service can tell which replica owns a chat.
+        assert partition == partition_of(platform, chat)
+        assert split_chat_subject(stored.subject) == (platform, chat)
+        partitions.add(partition)
+    assert len(partitions) > 8  # spread, not all in one

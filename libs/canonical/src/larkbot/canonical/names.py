@@ -118,11 +118,39 @@ def dead_letter_subject(stream: str, consumer: str) -> str:
 
 
 def split_chat_subject(subject: str) -> tuple[str, str]:
-    """``events.feishu.oc_1`` → ``("feishu", "oc_1")`` (also for ``context.`` and ``typing.``)."""
+    """``events.feishu.oc_1`` → ``("feishu", "oc_1")`` (also ``context.``/``typing.``, and the stored
+    partitioned form ``events.<partition>.feishu.oc_1``)."""
     parts = subject.split(".")
+    if len(parts) == 4 and parts[1].isdigit():
+        parts = [parts[0], parts[2], parts[3]]
     if len(parts) != 3:
         raise ValueError(f"not a per-chat subject: {subject!r}")
     return unescape_subject_token(parts[1]), unescape_subject_token(parts[2])
+
+
+# -- partitions ----------------------------------------------------------------------------------------
+#: Chats are hashed into this many partitions (DESIGN §3 "Ordering and scale-out"). Fixed: changing it
+#: moves chats between partitions, which needs a drained bus.
+PARTITIONS: Final = 16
+
+
+def partition_of(platform: str, chat_id: str) -> int:
+    """The partition of a chat, as the streams' subject transform ``partition(N, 1, 2)`` computes it:
+    FNV-1a 32 over the platform token and the chat token concatenated, modulo :data:`PARTITIONS`."""
+    h = 0x811C9DC5
+    for byte in (subject_token(platform) + subject_token(chat_id)).encode():
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h % PARTITIONS
+
+
+def partition_filter(prefix: str, partition: int) -> str:
+    """The stored subjects of one partition of a partitioned stream: ``events.3.>``."""
+    return f"{prefix}.{partition}.>"
+
+
+def partition_consumer(durable: str, partition: int) -> str:
+    """The durable consumer of one partition: ``pipeline-p03``."""
+    return f"{durable}-p{partition:02d}"
 
 
 def msg_id(platform: str, dedup_key: str) -> str:
@@ -159,6 +187,8 @@ class StreamSpec:
     max_age_s: float = 0.0
     duplicate_window_s: float = 120.0
     max_msg_size: int = 8 * 1024 * 1024
+    #: Store ``<prefix>.<platform>.<chat>`` as ``<prefix>.<partition>.<platform>.<chat>`` (subject transform).
+    partitioned_prefix: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +218,8 @@ _DAY: Final = 24 * 3600.0
 #: Everything the bus must hold, declared once; ``larkbot.runtime.bootstrap`` applies it idempotently.
 STREAMS: Final[tuple[StreamSpec, ...]] = (
     # Events are kept in the stream for a week; the pipeline's table is the durable record.
-    StreamSpec(STREAM_EVENTS, (SUBJECTS_EVENTS,), max_age_s=7 * _DAY),
-    StreamSpec(STREAM_CONTEXT, (SUBJECTS_CONTEXT,), max_age_s=1 * _DAY),
+    StreamSpec(STREAM_EVENTS, (SUBJECTS_EVENTS,), max_age_s=7 * _DAY, partitioned_prefix="events"),
+    StreamSpec(STREAM_CONTEXT, (SUBJECTS_CONTEXT,), max_age_s=1 * _DAY, partitioned_prefix="context"),
     StreamSpec(STREAM_MEDIA, (SUBJECTS_MEDIA,), work_queue=True),
     StreamSpec(STREAM_DEAD_LETTER, (SUBJECTS_DEAD_LETTER,), max_age_s=30 * _DAY),
 )

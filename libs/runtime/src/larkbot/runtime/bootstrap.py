@@ -10,9 +10,25 @@ import logging
 
 import nats
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+    SubjectTransform,
+)
 
-from larkbot.canonical.names import CONSUMERS, KEY_VALUES, OBJECT_STORES, STREAMS, ConsumerSpec, StreamSpec
+from larkbot.canonical.names import (
+    CONSUMERS,
+    KEY_VALUES,
+    OBJECT_STORES,
+    PARTITIONS,
+    STREAMS,
+    ConsumerSpec,
+    StreamSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +42,14 @@ def stream_config(spec: StreamSpec) -> StreamConfig:
         max_age=spec.max_age_s or None,
         duplicate_window=spec.duplicate_window_s,
         max_msg_size=spec.max_msg_size,
+        subject_transform=_partition_transform(spec.partitioned_prefix) if spec.partitioned_prefix else None,
     )
+
+
+def _partition_transform(prefix: str) -> SubjectTransform:
+    # partition(N, 1, 2) hashes platform and chat tokens: larkbot.canonical.names.partition_of mirrors it.
+    dest = f"{prefix}.{{{{partition({PARTITIONS},1,2)}}}}.{{{{wildcard(1)}}}}.{{{{wildcard(2)}}}}"
+    return SubjectTransform(src=f"{prefix}.*.*", dest=dest)
 
 
 def consumer_config(spec: ConsumerSpec) -> ConsumerConfig:
