@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator
 
 from larkbot.canonical.llm import ToolSpec
 
