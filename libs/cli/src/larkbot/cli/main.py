@@ -84,6 +84,12 @@ def _up(args: argparse.Namespace) -> int:
     return up(config_path=args.config, data_dir=args.data_dir, services=args.service or None)
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from .replay import main as replay_main
+
+    return replay_main(args)
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main as bench_main
 
@@ -115,6 +121,18 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--config", default=None)
     boot.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for NATS")
     boot.set_defaults(func=_bootstrap)
+    replay = sub.add_parser("replay", help="render raw platform payloads offline (same code as the services)")
+    replay.add_argument("--platform", required=True, choices=["feishu", "telegram"])
+    replay.add_argument("--input", required=True, help="JSON lines: {received_at_ms, payload}")
+    replay.add_argument("--bot-id", required=True, help="the bot's own user id (Feishu open_id, Telegram id)")
+    replay.add_argument("--chat", action="append", help="only these chats (default: every group chat)")
+    replay.add_argument("--config", default=None, help="configuration for per-chat render settings")
+    replay.add_argument(
+        "--utc-offset-min", type=int, default=None, help="deployment offset (default: 0 / config)"
+    )
+    replay.add_argument("--every", action="store_true", help="one JSON line after every input line")
+    replay.set_defaults(func=_replay)
+
     bench = sub.add_parser("bench", help="measure and print benchmark figures as one JSON object")
     bench.add_argument("--json", action="store_true", help="one line of JSON")
     bench.add_argument("--quick", action="store_true", help="small sizes (seconds, for smoke tests)")
