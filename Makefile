@@ -17,7 +17,7 @@ install: $(UV)
 	$(UV) sync --locked --all-packages
 
 up: install
-	$(UV) run --frozen larkbot up --config $(LARKBOT_CONFIG)
+	$(UV) run --frozen larkbot up --playground --config $(LARKBOT_CONFIG)
 
 # The suite, without the long profiles (`-m "not slow"`); `make test-all` runs everything.
 test: install

@@ -81,13 +81,31 @@ def _bootstrap(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from .up import up
 
-    return up(config_path=args.config, data_dir=args.data_dir, services=args.service or None)
+    return up(
+        config_path=args.config,
+        data_dir=args.data_dir,
+        services=args.service or None,
+        playground=args.playground,
+        playground_port=args.playground_port,
+    )
 
 
 def _replay(args: argparse.Namespace) -> int:
     from .replay import main as replay_main
 
     return replay_main(args)
+
+
+def _playground(args: argparse.Namespace) -> int:
+    from .playground import main as playground_main
+
+    return playground_main(args)
+
+
+def _say(args: argparse.Namespace) -> int:
+    from .playground import say
+
+    return say(args)
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -109,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--config", default=None, help="configuration file (default: $LARKBOT_CONFIG)")
     up.add_argument("--data-dir", default="data", help="where NATS and SQLite keep their files")
     up.add_argument("--service", action="append", choices=sorted(SERVICE_MODULES), help="only these services")
+    up.add_argument(
+        "--playground", action="store_true", help="also run the playground (fake Telegram + model)"
+    )
+    up.add_argument("--playground-port", type=int, default=9189, help="the playground's control port")
     up.set_defaults(func=_up)
 
     config = sub.add_parser("config", help="configuration tools")
@@ -132,6 +154,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--every", action="store_true", help="one JSON line after every input line")
     replay.set_defaults(func=_replay)
+
+    play = sub.add_parser("playground", help="fake Telegram group + fake model to talk to the local stack")
+    play.add_argument("--host", default="127.0.0.1")
+    play.add_argument("--telegram-port", type=int, default=9180)
+    play.add_argument("--llm-port", type=int, default=9190)
+    play.add_argument("--control-port", type=int, default=9189)
+    play.set_defaults(func=_playground)
+
+    say = sub.add_parser("say", help="post in the playground group and print the bot's reply")
+    say.add_argument("text")
+    say.add_argument("--user", default="You")
+    say.add_argument("--wait", type=float, default=30.0, help="seconds to wait for a reply")
+    say.add_argument("--control-port", type=int, default=9189)
+    say.set_defaults(func=_say)
 
     bench = sub.add_parser("bench", help="measure and print benchmark figures as one JSON object")
     bench.add_argument("--json", action="store_true", help="one line of JSON")

@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -44,6 +45,9 @@ class Child:
     detail: str = ""
     fatal: str = ""
     ready_since: float | None = field(default=None)
+    #: ``larkbot`` arguments of the child; a service by default.
+    argv: tuple[str, ...] = ()
+    ready_path: str = "/readyz"
 
 
 def _port(config: LarkbotConfig, service: str) -> int:
@@ -55,7 +59,7 @@ def _spawn(child: Child, env: dict[str, str]) -> None:
     child.log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(child.log_path, "ab") as out:
         child.proc = subprocess.Popen(
-            [sys.executable, "-m", "larkbot.cli", "run", child.service],
+            [sys.executable, "-m", "larkbot.cli", *(child.argv or ("run", child.service))],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -67,7 +71,7 @@ def _spawn(child: Child, env: dict[str, str]) -> None:
 
 async def _probe(session: aiohttp.ClientSession, child: Child) -> None:
     try:
-        async with session.get(f"http://127.0.0.1:{child.port}/readyz") as resp:
+        async with session.get(f"http://127.0.0.1:{child.port}{child.ready_path}") as resp:
             body = await resp.json(content_type=None)
             if resp.status == 200:
                 child.state = "ready"
@@ -147,10 +151,14 @@ async def _supervise(config: LarkbotConfig, children: list[Child], env: dict[str
                 last_view = view
             if not announced and all(c.state == "ready" for c in children):
                 announced = True
+                services = [c for c in children if c.service != "playground"]
+                extra = " (and the playground)" if len(services) < len(children) else ""
                 print(
-                    f"\nall {len(children)} services ready in {time.monotonic() - started:.1f} s. "
+                    f"\nall {len(services)} services ready{extra} in {time.monotonic() - started:.1f} s. "
                     f"Logs: {children[0].log_path.parent}/<service>.log. Ctrl-C stops the stack."
                 )
+                if extra:
+                    print('talk to the bot:  uv run larkbot say "hello @LarkBot, what is new?"')
                 sys.stdout.flush()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1.0)
@@ -181,7 +189,25 @@ def _stop_children(children: list[Child]) -> None:
             print(f"  {child.service:<17} killed after {STOP_TIMEOUT_S:.0f} s")
 
 
-def up(*, config_path: str | None, data_dir: str, services: list[str] | None) -> int:
+def _playground_argv(config: LarkbotConfig, control_port: int) -> tuple[str, ...]:
+    """The playground serves the fake Bot API and fake model where the configuration points."""
+    argv = ["playground", "--control-port", str(control_port)]
+    if config.telegram is not None and urlsplit(config.telegram.api_base).port:
+        argv += ["--telegram-port", str(urlsplit(config.telegram.api_base).port)]
+    fakes = [e for e in config.llm.endpoints.values() if e.fake and urlsplit(e.base_url).port]
+    if fakes:
+        argv += ["--llm-port", str(urlsplit(fakes[0].base_url).port)]
+    return tuple(argv)
+
+
+def up(
+    *,
+    config_path: str | None,
+    data_dir: str,
+    services: list[str] | None,
+    playground: bool = False,
+    playground_port: int = 9189,
+) -> int:
     try:
         config = load_config(config_path)
     except ConfigError as exc:
@@ -206,6 +232,17 @@ def up(*, config_path: str | None, data_dir: str, services: list[str] | None) ->
     env["LARKBOT_DATA_DIR"] = str(data)
     names = services or list(SERVICE_MODULES)
     children = [Child(name, _port(config, name), data / "logs" / f"{name}.log") for name in names]
+    if playground:
+        children.insert(
+            0,
+            Child(
+                "playground",
+                playground_port,
+                data / "logs" / "playground.log",
+                argv=_playground_argv(config, playground_port),
+                ready_path="/transcript",
+            ),
+        )
     try:
         status = asyncio.run(_supervise(config, children, env, nats_url))
     except KeyboardInterrupt:

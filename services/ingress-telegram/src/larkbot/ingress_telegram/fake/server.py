@@ -85,13 +85,14 @@ class FakeBotApi:
         self.webhook_url: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
-    async def start(self) -> str:
+    async def start(self, port: int = 0) -> str:
+        """Serve on ``host``:``port`` (0: a free port) and return the base URL for ``telegram.api_base``."""
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._method)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
+        site = web.TCPSite(self._runner, self.host, port)
         await site.start()
         sockets = getattr(site._server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1]
