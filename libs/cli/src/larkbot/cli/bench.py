@@ -42,9 +42,38 @@ async def _gateway(nats_url: str, quick: bool) -> dict[str, Any]:
     }
 
 
-#: Each measurement, in the order it runs; one failing does not stop the others.
+async def _pipeline(nats_url: str, quick: bool) -> dict[str, Any]:
+    from larkbot.pipeline.bench import measure
+
+    return await measure(nats_url, quick)
+
+
+async def _driver(nats_url: str, quick: bool) -> dict[str, Any]:
+    from larkbot.driver.bench import measure
+
+    return await measure(nats_url, quick)
+
+
+async def _media(nats_url: str, quick: bool) -> dict[str, Any]:
+    from larkbot.media.bench import measure
+
+    return await measure(nats_url, quick)
+
+
+async def _turn(nats_url: str, quick: bool) -> dict[str, Any]:
+    from .turnbench import measure
+
+    return await measure(nats_url, quick)
+
+
+#: Each measurement, in the order it runs; one failing does not stop the others (its error is reported
+#: under ``errors`` and its figures stay ``null``).
 MEASUREMENTS: tuple[tuple[str, Callable[[str, bool], Awaitable[dict[str, Any]]]], ...] = (
     ("llm_gateway", _gateway),
+    ("pipeline", _pipeline),
+    ("driver", _driver),
+    ("media", _media),
+    ("turn", _turn),
 )
 
 
