@@ -171,6 +171,7 @@ QUEUE_MEDIA: Final = "media"
 KV_IDENTITY: Final = "identity"
 KV_LEASES: Final = "leases"
 KV_INGRESS_DEDUP: Final = "ingress-dedup"
+KV_MEDIA_ALT_TEXTS: Final = "media-alt-texts"
 OBJECT_STORE_BLOBS: Final = "blobs"
 
 
@@ -232,5 +233,7 @@ KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
     KeyValueSpec(KV_IDENTITY),
     KeyValueSpec(KV_LEASES, ttl_s=15.0),
     KeyValueSpec(KV_INGRESS_DEDUP, ttl_s=9 * 3600.0),
+    # Alt texts by content hash: worth keeping (a picture is described once), so no TTL.
+    KeyValueSpec(KV_MEDIA_ALT_TEXTS),
 )
 OBJECT_STORES: Final[tuple[ObjectStoreSpec, ...]] = (ObjectStoreSpec(OBJECT_STORE_BLOBS),)

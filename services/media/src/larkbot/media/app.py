@@ -1,44 +1,143 @@
-"""Composition root of the media workers: the shared durable consumer of the ``MEDIA`` work queue.
+"""Composition root of the media workers.
 
-Every worker replica binds the same durable consumer, so the queue is shared and an autoscaler can
-follow ``num_pending + num_ack_pending``. A job whose transform this build cannot perform is
-dead-lettered with that reason, never acknowledged as if done.
+Start-up: open the ``blobs`` object store and the alt-text bucket → serve ``media.read_image`` (queue group
+``media``) → consume the ``MEDIA`` work queue with ``concurrency`` pull loops bound to the one shared durable
+``media-workers`` (every replica binds it, so KEDA scales on ``num_pending + num_ack_pending``).
+
+SIGTERM: stop fetching, let the jobs in hand finish (their results are published and acked), stop serving.
+A job cut off by the stop timeout is not acked and comes back to another worker after ``ack_wait``.
 """
 
 from __future__ import annotations
 
-from larkbot.canonical.codec import decode
-from larkbot.canonical.errors import PermanentError
-from larkbot.canonical.media import MediaJob
-from larkbot.canonical.names import CONSUMER_MEDIA, STREAM_MEDIA, Service
+import asyncio
+import contextlib
+import logging
+import os
+
+import nats
+
+from larkbot.canonical.errors import ConfigError
+from larkbot.canonical.media import ReadImageRequest
+from larkbot.canonical.names import (
+    CONSUMER_MEDIA,
+    QUEUE_MEDIA,
+    STREAM_MEDIA,
+    SUBJECT_MEDIA_READ_IMAGE,
+    Service,
+)
 from larkbot.runtime.config import LarkbotConfig
-from larkbot.runtime.consume import Delivery, PullConsumer
+from larkbot.runtime.consume import PullConsumer
+from larkbot.runtime.http import Check
+from larkbot.runtime.serve import Endpoint, model_decoder
 from larkbot.runtime.service import ServiceContext, run
 
-from . import metrics
+from .adapters.remote import Sources, Vision
+from .adapters.store import AltTextCache, Blobs
+from .adapters.transforms import Transformer
+from .adapters.worker import JobWorker, ReadImages, read_image_error
 
-#: Transforms implemented by this build; grows with the media service.
-TRANSFORMS: frozenset[str] = frozenset()
+log = logging.getLogger(__name__)
+
+
+def default_concurrency() -> int:
+    """Jobs in flight per worker: one per core, plus one so that a job waiting on the network leaves no
+    core idle."""
+    return (os.cpu_count() or 1) + 1
 
 
 class MediaService:
-    def __init__(self, config: LarkbotConfig) -> None:
+    def __init__(
+        self,
+        config: LarkbotConfig,
+        *,
+        concurrency: int | None = None,
+        download_timeout_s: float = 60.0,
+        vision_timeout_s: float = 60.0,
+        keepalive_s: float = 30.0,
+        lag_interval_s: float = 5.0,
+    ) -> None:
+        vision = config.llm.vision
+        if vision is not None and vision not in config.llm.endpoints:
+            raise ConfigError("llm.vision", f"names no endpoint under llm.endpoints ({vision!r})")
         self.config = config
-        self.consumer: PullConsumer | None = None
+        self.concurrency = concurrency or default_concurrency()
+        self.download_timeout_s = download_timeout_s
+        self.vision_timeout_s = vision_timeout_s
+        self.keepalive_s = keepalive_s
+        self.lag_interval_s = lag_interval_s
+        self.consumers: list[PullConsumer] = []
+        self.transformer: Transformer | None = None
+        self._loops: list[asyncio.Task[None]] = []
+        self._endpoint: Endpoint[ReadImageRequest] | None = None
 
     async def start(self, ctx: ServiceContext) -> None:
-        self.consumer = PullConsumer(ctx.bus.js, STREAM_MEDIA, CONSUMER_MEDIA, self.handle, batch=1)
-        ctx.spawn(self.consumer.run(), "consume-media-jobs")
+        bus = ctx.bus
+        blobs = Blobs(bus.js)
+        cache = await AltTextCache.open(bus.js)
+        sources = Sources(bus, blobs, timeout_s=self.download_timeout_s)
+        vision = Vision(bus, self.config.llm.vision, timeout_s=self.vision_timeout_s)
+        self.transformer = Transformer(sources, blobs, cache, vision)
+        worker = JobWorker(bus, self.transformer, keepalive_s=self.keepalive_s)
 
-    async def handle(self, delivery: Delivery) -> None:
-        job = decode(delivery.data, MediaJob, delivery.headers)
-        if job.transform not in TRANSFORMS:
-            metrics.JOBS.labels(job.transform, "unsupported").inc()
-            raise PermanentError(f"media transform {job.transform!r} is not available in this build")
+        self._endpoint = Endpoint(
+            bus,
+            SUBJECT_MEDIA_READ_IMAGE,
+            QUEUE_MEDIA,
+            model_decoder(ReadImageRequest),
+            ReadImages(self.transformer).handle,
+            read_image_error,
+            max_concurrency=self.concurrency * 2,
+        )
+        await self._endpoint.start()
+        await bus.nc.flush()
+
+        for index in range(self.concurrency):
+            consumer = PullConsumer(bus.js, STREAM_MEDIA, CONSUMER_MEDIA, worker.handle, batch=1)
+            self.consumers.append(consumer)
+            self._loops.append(ctx.spawn(consumer.run(), f"media-jobs-{index}"))
+        ctx.spawn(self._report_lag(ctx), "media-lag")
+
+        async def consuming() -> Check:
+            alive = sum(not loop.done() for loop in self._loops)
+            info = await bus.js.consumer_info(STREAM_MEDIA, CONSUMER_MEDIA)
+            detail = (
+                f"{alive}/{len(self._loops)} loops; "
+                f"pending {info.num_pending}, in flight {info.num_ack_pending}"
+            )
+            return Check(alive == len(self._loops), detail)
+
+        async def blobs_ready() -> Check:
+            return Check(True, await blobs.status())
+
+        async def cache_ready() -> Check:
+            return Check(True, await cache.status())
+
+        async def vision_ready() -> Check:
+            # Informational: without a vision endpoint, alt_text jobs are answered ``unsupported``.
+            return Check(True, vision.endpoint or "not configured: alt_text jobs answer unsupported")
+
+        ctx.add_check("consumer", consuming)
+        ctx.add_check("blobs", blobs_ready)
+        ctx.add_check("alt_text_cache", cache_ready)
+        ctx.add_check("vision", vision_ready)
+        log.info("media workers: %d loops, vision endpoint %s", self.concurrency, vision.endpoint)
+
+    async def _report_lag(self, ctx: ServiceContext) -> None:
+        while not ctx.stopping.is_set():
+            if self.consumers:
+                with contextlib.suppress(nats.errors.Error, TimeoutError):
+                    await self.consumers[0].report_lag()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ctx.stopping.wait(), timeout=self.lag_interval_s)
 
     async def stop(self) -> None:
-        if self.consumer is not None:
-            self.consumer.stop()
+        for consumer in self.consumers:
+            consumer.stop()
+        if self._loops:
+            await asyncio.wait(self._loops)
+        if self._endpoint is not None:
+            await self._endpoint.stop()
 
 
 def main() -> int:

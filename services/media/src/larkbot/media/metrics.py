@@ -1,9 +1,41 @@
-"""Every metric of the media workers, defined once."""
+"""Every metric of the media workers, defined once (no chat or user ids as labels)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge, Histogram
+
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 JOBS = Counter(
-    "larkbot_media_jobs_total", "Media jobs handled, by transform and outcome", ["transform", "outcome"]
+    "larkbot_media_jobs_total",
+    "Media jobs answered, by transform and outcome (ok or the error code)",
+    ["transform", "outcome"],
+)
+TRANSFORM_SECONDS = Histogram(
+    "larkbot_media_transform_seconds",
+    "Time from taking a job to publishing its result (download, decode, encode, vision)",
+    ["transform"],
+    buckets=_SECONDS,
+)
+JOBS_IN_FLIGHT = Gauge("larkbot_media_jobs_in_flight", "Jobs being worked on by this worker")
+INPUT_BYTES = Counter(
+    "larkbot_media_input_bytes_total", "Bytes of source media read, by transform", ["transform"]
+)
+OUTPUT_BYTES = Counter(
+    "larkbot_media_output_bytes_total", "Bytes of outputs written to the object store", ["kind"]
+)
+DOWNLOADS = Counter(
+    "larkbot_media_downloads_total", "Downloads asked of an ingress, by outcome", ["platform", "outcome"]
+)
+ALT_TEXT_CACHE = Counter(
+    "larkbot_media_alt_text_cache_lookups_total", "Alt-text cache lookups, by result (hit, miss)", ["result"]
+)
+VISION_CALLS = Counter("larkbot_media_vision_calls_total", "Vision model calls, by outcome", ["outcome"])
+VISION_SECONDS = Histogram(
+    "larkbot_media_vision_seconds", "Round trip of one vision call through llm.generate", buckets=_SECONDS
+)
+READ_IMAGE = Counter(
+    "larkbot_media_read_image_total",
+    "media.read_image requests, by detail and outcome",
+    ["detail", "outcome"],
 )

@@ -1,0 +1,1 @@
+"""Adapters of the media workers: the bus, the buckets, the ingress and the vision model."""

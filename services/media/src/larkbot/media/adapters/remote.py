@@ -1,0 +1,169 @@
+"""What the media workers ask of other services: downloads (``actions.<platform>``) and descriptions
+(``llm.generate``). Their failures become typed :class:`MediaFailure` s here, once.
+
+Decisions:
+
+- A job's ``blob_key`` is used when the object is still stored; otherwise (absent or purged) the ingress
+  downloads the file again through a ``download`` action capped at 20 MB. The action's idempotency key
+  names the attachment, so a retried download is the same request.
+- A download the ingress refuses as ``too_large`` is final; any other failure carries the ingress's own
+  ``retryable`` flag, and an ``unknown`` outcome or no answer at all is retryable.
+- Vision calls carry an absolute deadline; the bus waits a little longer than it, so the gateway's own
+  ``deadline`` answer (retryable) arrives before our timeout would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from larkbot.canonical.actions import ActionResult, DownloadAction
+from larkbot.canonical.content import AttachmentType
+from larkbot.canonical.errors import ContractError
+from larkbot.canonical.llm import LLM_REPLY_ADAPTER
+from larkbot.canonical.names import SUBJECT_LLM_GENERATE, Platform, actions_subject
+from larkbot.runtime.bus import Bus, BusUnavailable
+
+from .. import metrics
+from ..core.errors import DownloadFailed, TooLarge, VisionFailed
+from ..core.images import MAX_SOURCE_BYTES
+from ..core.jobs import description_from, vision_request
+from .store import Blobs
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    """Where an attachment's bytes come from."""
+
+    platform: Platform
+    chat_id: str
+    message_id: str | None
+    file_id: str
+    attachment_type: AttachmentType
+    blob_key: str | None = None
+
+
+class Sources:
+    def __init__(
+        self,
+        bus: Bus,
+        blobs: Blobs,
+        *,
+        timeout_s: float = 60.0,
+        max_bytes: int = MAX_SOURCE_BYTES,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.bus = bus
+        self.blobs = blobs
+        self.timeout_s = timeout_s
+        self.max_bytes = max_bytes
+        self.clock_ms = clock_ms
+
+    async def fetch(self, ref: SourceRef) -> bytes:
+        if ref.blob_key is not None:
+            data = await self.blobs.read(ref.blob_key, max_bytes=self.max_bytes)
+            if data is not None:
+                return data
+        blob_key = await self._download(ref)
+        data = await self.blobs.read(blob_key, max_bytes=self.max_bytes)
+        if data is None:
+            raise DownloadFailed("the ingress reported a download that is not in the object store")
+        return data
+
+    async def _download(self, ref: SourceRef) -> str:
+        platform = ref.platform.value
+        action = DownloadAction(
+            platform=ref.platform,
+            idempotency_key=f"media-download:{ref.chat_id}:{ref.message_id or '-'}:{ref.file_id}",
+            deadline_ms=self.clock_ms() + int(self.timeout_s * 1000),
+            chat_id=ref.chat_id,
+            message_id=ref.message_id,
+            file_id=ref.file_id,
+            attachment_type=ref.attachment_type,
+            max_bytes=self.max_bytes,
+        )
+        try:
+            result = await self.bus.request(
+                actions_subject(platform), action, ActionResult, timeout_s=self.timeout_s + 5
+            )
+        except BusUnavailable as exc:
+            metrics.DOWNLOADS.labels(platform, "unavailable").inc()
+            raise DownloadFailed(f"no download from the {platform} ingress: {exc}") from None
+        except ContractError as exc:
+            metrics.DOWNLOADS.labels(platform, "bad_reply").inc()
+            raise DownloadFailed(f"the {platform} ingress answered a download badly: {exc}") from None
+        if result.ok and result.blob_key is not None:
+            metrics.DOWNLOADS.labels(platform, "ok").inc()
+            return result.blob_key
+        error = result.error
+        code = error.code if error is not None else result.outcome
+        metrics.DOWNLOADS.labels(platform, code if code in _CODES else "failed").inc()
+        if code == "too_large":
+            raise TooLarge(f"the {platform} ingress refused the download: larger than {self.max_bytes} bytes")
+        message = error.message if error is not None else "the download answered without a blob"
+        retryable = error.retryable if error is not None else True
+        raise DownloadFailed(f"download failed ({code}): {message}", retryable=retryable or code == "unknown")
+
+
+_CODES = frozenset({"too_large", "not_found", "forbidden", "rate_limited", "deadline", "platform", "unknown"})
+
+
+class Vision:
+    """Describes pictures through ``llm.generate`` with the configured vision endpoint."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        endpoint: str | None,
+        *,
+        timeout_s: float = 60.0,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.bus = bus
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self.clock_ms = clock_ms
+
+    async def describe(
+        self,
+        endpoint: str,
+        image_keys: Sequence[str],
+        attachment_type: AttachmentType | None,
+        *,
+        request_id: str,
+        chat_key: str | None,
+    ) -> tuple[str, str]:
+        """``(alt text, model identity)``; raises :class:`VisionFailed`."""
+        request = vision_request(
+            request_id=request_id,
+            endpoint=endpoint,
+            image_keys=image_keys,
+            attachment_type=attachment_type,
+            deadline_ms=self.clock_ms() + int(self.timeout_s * 1000),
+            chat_key=chat_key,
+        )
+        started = time.perf_counter()
+        try:
+            reply = await self.bus.request_as(
+                SUBJECT_LLM_GENERATE, request, LLM_REPLY_ADAPTER, timeout_s=self.timeout_s + 5
+            )
+        except BusUnavailable as exc:
+            metrics.VISION_CALLS.labels("unavailable").inc()
+            raise VisionFailed(f"no answer from llm.generate: {exc}") from None
+        except ContractError as exc:
+            metrics.VISION_CALLS.labels("bad_reply").inc()
+            raise VisionFailed(f"llm.generate answered badly: {exc}") from None
+        finally:
+            metrics.VISION_SECONDS.observe(time.perf_counter() - started)
+        try:
+            described = description_from(reply)
+        except VisionFailed:
+            metrics.VISION_CALLS.labels("failed").inc()
+            raise
+        metrics.VISION_CALLS.labels("ok").inc()
+        return described

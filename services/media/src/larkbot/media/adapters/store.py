@@ -1,0 +1,159 @@
+"""The JetStream buckets of the media workers: blobs (object store) and the alt-text cache (KV).
+
+Decisions:
+
+- Blobs are content-addressed (``sha256:<hex>``, as the ingress names downloads): an output that is
+  already stored is not uploaded again, and two workers writing the same key write the same bytes.
+- The size limit is checked on the object's metadata before any chunk is fetched.
+- Objects are read through an ephemeral pull consumer on their chunk subject, digest-checked like the
+  client library does: nats-py's ``ObjectStore.get`` (an ordered push consumer) takes ~270 ms for a
+  3.8 MB object on this machine, the pull consumer ~15–30 ms. Links fall back to ``get``.
+- The alt-text cache is a KV bucket, not a table: media workers scale from zero to many replicas (KEDA) and
+  an SQLite file per replica would be a cache per pod, lost at every scale-down; the bus is already shared
+  and durable, so the bucket needs no database. It is content-addressed and append-mostly (history 1, no
+  TTL): an entry is a pure function of the picture and the vision model. It is created here when missing
+  (creation is idempotent); the bootstrap should declare it (see docs/media.md).
+- Lower-layer failures (NATS timeouts, a missing bucket) become :class:`StoreFailed` here, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import time
+from typing import Final
+
+import nats
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ObjectInfo
+from nats.js.errors import KeyNotFoundError, NotFoundError
+from nats.js.kv import KeyValue
+from nats.js.object_store import ObjectStore
+
+from larkbot.canonical.names import KV_MEDIA_ALT_TEXTS, OBJECT_STORE_BLOBS
+
+from .. import metrics
+from ..core.errors import StoreFailed, TooLarge
+from ..core.images import MAX_SOURCE_BYTES, content_key
+from ..core.jobs import alt_cache_key
+
+ALT_TEXT_BUCKET: Final = KV_MEDIA_ALT_TEXTS
+
+
+class Blobs:
+    def __init__(self, js: JetStreamContext, *, bucket: str = OBJECT_STORE_BLOBS) -> None:
+        self.js = js
+        self.bucket = bucket
+        self._store: ObjectStore | None = None
+
+    async def _open(self) -> ObjectStore:
+        if self._store is None:
+            try:
+                self._store = await self.js.object_store(self.bucket)
+            except (nats.errors.Error, TimeoutError) as exc:
+                raise StoreFailed(f"object store {self.bucket} unavailable: {type(exc).__name__}") from None
+        return self._store
+
+    async def read(self, key: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> bytes | None:
+        """The object's bytes, ``None`` when it is not stored; :class:`TooLarge` above ``max_bytes``."""
+        store = await self._open()
+        try:
+            info = await store.get_info(key)
+            if (info.size or 0) > max_bytes:
+                raise TooLarge(f"the file has {info.size} bytes; the limit is {max_bytes}")
+            if info.is_link() or not info.nuid:
+                result = await store.get(key)
+                return bytes(result.data or b"")
+            return await self._chunks(info)
+        except NotFoundError:
+            return None
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise StoreFailed(f"reading {key} failed: {type(exc).__name__}") from None
+
+    async def _chunks(self, info: ObjectInfo) -> bytes:
+        """The object's chunks through an ephemeral pull consumer (see the module docstring)."""
+        chunks = info.chunks or 0
+        if chunks == 0:
+            return b""
+        sub = await self.js.pull_subscribe(
+            f"$O.{self.bucket}.C.{info.nuid}",
+            stream=f"OBJ_{self.bucket}",
+            config=ConsumerConfig(
+                ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=10.0
+            ),
+        )
+        out = bytearray()
+        try:
+            received = 0
+            while received < chunks:
+                for msg in await sub.fetch(chunks - received, timeout=10.0):
+                    out += msg.data
+                    received += 1
+        finally:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+        algo, _, digest = (info.digest or "").partition("=")
+        # Hashing megabytes releases the GIL: off the loop.
+        found = await asyncio.to_thread(lambda: hashlib.sha256(out).digest())
+        if algo.upper() != "SHA-256" or found != base64.urlsafe_b64decode(digest):
+            raise StoreFailed(f"object {info.name} does not match its digest")
+        return bytes(out)
+
+    async def put(self, data: bytes, kind: str) -> str:
+        """Store ``data`` under its content key (once) and return the key."""
+        key = content_key(data)
+        store = await self._open()
+        try:
+            try:
+                await store.get_info(key)
+                return key
+            except NotFoundError:
+                pass
+            await store.put(key, data)
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise StoreFailed(f"writing {key} failed: {type(exc).__name__}") from None
+        metrics.OUTPUT_BYTES.labels(kind).inc(len(data))
+        return key
+
+    async def status(self) -> str:
+        store = await self._open()
+        status = await store.status()
+        return f"{status.bucket}: {status.size} bytes"
+
+
+class AltTextCache:
+    """``alt.<hex>`` → ``{"alt_text", "model", "at_ms"}`` in :data:`ALT_TEXT_BUCKET`."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self.kv = kv
+
+    @classmethod
+    async def open(cls, js: JetStreamContext, bucket: str = ALT_TEXT_BUCKET) -> AltTextCache:
+        # Declared by the bootstrap (larkbot.canonical.names.KEY_VALUES), which every service runs at start.
+        return cls(await js.key_value(bucket))
+
+    async def get(self, content: str) -> str | None:
+        try:
+            entry = await self.kv.get(alt_cache_key(content))
+        except KeyNotFoundError:
+            metrics.ALT_TEXT_CACHE.labels("miss").inc()
+            return None
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise StoreFailed(f"alt-text cache unavailable: {type(exc).__name__}") from None
+        metrics.ALT_TEXT_CACHE.labels("hit").inc()
+        text = json.loads(entry.value or b"{}").get("alt_text")
+        return text if isinstance(text, str) and text else None
+
+    async def put(self, content: str, alt_text: str, model: str) -> None:
+        value = {"alt_text": alt_text, "model": model, "at_ms": int(time.time() * 1000)}
+        try:
+            await self.kv.put(alt_cache_key(content), json.dumps(value, ensure_ascii=False).encode())
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise StoreFailed(f"alt-text cache unavailable: {type(exc).__name__}") from None
+
+    async def status(self) -> str:
+        status = await self.kv.status()
+        return f"{status.bucket}: {status.values} entries"

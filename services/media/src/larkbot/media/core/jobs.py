@@ -1,0 +1,154 @@
+"""Pure decisions around a job: cache keys, the vision prompt, reading the model's answer, results.
+
+Decisions:
+
+- Alt-text cache keys are content hashes (SPEC §6): a photo's key is its *thumbnail's* hash (two encodings
+  of the same picture usually share it), an animation's key is the *file's* hash. Both are ``sha256`` of
+  distinct byte strings, so one key space holds both. NATS KV keys cannot contain ``:``, hence
+  ``alt.<hex>``.
+- The vision model gets PNGs of at most 512 px (one per picked frame for animations), a fixed system
+  prompt and temperature 0: the description should depend on the picture, not on the chat it came from.
+- A model error is retried by the pipeline only when retrying can help (``transient``, ``deadline``);
+  a refusal, an empty answer, a bad request or a configuration error would fail the same way again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from larkbot.canonical.content import AttachmentType
+from larkbot.canonical.llm import ImagePart, LLMError, LLMReply, LLMRequest, TextPart, UserMessage
+from larkbot.canonical.media import MediaError, MediaJob, MediaResult
+
+from .errors import VisionFailed
+from .images import RENDITION_MIME
+
+ALT_TEXT_MAX_CHARS: Final = 1000
+VISION_MAX_OUTPUT_TOKENS: Final = 400
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_SPACES = re.compile(r"\s+")
+
+SYSTEM_PROMPT: Final = (
+    "You write alt text for pictures shared in a group chat, for a participant who cannot see them. "
+    "Describe what is shown in at most 80 words: the subject, the setting, anything notable, and the kind "
+    "of picture (photo, screenshot, meme, drawing, chart, sticker). Transcribe visible text verbatim, in "
+    "its original language. Do not name real people from their faces. Answer with the description only."
+)
+
+_MOVING: Final[dict[AttachmentType, str]] = {
+    AttachmentType.STICKER: "sticker",
+    AttachmentType.ANIMATION: "animation",
+    AttachmentType.VIDEO: "video",
+    AttachmentType.VIDEO_NOTE: "video message",
+}
+
+
+def alt_cache_key(content_key: str) -> str:
+    """``sha256:<hex>`` → ``alt.<hex>``."""
+    algo, sep, digest = content_key.partition(":")
+    if algo != "sha256" or not sep or not _DIGEST.fullmatch(digest):
+        raise ValueError("alt-text cache keys are made from sha256:<hex> content keys")
+    return f"alt.{digest}"
+
+
+def source_type(job: MediaJob) -> AttachmentType:
+    """What to tell the ingress it is downloading (Feishu fetches images and files differently)."""
+    if job.attachment_type is not None:
+        return job.attachment_type
+    return AttachmentType.PHOTO if job.transform in ("thumbnail", "alt_text") else AttachmentType.ANIMATION
+
+
+def vision_request(
+    *,
+    request_id: str,
+    endpoint: str,
+    image_keys: Sequence[str],
+    attachment_type: AttachmentType | None,
+    deadline_ms: int,
+    chat_key: str | None,
+) -> LLMRequest:
+    images = tuple(ImagePart(blob_key=key, mime=RENDITION_MIME, detail="low") for key in image_keys)
+    moving = _MOVING.get(attachment_type) if attachment_type is not None else None
+    if moving is not None and len(images) > 1:
+        ask = (
+            f"These are {len(images)} frames, in order, of one {moving}. "
+            "Describe it as a whole, including what moves or changes."
+        )
+    elif moving is not None:
+        ask = f"This is a {moving}. Describe it."
+    else:
+        ask = "Describe this picture."
+    return LLMRequest(
+        request_id=request_id,
+        purpose="vision",
+        endpoint=endpoint,
+        system=SYSTEM_PROMPT,
+        messages=(UserMessage(parts=(*images, TextPart(text=ask))),),
+        max_output_tokens=VISION_MAX_OUTPUT_TOKENS,
+        temperature=0.0,
+        deadline_ms=deadline_ms,
+        chat_key=chat_key,
+    )
+
+
+def clean_alt_text(text: str) -> str:
+    """One line of at most :data:`ALT_TEXT_MAX_CHARS`, cut at a word boundary."""
+    flat = _SPACES.sub(" ", text).strip()
+    if len(flat) <= ALT_TEXT_MAX_CHARS:
+        return flat
+    cut = flat[: ALT_TEXT_MAX_CHARS - 1]
+    head, space, _ = cut.rpartition(" ")
+    return (head if space and len(head) > ALT_TEXT_MAX_CHARS // 2 else cut) + "…"
+
+
+def description_from(reply: LLMReply) -> tuple[str, str]:
+    """``(alt text, model identity)`` of a vision reply; raises :class:`VisionFailed`."""
+    if isinstance(reply, LLMError):
+        retryable = reply.category in ("transient", "deadline")
+        raise VisionFailed(f"vision model failed ({reply.category}): {reply.message}", retryable=retryable)
+    if reply.stop_reason == "refusal":
+        raise VisionFailed("the vision model refused to describe the picture", retryable=False)
+    text = clean_alt_text(" ".join(p.text for p in reply.message.parts if isinstance(p, TextPart)))
+    if not text:
+        raise VisionFailed("the vision model answered without text", retryable=False)
+    return text, reply.model_identity
+
+
+def succeeded(
+    job: MediaJob,
+    *,
+    content_hash: str | None,
+    thumbnail_key: str | None = None,
+    alt_text: str | None = None,
+    frame_keys: tuple[str, ...] = (),
+) -> MediaResult:
+    return MediaResult(
+        job_id=job.job_id,
+        platform=job.platform,
+        chat_id=job.chat_id,
+        message_id=job.message_id,
+        dedup_key=job.dedup_key,
+        attachment_index=job.attachment_index,
+        transform=job.transform,
+        ok=True,
+        content_hash=content_hash,
+        thumbnail_key=thumbnail_key,
+        alt_text=alt_text,
+        frame_keys=frame_keys,
+    )
+
+
+def failed(job: MediaJob, error: MediaError) -> MediaResult:
+    return MediaResult(
+        job_id=job.job_id,
+        platform=job.platform,
+        chat_id=job.chat_id,
+        message_id=job.message_id,
+        dedup_key=job.dedup_key,
+        attachment_index=job.attachment_index,
+        transform=job.transform,
+        ok=False,
+        error=error,
+    )

@@ -1,0 +1,13 @@
+"""The benchmark runs end to end and reports the figure ``larkbot bench`` reads (small photos here)."""
+
+from __future__ import annotations
+
+from larkbot.media.bench import measure
+
+
+async def test_measure_reports_thumbnail_throughput(nats_url: str) -> None:
+    result = await measure(nats_url, True, photo_size=(800, 600))
+    assert result["media_thumbnails_per_s"] > 0
+    assert result["media"]["worker"]["jobs"] == 8
+    assert result["media"]["photo"] == "800x600 JPEG"
+    assert result["media"]["transform"]["thumbnails_per_s_one_thread"] > 0

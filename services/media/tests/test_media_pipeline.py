@@ -1,0 +1,201 @@
+"""The real admission path: the pipeline service and the media workers in-process on one bus.
+
+A photo message commits only once its alt text exists, the messages behind it wait with it, and the alt
+text is what the rendered context shows in place of the picture. A final refusal lets the event through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from nats.aio.msg import Msg
+
+from larkbot.canonical.codec import decode
+from larkbot.canonical.content import Attachment, AttachmentType
+from larkbot.canonical.context import AppendOp, ContextSnapshot, ContextUpdate, Segment, SnapshotRequest
+from larkbot.canonical.events import CanonicalEvent
+from larkbot.canonical.names import (
+    CONSUMER_PIPELINE,
+    HEADER_DL_REASON,
+    OBJECT_STORE_BLOBS,
+    STREAM_DEAD_LETTER,
+    STREAM_MEDIA,
+    SUBJECT_PIPELINE_SNAPSHOT,
+    Platform,
+    Service,
+    context_subject,
+    dead_letter_subject,
+    events_subject,
+    msg_id,
+)
+from larkbot.media import samples
+from larkbot.media.app import MediaService
+from larkbot.media.core import images
+from larkbot.media.fakes import FakeIngress, FakeVision
+from larkbot.pipeline import synthetic as s
+from larkbot.pipeline.app import PipelineService
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.config import LarkbotConfig, parse_config
+from larkbot.runtime.service import running
+
+from .test_media_service import GIF, PHOTO, TIMEOUT, opened
+
+CHAT = "oc_chat"
+
+
+def config(tmp_path: Path, *, vision: bool) -> LarkbotConfig:
+    llm: dict[str, object] = {
+        "endpoints": {"vision-ep": {"format": "openai-chat", "base_url": "http://127.0.0.1:9", "model": "m"}}
+    }
+    if vision:
+        llm["vision"] = "vision-ep"
+    database = f"sqlite+aiosqlite:///{tmp_path / 'pipeline.db'}"
+    return parse_config(
+        {
+            "utc_offset_min": 480,
+            "llm": llm,
+            "services": {
+                "pipeline": {"database_url": database, "http_host": "127.0.0.1"},
+                "media": {"http_host": "127.0.0.1"},
+            },
+            "chats": {"default": {}, f"feishu:{CHAT}": {}},
+        }
+    )
+
+
+class Context:
+    """Segments appended to the chat's rendered context, as a consumer of ``context.>`` sees them."""
+
+    def __init__(self) -> None:
+        self.segments: list[Segment] = []
+        self.changed = asyncio.Condition()
+
+    async def on_msg(self, msg: Msg) -> None:
+        update = decode(msg.data, ContextUpdate, dict(msg.headers or {}))
+        async with self.changed:
+            for op in update.ops:
+                assert isinstance(op, AppendOp), op  # these scenarios only ever append
+                self.segments.extend(op.segments)
+            self.changed.notify_all()
+
+    async def until(self, count: int) -> list[Segment]:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: len(self.segments) >= count), TIMEOUT)
+        return self.segments
+
+
+@dataclass
+class Stack:
+    bus: Bus
+    context: Context
+    ingress: FakeIngress
+    vision: FakeVision
+    pipeline: PipelineService
+
+    async def publish(self, *events: CanonicalEvent) -> None:
+        for event in events:
+            subject = events_subject(event.platform.value, event.chat_id)
+            await self.bus.publish(subject, event, msg_id=msg_id(event.platform.value, event.dedup_key))
+
+    async def snapshot(self) -> ContextSnapshot:
+        request = SnapshotRequest(platform=Platform.FEISHU, chat_id=CHAT)
+        return await self.bus.request(SUBJECT_PIPELINE_SNAPSHOT, request, ContextSnapshot, timeout_s=TIMEOUT)
+
+    async def blob(self, key: str) -> bytes:
+        store = await self.bus.js.object_store(OBJECT_STORE_BLOBS)
+        return bytes((await store.get(key)).data or b"")
+
+
+@contextlib.asynccontextmanager
+async def stack(bus: Bus, nats_url: str, tmp_path: Path, *, vision: bool) -> AsyncIterator[Stack]:
+    cfg = config(tmp_path, vision=vision)
+    context = Context()
+    sub = await bus.nc.subscribe(context_subject("feishu", CHAT), cb=context.on_msg)
+    files = {"img_1": PHOTO, "gif_1": GIF, "tgs_1": samples.tgs()}
+    ingress = await FakeIngress(bus, Platform.FEISHU, files).start()
+    model = await FakeVision(bus).start()
+    pipeline = PipelineService(cfg)
+    try:
+        async with (
+            running(Service.MEDIA, MediaService(cfg, concurrency=2), cfg, nats_url=nats_url),
+            running(Service.PIPELINE, pipeline, cfg, nats_url=nats_url),
+        ):
+            await asyncio.wait_for(pipeline.ready.wait(), TIMEOUT)
+            yield Stack(bus, context, ingress, model, pipeline)
+    finally:
+        await model.stop()
+        await ingress.stop()
+        await sub.unsubscribe()
+
+
+def sticker(file_id: str) -> Attachment:
+    return Attachment(type=AttachmentType.STICKER, file_id=file_id, sticker_emoji="😺")
+
+
+async def test_a_photo_commits_only_once_its_alt_text_is_ready(
+    bus: Bus, nats_url: str, tmp_path: Path
+) -> None:
+    async with stack(bus, nats_url, tmp_path, vision=True) as st:
+        st.vision.hold = asyncio.Event()
+        await st.publish(
+            s.message("om_1", "look at this", attachments=(s.photo("img_1"),)),
+            s.message("om_2", "behind the photo"),
+        )
+        await st.vision.wait_for_requests(1)  # downloaded, thumbnailed, now with the model
+        assert (await st.snapshot()).segments == ()  # neither the photo nor what follows it committed
+        assert st.context.segments == []
+
+        st.vision.hold.set()
+        first, second = await st.context.until(2)
+        alt = "1 image(s): 512x384"
+        assert '>look at this<image mime="image/jpeg"' in first.xml.replace("\n", "")
+        assert alt in first.xml
+        assert first.xml.index(alt) > first.xml.index("<image")
+        assert first.image_parts == ()  # the alt text replaces the picture
+        assert "behind the photo" in second.xml
+        snap = await st.snapshot()
+        assert [seg.xml for seg in snap.segments] == [first.xml, second.xml]
+
+        assert st.pipeline.repo is not None
+        stored = [p async for _, p in st.pipeline.repo.chat_events("feishu", CHAT)]
+        thumbnail_key = images.content_key(images.thumbnail(PHOTO))
+        assert f'"thumbnail_key":"{thumbnail_key}"' in stored[0]
+        assert f'"content_hash":"{images.content_key(PHOTO)}"' in stored[0]
+        assert alt not in stored[0]  # alt text is cached, never stored in the event
+        assert opened(await st.blob(thumbnail_key)).format == "WEBP"
+
+
+async def test_stickers_show_their_thumbnail_and_refusals_let_events_through(
+    bus: Bus, nats_url: str, tmp_path: Path
+) -> None:
+    async with stack(bus, nats_url, tmp_path, vision=False) as st:
+        dead = await bus.js.subscribe(
+            dead_letter_subject(STREAM_MEDIA, CONSUMER_PIPELINE), stream=STREAM_DEAD_LETTER
+        )
+        await st.publish(
+            s.message("om_1", attachments=(sticker("gif_1"),)),
+            s.message("om_2", attachments=(sticker("tgs_1"),)),
+            s.message("om_3", attachments=(s.photo("img_1"),)),
+        )
+        gif, tgs, photo = await st.context.until(3)
+
+        (part,) = gif.image_parts  # no model: the thumbnail of the middle frame stands in
+        assert part.mime == "image/webp"
+        thumb = opened(await st.blob(part.blob_key))
+        assert thumb.width * thumb.height <= 75_000
+        assert "<sticker" in gif.xml
+
+        assert tgs.image_parts == ()  # rlottie is not in this build: committed from metadata alone
+        assert ">😺</sticker>" in tgs.xml
+        assert photo.image_parts == ()  # no vision endpoint: alt_text unsupported, event committed
+        reasons = []
+        for _ in range(2):
+            msg = await dead.next_msg(timeout=TIMEOUT)
+            reasons.append((msg.headers or {})[HEADER_DL_REASON])
+        assert sorted(reasons) == ["media:unsupported", "media:unsupported"]
+        await dead.unsubscribe()
+        assert [d.file_id for d in st.ingress.downloads] == ["gif_1", "tgs_1"]  # none for the photo
