@@ -153,3 +153,22 @@ def test_probe_verdict_fails_closed(calls: list, decision: str, failed_closed: b
 def test_probe_verdict_with_non_json_arguments_fails_closed() -> None:
     bad = tool_call("decide").model_copy(update={"arguments_json": "not json"})
     assert read_verdict(response(bad)).failed_closed
+
+
+def test_the_probe_summary_is_capped_keeping_its_newest_part() -> None:
+    window = Window(pinned=(), omitted=0, tail=(segment(1, at_ms=T0),), start_id="om_1")
+    summary = "old " * 3000 + "newest"
+    msgs = probe_messages(
+        window,
+        summary,
+        now_ms=T0,
+        utc_offset_min=0,
+        stats=Participation(0, None, 0),
+        summary_max_est_tokens=10,
+    )
+    first = msgs[0]
+    assert isinstance(first, UserMessage)
+    head = first.parts[0]
+    assert isinstance(head, TextPart)
+    assert head.text == "<summary>\n" + summary[-20:] + "\n</summary>"
+    assert head.text.endswith("newest\n</summary>")

@@ -1,15 +1,20 @@
-"""Composition root of the driver: follow every configured chat's rendered context and typing, schedule
-wake-ups per chat, and run them (probe → primary turn) against the LLM gateway and the ingress.
+"""Composition root of the driver: hold a share of the context partitions, follow the rendered context and
+typing of their configured chats, schedule wake-ups per chat, and run them (probe → primary turn) against
+the LLM gateway and the ingress.
 
-Consumes ``CONTEXT`` through the durable ``driver`` consumer (in order; a gap asks ``pipeline.snapshot``)
-and core ``typing.>``. Owns the ``driver_*`` tables. One replica owns every chat (see docs/driver.md for
-partitioning).
+Partitions are leased in the ``leases`` bucket (group ``driver``, :mod:`larkbot.runtime.partitions`); each
+held partition is consumed through its own durable consumer ``driver-pNN`` (see
+:mod:`.adapters.ownership`). Typing arrives on core ``typing.>`` at every replica; only the holder of the
+chat uses it. Owns the ``driver_*`` tables, shared by all replicas.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import secrets
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,29 +23,30 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from larkbot.canonical.codec import decode
-from larkbot.canonical.context import ContextUpdate
 from larkbot.canonical.errors import ConfigError, ContractError
 from larkbot.canonical.events import TypingSignal
-from larkbot.canonical.names import CONSUMER_DRIVER, STREAM_CONTEXT, Service
+from larkbot.canonical.names import KV_LEASES, PARTITIONS, Service
 from larkbot.runtime.config import LarkbotConfig
-from larkbot.runtime.consume import Delivery, PullConsumer
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.http import Check
-from larkbot.runtime.logs import log_context
+from larkbot.runtime.partitions import PartitionLeases
 from larkbot.runtime.service import ServiceContext, run
 
 from . import metrics
-from .adapters.chatstate import ChatState, Persona
+from .adapters.chatstate import ChatState
 from .adapters.clients import BusClients
 from .adapters.clock import Clock, SystemClock
+from .adapters.ownership import ChatHost
 from .adapters.repository import DriverRepository
 from .adapters.runner import WakeRunner
-from .core.context import Gap, apply_update, from_snapshot, is_stale
 
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-DEFAULT_NAME = "LarkBot"
+LEASE_GROUP = "driver"
+#: Lease heartbeat; the ``leases`` bucket's TTL (15 s) must exceed it plus the longest step in progress at
+#: a release, which the heartbeat round waits for.
+LEASE_HEARTBEAT_S = 3.0
 
 
 def _read_personas(config: LarkbotConfig) -> dict[str, str]:
@@ -59,82 +65,83 @@ def _read_personas(config: LarkbotConfig) -> dict[str, str]:
     return texts
 
 
+def replica_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
 class DriverService:
-    def __init__(self, config: LarkbotConfig, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: LarkbotConfig,
+        *,
+        clock: Clock | None = None,
+        replica: str | None = None,
+        lease_heartbeat_s: float = LEASE_HEARTBEAT_S,
+        fetch_timeout_s: float = 1.0,
+    ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.personas = _read_personas(config)
         offset = config.utc_offset_min
         self.utc_offset_min = offset if offset is not None else time.localtime().tm_gmtoff // 60
-        self.chats: dict[str, ChatState] = {}
-        self.consumer: PullConsumer | None = None
+        self.replica = replica or replica_id()
+        self.lease_heartbeat_s = lease_heartbeat_s
+        #: How long an idle partition consumer's fetch waits; a stopping consumer ends within it.
+        self.fetch_timeout_s = fetch_timeout_s
         self.repo: DriverRepository | None = None
         self.clients: BusClients | None = None
         self.runner: WakeRunner | None = None
-        self._ctx: ServiceContext | None = None
-        self._loops: list[asyncio.Task[Any]] = []
+        self.host: ChatHost | None = None
+        self.leases: PartitionLeases | None = None
+        self._leases_task: asyncio.Task[Any] | None = None
         self._applied = asyncio.Condition()
 
+    @property
+    def chats(self) -> dict[str, ChatState]:
+        """The chats this replica drives now."""
+        return self.host.held if self.host is not None else {}
+
     async def start(self, ctx: ServiceContext) -> None:
-        self._ctx = ctx
         engine = create_engine(ctx.database_url())
         ctx.stack.push_async_callback(engine.dispose)
         await migrate(engine, MIGRATIONS)
         self.repo = DriverRepository(engine)
         self.clients = BusClients(ctx.bus)
         self.runner = WakeRunner(self.clients, self.repo, self.clock, self.config.llm, self.utc_offset_min)
-        self.consumer = PullConsumer(ctx.bus.js, STREAM_CONTEXT, CONSUMER_DRIVER, self.on_context)
-        ctx.spawn(self.consumer.run(), "consume-context")
+        self.host = ChatHost(
+            self.config,
+            js=ctx.bus.js,
+            repo=self.repo,
+            clients=self.clients,
+            runner=self.runner,
+            clock=self.clock,
+            personas=self.personas,
+            spawn=ctx.spawn,
+            notify=self._notify,
+            fetch_timeout_s=self.fetch_timeout_s,
+        )
+        self.leases = PartitionLeases(
+            await ctx.bus.js.key_value(KV_LEASES),
+            LEASE_GROUP,
+            self.replica,
+            PARTITIONS,
+            on_acquire=self._acquire,
+            on_release=self.host.release,
+            heartbeat_s=self.lease_heartbeat_s,
+        )
         sub = await ctx.bus.nc.subscribe("typing.>", cb=self.on_typing)
         ctx.stack.push_async_callback(sub.unsubscribe)
+        self._leases_task = ctx.spawn(self.leases.run(), "partition-leases")
         ctx.add_check("database", self._database_ready)
+        ctx.add_check("partitions", self._partitions_ready)
+        log.info("driver replica %s started", self.replica)
 
-    async def chat(self, platform: str, chat_id: str) -> ChatState | None:
-        """The chat's state, created (and its loop started) on first sight; ``None`` if not configured."""
-        key = f"{platform}:{chat_id}"
-        found = self.chats.get(key)
-        if found is not None:
-            return found
-        settings = self.config.chat(platform, chat_id)
-        if settings is None:
-            return None
-        assert self.repo is not None
-        assert self.runner is not None
-        name = settings.display_name
-        if name is None and self.clients is not None:
-            identity = await self.clients.identity(platform)
-            name = identity.name if identity else None
-        persona = Persona(name or DEFAULT_NAME, tuple(self.personas[p] for p in settings.persona_files))
-        state = ChatState(platform, chat_id, settings, persona, self.clock)
-        latest = await self.repo.latest_turn(platform, chat_id)
-        state.load(await self.repo.marks(platform, chat_id), latest is not None and latest.requires_follow_up)
-        self.chats[key] = state
-        metrics.CHATS.set(len(self.chats))
-        assert self._ctx is not None
-        # Spawned: a loop that dies outside a wake-up (its own guard) stops the service loudly.
-        self._loops.append(self._ctx.spawn(state.loop(self.runner.run, self.repo), f"chat-{key}"))
-        return state
+    async def _acquire(self, partition: int) -> None:
+        assert self.host is not None
+        await self.host.acquire(partition)
+        await self._notify()
 
-    async def on_context(self, delivery: Delivery) -> None:
-        update = decode(delivery.data, ContextUpdate, delivery.headers)
-        platform = update.platform.value
-        with log_context(chat=f"{platform}:{update.chat_id}"):
-            state = await self.chat(platform, update.chat_id)
-            if state is None:
-                metrics.CONTEXT_UPDATES.labels("unconfigured").inc()
-                return
-            if is_stale(state.context, update):
-                metrics.CONTEXT_UPDATES.labels("stale").inc()
-                return
-            try:
-                context = apply_update(state.context, update)
-                metrics.CONTEXT_UPDATES.labels("applied").inc()
-            except Gap as gap:
-                assert self.clients is not None
-                log.info("context gap (%s); fetching a snapshot", gap)
-                context = from_snapshot(await self.clients.snapshot(platform, update.chat_id))
-                metrics.CONTEXT_UPDATES.labels("gap").inc()
-            state.set_context(context)
+    async def _notify(self) -> None:
         async with self._applied:
             self._applied.notify_all()
 
@@ -147,21 +154,20 @@ class DriverService:
             return
         state = self.chats.get(f"{signal.platform.value}:{signal.chat_id}")
         if state is None:
-            metrics.TYPING_SIGNALS.labels("unknown_chat").inc()
+            metrics.TYPING_SIGNALS.labels("not_held").inc()
             return
         state.typing(signal.at_ms)
         metrics.TYPING_SIGNALS.labels("ok").inc()
-        async with self._applied:
-            self._applied.notify_all()
+        await self._notify()
 
     async def until(self, predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
-        """Wait until ``predicate`` holds, re-checked after every context update and typing signal (tests,
-        the benchmark, the playground)."""
+        """Wait until ``predicate`` holds, re-checked after every context update, typing signal and
+        partition change (tests, the benchmark, the playground)."""
         async with self._applied:
             await asyncio.wait_for(self._applied.wait_for(predicate), timeout_s)
 
     async def applied(self, platform: str, chat_id: str, seq: int, timeout_s: float = 30.0) -> ChatState:
-        """Wait until the chat's context has reached ``seq``."""
+        """Wait until this replica drives the chat and its context has reached ``seq``."""
         key = f"{platform}:{chat_id}"
 
         def reached() -> bool:
@@ -171,19 +177,34 @@ class DriverService:
         await self.until(reached, timeout_s)
         return self.chats[key]
 
+    def holds(self, partitions: int) -> bool:
+        """Holds exactly ``partitions`` partitions, each with its chats taken over."""
+        host = self.host
+        return host is not None and len(host.partitions) == partitions and host.ready
+
     async def _database_ready(self) -> Check:
         assert self.repo is not None
         await self.repo.ping()
         return Check(True, self.repo.engine.dialect.name)
 
+    async def _partitions_ready(self) -> Check:
+        leases, host = self.leases, self.host
+        if leases is None or host is None:
+            return Check(False, "starting")
+        settled = leases.settled.is_set() and host.ready
+        detail = f"{len(host.partitions)} partitions, {len(host.held)} chats"
+        return Check(settled, detail if settled else f"taking over: {detail}")
+
     async def stop(self) -> None:
-        if self.consumer is not None:
-            self.consumer.stop()
-        for state in self.chats.values():
-            state.stop()
-        if self._loops:
-            # A running wake-up is finished, never preempted; serve() bounds the wait.
-            await asyncio.wait(self._loops)
+        if self.host is not None:
+            self.host.stop_all()
+            await self._notify()
+        if self.leases is not None and self._leases_task is not None:
+            self.leases.stop()
+            # Releasing waits for each chat's step in progress; serve() bounds the wait.
+            await asyncio.wait({self._leases_task})
+        if self.runner is not None:
+            await self.runner.close()
 
 
 def main() -> int:

@@ -1,6 +1,5 @@
-"""The cacheable-prefix benchmark (DESIGN §8): replay a long synthetic chat through the driver's prompt
-assembly and primary-turn loop with a scripted model, and measure how much of each primary request is
-byte-identical to a prefix of the previous one.
+"""The cacheable-prefix benchmark (DESIGN §8): replay a long synthetic chat and measure how much of each
+primary request is byte-identical to a prefix of the previous one.
 
 Bytes are taken in the order providers cache them: tool definitions, system prompt, then messages (the
 canonical JSON of each, as the gateway receives them). For consecutive requests ``prev``, ``cur``, the
@@ -9,24 +8,37 @@ but the first. A *break* is a request that does not extend everything of ``prev`
 message — the only part allowed to change. Wrap-up and react-only steps change the tool list and count
 as breaks by construction.
 
-Pure and deterministic (no I/O, no clock): ``larkbot bench`` calls :func:`cacheable_prefix_ratio`; the
-scenario tests check the same property through the real bus.
+Two replays of the same chat:
+
+- :func:`cacheable_prefix_ratio` — pure and deterministic (no I/O, no clock): the prompt assembly and the
+  turn generator with a scripted model; fast enough for a unit test.
+- :func:`measure` — what ``larkbot bench`` reports: the driver service on the real bus with the fake
+  pipeline, LLM and platform of :mod:`.harness` (a manual clock, a throw-away SQLite database), the
+  requests taken as the LLM gateway receives them.
 """
 
 from __future__ import annotations
 
 import itertools
+import secrets
+import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from larkbot.canonical.context import Segment
-from larkbot.canonical.llm import Message, ToolSpec
+from larkbot.canonical.llm import LLMRequest, Message, ToolSpec
+from larkbot.runtime.bus import Bus, connect
+from larkbot.runtime.config import NatsSettings
 
 from .core import prompt, tools
 from .core.budget import TurnBudget
 from .core.participation import participation
 from .core.records import ChainUsage, TurnRecord
 from .core.turn import Ack, CheckInterrupt, ModelAnswer, ModelCall, Persist, ToolDone, TurnPlan, primary_turn
+from .harness import decide, world
 from .synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
@@ -73,7 +85,7 @@ class PrefixReport:
         return self.shared_bytes / self.request_bytes if self.request_bytes else 1.0
 
 
-def measure(requests: Sequence[tuple[bytes, bytes]]) -> PrefixReport:
+def prefix_report(requests: Sequence[tuple[bytes, bytes]]) -> PrefixReport:
     """``requests``: (full bytes, bytes without the late-binding message) of consecutive requests."""
     total = shared = breaks = 0
     for (prev, prev_stable), (cur, _) in itertools.pairwise(requests):
@@ -111,7 +123,7 @@ def cacheable_prefix_ratio(messages: int = 500, *, burst: int = 3, reply_every: 
         activations += 1
         now += 1_000
         now = _turn(segments, turns, requests, system, now, activations, read_first=activations % 3 == 0)
-    report = measure(requests)
+    report = prefix_report(requests)
     return PrefixReport(messages, report.requests, report.request_bytes, report.shared_bytes, report.breaks)
 
 
@@ -182,3 +194,78 @@ def _turn(
             command = gen.send(feedback)
         except StopIteration:
             return now
+
+
+# -- through the bus -------------------------------------------------------------------------------------
+def request_bytes(requests: Sequence[LLMRequest]) -> list[tuple[bytes, bytes]]:
+    """(full bytes, bytes without the late-binding message) of each request, for :func:`prefix_report`."""
+    return [
+        (prompt_bytes(r.system, r.tools, r.messages), prompt_bytes(r.system, r.tools, r.messages[:-1]))
+        for r in requests
+    ]
+
+
+async def replay_on_bus(
+    bus: Bus, nats_url: str, database_url: str, messages: int, *, burst: int = 3, reply_every: int = 4
+) -> PrefixReport:
+    """The replay of :func:`cacheable_prefix_ratio`, through the driver service on the real bus: every
+    burst is one debounced wake-up and one probe; activated ones send a reply that comes back as a
+    self-sent segment."""
+    chat_id = f"oc_bench_{secrets.token_hex(4)}"
+    async with world(bus, nats_url, database_url, chats=(chat_id,), display_name="Lark") as w:
+        at = n = bursts = activations = 0
+        while n < messages:
+            mentioned = False
+            sent: list[tuple[int, int, bool]] = []
+            for _ in range(1 + bursts % burst):
+                if n >= messages:
+                    break
+                n += 1
+                at += 7_000
+                mention = n % 11 == 0
+                mentioned = mentioned or mention
+                sent.append((n, at, mention))
+            bursts += 1
+            if mentioned or bursts % reply_every == 0:
+                activations += 1
+                w.probe_answers.append(decide("send_message", "someone asked"))
+                if activations % 3 == 0:
+                    old = f"m{max(1, n - 40)}"
+                    w.primary_answers.append(response(tool_call(tools.READ_OLD, "r", message_ids=[old])))
+                w.primary_answers.append(response(tool_call(tools.SEND, "s", text=f"answer {activations}")))
+            for number, when, mention in sent:
+                sender, name = SENDERS[number % len(SENDERS)]
+                text = ("@Lark " if mention else "") + PHRASES[number % len(PHRASES)] + f" ({number})"
+                await w.say(number, when, sender=sender, name=name, text=text, mentions_me=mention)
+            at += 1_000
+            await w.tick(at)
+            await w.synced()
+        report = prefix_report(request_bytes(w.llm.by_purpose("primary")))
+    return PrefixReport(messages, report.requests, report.request_bytes, report.shared_bytes, report.breaks)
+
+
+async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
+    """``larkbot bench``: the cacheable-prefix ratio of a 500-message chat (120 with ``quick``) replayed
+    through the driver on the bus at ``nats_url``. Use a bus of its own: the replay runs a driver replica
+    (lease group ``driver``) and fakes answering ``llm.generate`` and ``actions.feishu``."""
+    messages = 120 if quick else 500
+    started = time.perf_counter()
+    bus = await connect(NatsSettings(), "driver-bench", url=nats_url, give_up_after_s=30)
+    try:
+        with tempfile.TemporaryDirectory(prefix="larkbot-driver-bench-") as tmp:
+            database_url = f"sqlite+aiosqlite:///{Path(tmp) / 'driver.db'}"
+            report = await replay_on_bus(bus, nats_url, database_url, messages)
+    finally:
+        await bus.close()
+    # The details go under "driver": ``larkbot bench`` merges every measurement into one report.
+    return {
+        "cacheable_prefix_ratio": round(report.ratio, 4),
+        "driver": {
+            "messages": report.messages,
+            "requests": report.requests,
+            "breaks": report.breaks,
+            "request_bytes": report.request_bytes,
+            "shared_bytes": report.shared_bytes,
+            "seconds": round(time.perf_counter() - started, 2),
+        },
+    }

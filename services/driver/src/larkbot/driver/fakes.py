@@ -1,7 +1,7 @@
 """Stand-ins for the driver's neighbours on the real bus — a scripted LLM gateway, a platform ingress
-(``actions.<platform>``) and a pipeline (context publication, ``pipeline.snapshot``, ``pipeline.history``)
-— used by the scenario tests, the benchmark and the playground. They speak the real subjects and
-contracts; only the behaviour behind them is scripted.
+(``actions.<platform>``), a pipeline (context publication, ``pipeline.snapshot``, ``pipeline.history``) and
+a media worker (``media.read_image``) — used by the scenario tests, the benchmark and the playground. They
+speak the real subjects and contracts; only the behaviour behind them is scripted.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -20,6 +21,7 @@ from larkbot.canonical.actions import (
     ActionResult,
     ReactAction,
     SendMessageAction,
+    TypingAction,
 )
 from larkbot.canonical.context import (
     AppendOp,
@@ -31,12 +33,15 @@ from larkbot.canonical.context import (
     Segment,
     SnapshotRequest,
 )
-from larkbot.canonical.llm import LLMError, LLMReply, LLMRequest
+from larkbot.canonical.llm import ImagePart, LLMError, LLMReply, LLMRequest
+from larkbot.canonical.media import MediaError, ReadImageRequest, ReadImageResponse
 from larkbot.canonical.names import (
     QUEUE_ACTIONS,
     QUEUE_LLM,
+    QUEUE_MEDIA,
     QUEUE_PIPELINE,
     SUBJECT_LLM_GENERATE,
+    SUBJECT_MEDIA_READ_IMAGE,
     SUBJECT_PIPELINE_HISTORY,
     SUBJECT_PIPELINE_SNAPSHOT,
     Platform,
@@ -90,20 +95,25 @@ class FakeLLM:
 
 
 @dataclass
-class FakePipeline:
-    """Publishes context updates for one chat and answers the pipeline's request services from them."""
+class ChatLog:
+    """What the fake pipeline holds of one chat."""
 
-    bus: Bus
-    platform: Platform
-    chat_id: str
     segments: list[Segment] = field(default_factory=list)
     seq: int = 0
-    endpoints: list[Endpoint[object]] = field(default_factory=list)
-    snapshots: int = 0
 
-    def __post_init__(self) -> None:
+
+class FakePipeline:
+    """Publishes context updates (on the real, partitioned ``CONTEXT`` stream) and answers the pipeline's
+    request services from them, for any number of chats; ``chat_id`` is the default chat."""
+
+    def __init__(self, bus: Bus, platform: Platform, chat_id: str) -> None:
+        self.bus = bus
+        self.platform = platform
+        self.chat_id = chat_id
+        self.chats: dict[str, ChatLog] = {}
+        self.snapshots = 0
         snapshot: Endpoint[SnapshotRequest] = Endpoint(
-            self.bus,
+            bus,
             SUBJECT_PIPELINE_SNAPSHOT,
             QUEUE_PIPELINE,
             model_decoder(SnapshotRequest),
@@ -113,14 +123,25 @@ class FakePipeline:
             ),
         )
         history: Endpoint[HistoryRequest] = Endpoint(
-            self.bus,
+            bus,
             SUBJECT_PIPELINE_HISTORY,
             QUEUE_PIPELINE,
             model_decoder(HistoryRequest),
             self._history,
             lambda _d, _e: HistoryResponse(found=()),
         )
-        self.endpoints = [snapshot, history]  # type: ignore[list-item]
+        self.endpoints: list[Endpoint[Any]] = [snapshot, history]
+
+    def log(self, chat_id: str | None = None) -> ChatLog:
+        return self.chats.setdefault(chat_id or self.chat_id, ChatLog())
+
+    @property
+    def seq(self) -> int:
+        return self.log().seq
+
+    @property
+    def segments(self) -> list[Segment]:
+        return self.log().segments
 
     async def start(self) -> None:
         for endpoint in self.endpoints:
@@ -130,42 +151,46 @@ class FakePipeline:
         for endpoint in self.endpoints:
             await endpoint.stop()
 
-    async def append(self, *segments: Segment, publish: bool = True) -> int:
-        """Add segments; publish them as one update unless ``publish`` is false (a lost update: the driver
-        must detect the gap). Returns the new sequence."""
-        base = self.seq
-        self.seq += 1
-        self.segments.extend(segments)
+    async def append(self, *segments: Segment, publish: bool = True, chat_id: str | None = None) -> int:
+        """Add segments to a chat; publish them as one update unless ``publish`` is false (a lost update:
+        the driver must detect the gap). Returns the chat's new sequence."""
+        chat = chat_id or self.chat_id
+        log = self.log(chat)
+        base = log.seq
+        log.seq += 1
+        log.segments.extend(segments)
         if publish:
             update = ContextUpdate(
                 platform=self.platform,
-                chat_id=self.chat_id,
-                seq=self.seq,
+                chat_id=chat,
+                seq=log.seq,
                 base_seq=base,
                 cursor=0,
                 ops=(AppendOp(segments=segments),),
             )
-            await self.bus.publish(context_subject(self.platform.value, self.chat_id), update)
-        return self.seq
+            await self.bus.publish(context_subject(self.platform.value, chat), update)
+        return log.seq
 
     async def _snapshot(self, request: SnapshotRequest) -> BaseModel:
         self.snapshots += 1
+        log = self.log(request.chat_id)
         return ContextSnapshot(
             platform=self.platform,
-            chat_id=self.chat_id,
-            seq=self.seq,
+            chat_id=request.chat_id,
+            seq=log.seq,
             cursor=0,
-            segments=tuple(self.segments),
+            segments=tuple(log.segments),
         )
 
     async def _history(self, request: HistoryRequest) -> BaseModel:
         found = []
         missing = []
+        segments = self.log(request.chat_id).segments
         for wanted in request.message_ids:
             match = next(
                 (
                     s
-                    for s in self.segments
+                    for s in segments
                     if s.message_id == wanted or s.xml.startswith(f'<message id="{wanted}"')
                 ),
                 None,
@@ -181,7 +206,9 @@ class FakePipeline:
 class FakePlatform:
     """An ingress answering ``actions.<platform>``: executes each idempotency key once (a repeat answers
     ``duplicate``), publishes the bot's sent message back through the pipeline as a self-sent segment, and
-    can be told to lose the answer of the next N sends (``outcome="unknown"`` after executing)."""
+    can be told to lose the answer of the next N sends (``outcome="unknown"`` after executing). Typing
+    actions are recorded; while ``typing_gate`` is set to an unset event they are held until it is set (a
+    slow platform)."""
 
     def __init__(
         self, bus: Bus, platform: Platform, pipeline: FakePipeline, clock_ms: Callable[[], int]
@@ -190,9 +217,11 @@ class FakePlatform:
         self.clock_ms = clock_ms
         self.delivered: list[SendMessageAction] = []
         self.reactions: list[ReactAction] = []
+        self.typing: list[TypingAction] = []
         self.requests: list[ActionRequest] = []
         self.executed: dict[str, ActionResult] = {}
         self.lose_answers = 0
+        self.typing_gate: asyncio.Event | None = None
         self._ids = itertools.count(1000)
         self.endpoint: Endpoint[ActionRequest] = Endpoint(
             bus,
@@ -208,8 +237,16 @@ class FakePlatform:
             ),
         )
 
+    def sent_in(self, chat_id: str) -> list[str]:
+        return [d.text for d in self.delivered if d.chat_id == chat_id]
+
     async def _handle(self, action: ActionRequest) -> BaseModel:
         self.requests.append(action)
+        if isinstance(action, TypingAction):
+            self.typing.append(action)
+            if self.typing_gate is not None:
+                await self.typing_gate.wait()
+            return ActionResult(idempotency_key=action.idempotency_key, ok=True, outcome="done")
         done = self.executed.get(action.idempotency_key)
         if done is not None:
             return done.model_copy(update={"outcome": "duplicate"})
@@ -229,7 +266,8 @@ class FakePlatform:
                     text=action.text,
                     myself=True,
                     self_sent=True,
-                )
+                ),
+                chat_id=action.chat_id,
             )
             if self.lose_answers > 0:
                 self.lose_answers -= 1
@@ -245,3 +283,41 @@ class FakePlatform:
         result = ActionResult(idempotency_key=action.idempotency_key, ok=True, outcome="done")
         self.executed[action.idempotency_key] = result
         return result
+
+
+class FakeMedia:
+    """A media worker answering ``media.read_image``: ``images`` maps a file id to the image it returns
+    (and an optional alt text); any other file id fails with ``code="download"``."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.images: dict[str, tuple[ImagePart, str | None]] = {}
+        self.requests: list[ReadImageRequest] = []
+        self.endpoint: Endpoint[ReadImageRequest] = Endpoint(
+            bus,
+            SUBJECT_MEDIA_READ_IMAGE,
+            QUEUE_MEDIA,
+            model_decoder(ReadImageRequest),
+            self._handle,
+            lambda _d, exc: ReadImageResponse(
+                request_id="unknown",
+                ok=False,
+                error=MediaError(code="unsupported", message=type(exc).__name__, retryable=False),
+            ),
+        )
+
+    async def _handle(self, request: ReadImageRequest) -> BaseModel:
+        self.requests.append(request)
+        found = self.images.get(request.file_id)
+        if found is None:
+            return ReadImageResponse(
+                request_id=request.request_id,
+                ok=False,
+                error=MediaError(code="download", message="no such file", retryable=False),
+            )
+        image, alt = found
+        return ReadImageResponse(
+            request_id=request.request_id,
+            ok=True,
+            image=image.model_copy(update={"detail": request.detail}),
+            alt_text=alt,
+        )

@@ -1,33 +1,38 @@
-"""A driver running in-process on a real bus with its neighbours faked (scripted LLM, platform, pipeline)
-and a manual clock: the scenario tests' and the playground's world.
+"""Driver replicas running in-process on a real bus with their neighbours faked (scripted LLM, platform,
+pipeline, media) and one manual clock: the scenario tests', the benchmark's and the playground's world.
 
-Time moves only through :meth:`World.tick`, which waits until the driver has looked at the new time and
-has nothing left to do, so scenarios are deterministic on a loaded machine.
+Time moves only through :meth:`World.tick`, which waits until every replica has looked at the new time and
+has nothing left to do, so scenarios are deterministic on a loaded machine. Replicas share the database
+and the clock, and split the partitions through the real lease bucket (heartbeat 0.2 s).
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from larkbot.canonical.events import TypingSignal
 from larkbot.canonical.llm import LLMReply, LLMRequest
-from larkbot.canonical.names import Platform, Service, typing_subject
+from larkbot.canonical.names import PARTITIONS, Platform, Service, typing_subject
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
+from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import running
 
 from .adapters.chatstate import ChatState
 from .adapters.clock import ManualClock
 from .app import DriverService
 from .core import tools
-from .fakes import FakeLLM, FakePipeline, FakePlatform
+from .fakes import FakeLLM, FakeMedia, FakePipeline, FakePlatform
 from .synthetic import response, segment, tool_call
 
 CHAT_ID = "oc_scenario"
 PLATFORM = Platform.FEISHU
+HEARTBEAT_S = 0.2
+#: Short fetches: a stopping replica's consumers end within this (tests start and stop many).
+FETCH_TIMEOUT_S = 0.25
 
 Answer = LLMReply | Callable[[LLMRequest], Awaitable[LLMReply]]
 
@@ -40,70 +45,156 @@ def end_turn() -> LLMReply:
     return response(tool_call(tools.END, "end"))
 
 
+def share(replica: str, replicas: Sequence[str]) -> int:
+    """How many partitions ``replica`` holds once the group has settled (PartitionLeases.desired)."""
+    index = sorted(replicas).index(replica)
+    return sum(1 for p in range(PARTITIONS) if p % len(replicas) == index)
+
+
 class World:
-    def __init__(self, bus: Bus, clock: ManualClock, driver: DriverService) -> None:
+    def __init__(self, bus: Bus, nats_url: str, clock: ManualClock, config: LarkbotConfig, chat_id: str):
         self.bus = bus
+        self.nats_url = nats_url
         self.clock = clock
-        self.driver = driver
+        self.config = config
+        self.chat_id = chat_id
         self.t0 = clock.now_ms()
-        self.pipeline = FakePipeline(bus, PLATFORM, CHAT_ID)
+        self.pipeline = FakePipeline(bus, PLATFORM, chat_id)
         self.platform = FakePlatform(bus, PLATFORM, self.pipeline, clock.now_ms)
+        self.media = FakeMedia(bus)
         self.llm = FakeLLM(bus, self._answer)
-        self.probe_answers: collections.deque[Answer] = collections.deque()
-        self.primary_answers: collections.deque[Answer] = collections.deque()
+        self.answers: dict[tuple[str, str], collections.deque[Answer]] = collections.defaultdict(
+            collections.deque
+        )
+        self.replicas: dict[str, tuple[DriverService, AsyncExitStack]] = {}
+
+    # -- the scripted model ---------------------------------------------------------------------------
+    def queue(self, purpose: str, chat_id: str | None = None) -> collections.deque[Answer]:
+        """Answers to the next requests of ``purpose`` (probe / primary) for a chat."""
+        return self.answers[(chat_id or self.chat_id, purpose)]
+
+    @property
+    def probe_answers(self) -> collections.deque[Answer]:
+        return self.queue("probe")
+
+    @property
+    def primary_answers(self) -> collections.deque[Answer]:
+        return self.queue("primary")
 
     async def _answer(self, request: LLMRequest) -> LLMReply:
-        queue = self.probe_answers if request.purpose == "probe" else self.primary_answers
+        chat_id = (request.chat_key or "").partition(":")[2]
+        queue = self.queue(request.purpose, chat_id)
         default = decide("no_action", "nothing to add") if request.purpose == "probe" else end_turn()
         answer = queue.popleft() if queue else default
         if callable(answer):
             return await answer(request)
         return answer.model_copy(update={"request_id": request.request_id})
 
-    async def say(self, n: int, at: int, **flags: Any) -> ChatState:
-        """Message ``n`` from a member (``sender``/``name`` in ``flags``) received at ``t0 + at``."""
-        seq = await self.pipeline.append(segment(n, at_ms=self.t0 + at, **flags))
-        return await self.driver.applied(PLATFORM.value, CHAT_ID, seq)
+    def requests(self, purpose: str, chat_id: str | None = None) -> list[LLMRequest]:
+        key = f"{PLATFORM.value}:{chat_id or self.chat_id}"
+        return [r for r in self.llm.by_purpose(purpose) if r.chat_key == key]
 
-    async def typing(self, user_id: str, at: int) -> None:
-        signal = TypingSignal(platform=PLATFORM, chat_id=CHAT_ID, user_id=user_id, at_ms=self.t0 + at)
-        chat = self.chat
-        await self.bus.publish_core(typing_subject(PLATFORM.value, CHAT_ID), signal)
-        await self.driver.until(lambda: chat.schedule.last_typing_ms == signal.at_ms)
+    # -- replicas -------------------------------------------------------------------------------------
+    async def start_replica(self, name: str) -> DriverService:
+        driver = DriverService(
+            self.config,
+            clock=self.clock,
+            replica=name,
+            lease_heartbeat_s=HEARTBEAT_S,
+            fetch_timeout_s=FETCH_TIMEOUT_S,
+        )
+        stack = AsyncExitStack()
+        await stack.enter_async_context(running(Service.DRIVER, driver, self.config, nats_url=self.nats_url))
+        self.replicas[name] = (driver, stack)
+        return driver
 
-    async def synced(self) -> ChatState:
-        """Wait until the driver holds everything the pipeline published (e.g. the bot's own sends)."""
-        return await self.driver.applied(PLATFORM.value, CHAT_ID, self.pipeline.seq)
+    async def stop_replica(self, name: str) -> None:
+        """A clean leave (SIGTERM): the replica hands its partitions back."""
+        _driver, stack = self.replicas.pop(name)
+        await stack.aclose()
+
+    async def balanced(self) -> None:
+        """Wait until every running replica holds its share of the partitions, chats taken over."""
+        names = list(self.replicas)
+        for name, (driver, _stack) in self.replicas.items():
+            expected = share(name, names)
+            await driver.until(lambda d=driver, n=expected: d.holds(n))  # type: ignore[misc]
+
+    @property
+    def driver(self) -> DriverService:
+        return next(iter(self.replicas.values()))[0]
+
+    def owner(self, chat_id: str | None = None) -> DriverService:
+        key = f"{PLATFORM.value}:{chat_id or self.chat_id}"
+        holders = [d for d, _ in self.replicas.values() if key in d.chats]
+        assert len(holders) == 1, f"{key} is held by {len(holders)} replicas"
+        return holders[0]
 
     @property
     def chat(self) -> ChatState:
-        return self.driver.chats[f"{PLATFORM.value}:{CHAT_ID}"]
+        return self.owner().chats[f"{PLATFORM.value}:{self.chat_id}"]
+
+    # -- input and time -------------------------------------------------------------------------------
+    async def say(self, n: int, at: int, *, chat_id: str | None = None, **flags: Any) -> ChatState:
+        """Message ``n`` from a member (``sender``/``name`` in ``flags``) received at ``t0 + at``."""
+        chat = chat_id or self.chat_id
+        seq = await self.pipeline.append(segment(n, at_ms=self.t0 + at, **flags), chat_id=chat)
+        return await self.owner(chat).applied(PLATFORM.value, chat, seq)
+
+    async def typing(self, user_id: str, at: int) -> None:
+        signal = TypingSignal(platform=PLATFORM, chat_id=self.chat_id, user_id=user_id, at_ms=self.t0 + at)
+        chat = self.chat
+        await self.bus.publish_core(typing_subject(PLATFORM.value, self.chat_id), signal)
+        await self.owner().until(lambda: chat.schedule.last_typing_ms == signal.at_ms)
+
+    async def synced(self, chat_id: str | None = None) -> ChatState:
+        """Wait until the chat's owner holds everything the pipeline published (e.g. the bot's sends)."""
+        chat = chat_id or self.chat_id
+        return await self.owner(chat).applied(PLATFORM.value, chat, self.pipeline.log(chat).seq)
 
     async def tick(self, to: int) -> None:
-        """Move the clock to ``t0 + to`` and wait until the driver has settled."""
+        """Move the clock to ``t0 + to`` and wait until every chat of every replica has settled."""
         self.clock.advance(self.t0 + to - self.clock.now_ms())
-        await self.chat.settled()
+        for driver, _stack in list(self.replicas.values()):
+            for state in list(driver.chats.values()):
+                await state.settled()
 
 
 @asynccontextmanager
-async def world(bus: Bus, nats_url: str, database_url: str, **chat: Any) -> AsyncIterator[World]:
+async def world(
+    bus: Bus,
+    nats_url: str,
+    database_url: str,
+    *,
+    chats: Sequence[str] = (CHAT_ID,),
+    replicas: Sequence[str] = ("a",),
+    **chat: Any,
+) -> AsyncIterator[World]:
     config = LarkbotConfig.model_validate(
         {
             "services": {"driver": {"database_url": database_url, "http_host": "127.0.0.1"}},
             "utc_offset_min": 480,
-            "chats": {"default": {"display_name": "Lark", **chat}, f"{PLATFORM.value}:{CHAT_ID}": {}},
+            "chats": {
+                "default": {"display_name": "Lark", **chat},
+                **{f"{PLATFORM.value}:{chat_id}": {} for chat_id in chats},
+            },
         }
     )
-    clock = ManualClock(1_800_000_000_000)
-    driver = DriverService(config, clock=clock)
-    w = World(bus, clock, driver)
+    w = World(bus, nats_url, ManualClock(1_800_000_000_000), config, chats[0])
+    endpoints: list[Endpoint[Any]] = [w.platform.endpoint, w.llm.endpoint, w.media.endpoint]
     await w.pipeline.start()
-    await w.platform.endpoint.start()
-    await w.llm.endpoint.start()
+    for endpoint in endpoints:
+        await endpoint.start()
     try:
-        async with running(Service.DRIVER, driver, config, nats_url=nats_url):
-            yield w
+        for name in replicas:
+            await w.start_replica(name)
+        await w.balanced()
+        yield w
     finally:
-        await w.llm.endpoint.stop()
-        await w.platform.endpoint.stop()
+        for name in list(w.replicas):
+            await w.stop_replica(name)
+        if w.platform.typing_gate is not None:
+            w.platform.typing_gate.set()
+        for endpoint in endpoints:
+            await endpoint.stop()
         await w.pipeline.stop()

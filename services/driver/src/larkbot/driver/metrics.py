@@ -7,7 +7,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 CONTEXT_UPDATES = Counter(
     "larkbot_driver_context_updates_total",
-    "Rendered-context updates received, by outcome (applied, gap, stale, unconfigured)",
+    "Rendered-context updates received, by outcome (applied, gap, stale, unconfigured, not_held)",
     ["outcome"],
 )
 TYPING_SIGNALS = Counter(
@@ -53,7 +53,23 @@ WAKE_FAILURES = Counter(
     "Failed wake-ups by class (transient_retried, transient_exhausted, superseded, permanent)",
     ["outcome"],
 )
-CHATS = Gauge("larkbot_driver_chats", "Chats whose context the driver holds")
+CHATS = Gauge("larkbot_driver_chats", "Chats this replica drives (the configured chats of its partitions)")
+PARTITIONS = Gauge("larkbot_driver_partitions", "Context partitions this replica holds the lease of")
+HANDOVERS = Counter(
+    "larkbot_driver_partition_handovers_total",
+    "Partitions taken over or handed back by this replica, by event (acquired, released)",
+    ["event"],
+)
+TAKEOVER_SNAPSHOTS = Counter(
+    "larkbot_driver_takeover_snapshots_total",
+    "Snapshots fetched when taking a partition's chats over, by outcome (ok, retried)",
+    ["outcome"],
+)
+TYPING_INDICATORS = Counter(
+    "larkbot_driver_typing_indicators_total",
+    "Typing indicators sent when a primary turn starts, by outcome (ok, failed, unanswered)",
+    ["outcome"],
+)
 
 
 _cache_totals: dict[str, tuple[int, int]] = {}

@@ -2,7 +2,9 @@
 wake-ups. The context consumer and typing subscriber change the state and set ``changed``; the loop
 re-reads the pure scheduler's decision after every change and every tick of the clock.
 
-A running wake-up is never preempted: ``stop`` lets it finish, then the loop exits.
+A running wake-up is never preempted mid-step: after ``stop`` (hand-over of the chat's partition, or
+shutdown) the runner's interrupt check ends it once its step in progress is persisted, leaving the chain
+open for whoever drives the chat next; then the loop exits.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class ChatState:
         self.probe_start: str | None = None
         self.changed = asyncio.Event()
         self.stopping = False
+        #: Wake-ups this replica ran for the chat since it took the chat over.
+        self.wakeups = 0
         self._cond = asyncio.Condition()
         self._idle_at: int | None = None
 
@@ -118,6 +122,7 @@ class ChatState:
                 continue
             input_until = max(action.input_until_ms, self.latest_external_ms())
             self.schedule = scheduler.begin(self.schedule, action)
+            self.wakeups += 1
             try:
                 await run_wake(self, action, input_until)
             except WakeFailed as exc:

@@ -11,7 +11,7 @@ import logging
 
 import nats
 
-from larkbot.canonical.actions import ActionRequest, ActionResult
+from larkbot.canonical.actions import ActionRequest, ActionResult, TypingAction
 from larkbot.canonical.codec import decode
 from larkbot.canonical.context import ContextSnapshot, HistoryRequest, HistoryResponse, SnapshotRequest
 from larkbot.canonical.events import BotIdentity
@@ -36,10 +36,18 @@ ACTION_ATTEMPTS = 3
 
 
 class BusClients:
-    def __init__(self, bus: Bus, *, action_timeout_s: float = 10.0, lookup_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        action_timeout_s: float = 10.0,
+        lookup_timeout_s: float = 5.0,
+        typing_timeout_s: float = 2.0,
+    ) -> None:
         self.bus = bus
         self.action_timeout_s = action_timeout_s
         self.lookup_timeout_s = lookup_timeout_s
+        self.typing_timeout_s = typing_timeout_s
         self._identity: dict[str, BotIdentity] = {}
 
     async def generate(self, request: LLMRequest, timeout_s: float) -> LLMReply:
@@ -71,6 +79,12 @@ class BusClients:
         if result is not None:
             return result
         raise BusUnavailable(f"no answer to {action.kind} after {ACTION_ATTEMPTS} attempts")
+
+    async def typing(self, action: TypingAction) -> ActionResult:
+        """One attempt, short timeout: a typing indicator is worth nothing late."""
+        return await self.bus.request(
+            actions_subject(action.platform.value), action, ActionResult, timeout_s=self.typing_timeout_s
+        )
 
     async def snapshot(self, platform: str, chat_id: str) -> ContextSnapshot:
         request = SnapshotRequest(platform=Platform(platform), chat_id=chat_id)

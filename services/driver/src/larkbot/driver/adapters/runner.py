@@ -8,11 +8,14 @@ including a model call cut by the turn deadline). The chat loop turns them into 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
-from typing import Literal
+from typing import Any, Literal
 
+from larkbot.canonical.actions import TypingAction
+from larkbot.canonical.errors import ContractError
 from larkbot.canonical.llm import (
     AssistantMessage,
     LLMError,
@@ -23,6 +26,8 @@ from larkbot.canonical.llm import (
     ToolResultMessage,
     Usage,
 )
+from larkbot.canonical.names import Platform
+from larkbot.runtime.bus import BusUnavailable
 from larkbot.runtime.config import LlmSettings
 from larkbot.runtime.logs import log_context
 
@@ -56,6 +61,8 @@ log = logging.getLogger(__name__)
 #: Turn responses whose reasoning is replayed (the open chain's always is) when the primary endpoint is
 #: not configured here; otherwise its ``reasoning_replay_turns`` (the gateway applies the same rule).
 REASONING_REPLAY_TURNS = 3
+#: An ingress that picks a typing indicator up later than this drops it (it would show a stale state).
+TYPING_DEADLINE_MS = 5000
 
 
 class WakeRunner:
@@ -70,6 +77,7 @@ class WakeRunner:
         endpoint = llm.endpoints.get(self.primary_endpoint)
         self.reasoning_replay = endpoint.reasoning_replay_turns if endpoint else REASONING_REPLAY_TURNS
         self.utc_offset_min = utc_offset_min
+        self._side_tasks: set[asyncio.Task[Any]] = set()
 
     async def run(self, chat: ChatState, wake: Wake, input_until_ms: int) -> None:
         wake_id = uuid.uuid4().hex[:16]
@@ -214,6 +222,8 @@ class WakeRunner:
             ),
             shell_tools_exposed=chain[-1].shell_tools_exposed if chain else False,
         )
+        if not plan.react_only:
+            self._show_typing(chat, wake_id, started)
         executor = ToolExecutor(self.clients, self.clock, chat.platform, chat.chat_id, segments)
         gen = primary_turn(plan)
         command = next(gen)
@@ -229,7 +239,10 @@ class WakeRunner:
                         chat.acted(command.record.requested_at_ms)
                     feedback = Ack(self.clock.now_ms())
                 elif isinstance(command, CheckInterrupt):
-                    feedback = Ack(self.clock.now_ms(), chat.latest_external_ms() > input_until_ms)
+                    # New input, or the chat is being handed over / the service stops: the chain stays
+                    # open and whoever drives the chat next continues it.
+                    interrupted = chat.stopping or chat.latest_external_ms() > input_until_ms
+                    feedback = Ack(self.clock.now_ms(), interrupted)
                 else:
                     feedback = await executor.run(command)
                 command = gen.send(feedback)
@@ -238,6 +251,35 @@ class WakeRunner:
         metrics.TURNS.labels(result.outcome).inc()
         metrics.TURN_SECONDS.observe(time.perf_counter() - perf)
         return result
+
+    def _show_typing(self, chat: ChatState, wake_id: str, now_ms: int) -> None:
+        """Best-effort typing indicator: sent beside the turn, never awaited by it."""
+        action = TypingAction(
+            platform=Platform(chat.platform),
+            chat_id=chat.chat_id,
+            idempotency_key=f"typing-{wake_id}",
+            deadline_ms=now_ms + TYPING_DEADLINE_MS,
+        )
+        task = asyncio.create_task(self._send_typing(action), name=f"typing-{chat.key}")
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    async def _send_typing(self, action: TypingAction) -> None:
+        try:
+            result = await self.clients.typing(action)
+        except (BusUnavailable, ContractError) as exc:
+            metrics.TYPING_INDICATORS.labels("unanswered").inc()
+            log.info("typing indicator got no usable answer: %s", exc)
+            return
+        metrics.TYPING_INDICATORS.labels("ok" if result.ok else "failed").inc()
+        if not result.ok:
+            log.info("typing indicator failed: %s", result.error.code if result.error else "unknown")
+
+    async def close(self) -> None:
+        """Drop typing indicators still waiting for an answer (they are best-effort)."""
+        for task in list(self._side_tasks):
+            task.cancel()
+        await asyncio.gather(*self._side_tasks, return_exceptions=True)
 
     async def _call_model(self, chat: ChatState, wake_id: str, call: ModelCall) -> ModelAnswer:
         request = LLMRequest(

@@ -21,3 +21,9 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
     """Keep the beginning of ``text`` within ``max_tokens`` (the end is cut)."""
     limit = max_tokens * CHARS_PER_TOKEN
     return text if len(text) <= limit else text[:limit]
+
+
+def keep_last_tokens(text: str, max_tokens: int) -> str:
+    """Keep the end of ``text`` within ``max_tokens`` (the beginning is cut)."""
+    limit = max_tokens * CHARS_PER_TOKEN
+    return text if len(text) <= limit else text[len(text) - limit :]

@@ -30,10 +30,15 @@ from larkbot.canonical.llm import (
     UserPart,
 )
 
+from .estimate import keep_last_tokens
 from .participation import Participation
 from .records import TurnRecord
 from .templates import PERSONA_HEADER, PRIMARY_RULES, PROBE_RULES
 from .window import Window
+
+#: Cap of the compaction summary in the probe request, outside the window's budget (SPEC §4.2 "capped").
+#: Not configurable yet: a candidate for ``ChatSettings.probe_summary_max_est_tokens``.
+PROBE_SUMMARY_MAX_EST_TOKENS = 2000
 
 
 def system_prompt(name: str, platform: str, personas: Sequence[str]) -> str:
@@ -140,8 +145,8 @@ def late_binding(
         lines.append(f"Why you were woken: {probe_reason}")
     if interrupted:
         lines.append(
-            "Your previous turn was interrupted by new messages; its tool results are above. "
-            "Continue from there, taking the new messages into account."
+            "Your previous turn was interrupted (by new messages, or a restart); its tool results are "
+            "above. Continue from there, taking any new messages into account."
         )
     if react_only:
         lines.append("This turn allows only a reaction (react) or ending your turn (end_turn).")
@@ -156,10 +161,14 @@ def probe_messages(
     now_ms: int,
     utc_offset_min: int,
     stats: Participation,
+    summary_max_est_tokens: int = PROBE_SUMMARY_MAX_EST_TOKENS,
 ) -> tuple[Message, ...]:
+    """The probe's window, preceded by the compaction summary. The summary sits outside the window's
+    budget, capped at ``summary_max_est_tokens``; its newest part is kept (a summary runs oldest first)."""
     parts: list[UserPart] = []
     if summary:
-        parts.append(TextPart(text=f"<summary>\n{summary}\n</summary>"))
+        capped = keep_last_tokens(summary, summary_max_est_tokens)
+        parts.append(TextPart(text=f"<summary>\n{capped}\n</summary>"))
     for segment in window.pinned:
         parts.extend(segment_parts(segment))
     if window.omitted:

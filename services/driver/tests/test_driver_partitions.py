@@ -1,0 +1,199 @@
+"""Two driver replicas on the real bus: chats split by partition lease, each woken by exactly one
+replica, and a clean leave handing chats over — pending input and an open chain — without lost or
+doubled turns."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from larkbot.canonical.codec import encode, headers_for
+from larkbot.canonical.context import AppendOp, ContextUpdate
+from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
+from larkbot.canonical.names import PARTITIONS, partition_of
+from larkbot.driver.adapters.ownership import NotHeld
+from larkbot.driver.core import tools
+from larkbot.driver.harness import PLATFORM, decide, world
+from larkbot.driver.synthetic import response, segment, tool_call
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.consume import Delivery
+
+
+def _chats_by_parity() -> tuple[list[str], list[str]]:
+    """Two chats in even and two in odd partitions: replica "a" holds the even partitions, "b" the odd
+    ones once both run (PartitionLeases assigns p % members)."""
+    even: list[str] = []
+    odd: list[str] = []
+    for i in range(200):
+        chat = f"oc_part{i}"
+        (even if partition_of(PLATFORM.value, chat) % 2 == 0 else odd).append(chat)
+    return even[:2], odd[:2]
+
+
+EVEN, ODD = _chats_by_parity()
+CHATS = [*EVEN, *ODD]
+
+
+def _key(chat_id: str) -> str:
+    return f"{PLATFORM.value}:{chat_id}"
+
+
+def _late_binding(request: LLMRequest) -> str:
+    last = request.messages[-1]
+    assert isinstance(last, UserMessage)
+    first = last.parts[0]
+    assert isinstance(first, TextPart)
+    return first.text
+
+
+async def test_two_replicas_split_the_chats_and_hand_over_without_lost_or_doubled_turns(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    # The replicas share one database, as in production (also on PostgreSQL when TEST_DATABASE_URL is set).
+    async with world(bus, nats_url, database_url, chats=CHATS, replicas=("a",)) as w:
+        a = w.driver
+        assert a.host is not None
+        assert len(a.host.partitions) == PARTITIONS
+
+        async def round_of(n: int, at: int) -> None:
+            for chat in CHATS:
+                w.queue("probe", chat).append(decide("send_message", "asked"))
+                w.queue("primary", chat).append(response(tool_call(tools.SEND, "s", text=f"r{n} {chat}")))
+                await w.say(n, at, chat_id=chat, mentions_me=True)
+            await w.tick(at + 1000)
+            for chat in CHATS:
+                await w.synced(chat)
+
+        # One replica drives every chat.
+        await round_of(1, 0)
+        assert all(a.chats[_key(c)].wakeups == 1 for c in CHATS)
+
+        # A second replica joins: the partitions split, each chat is held by exactly one replica.
+        b = await w.start_replica("b")
+        await w.balanced()
+        assert b.host is not None
+        assert len(a.host.partitions) == len(b.host.partitions) == PARTITIONS // 2
+        assert set(a.host.partitions).isdisjoint(b.host.partitions)
+        assert sorted(a.chats) == sorted(map(_key, EVEN))
+        assert sorted(b.chats) == sorted(map(_key, ODD))
+
+        await round_of(2, 5000)
+        assert all(a.chats[_key(c)].wakeups == 2 for c in EVEN)
+        assert all(b.chats[_key(c)].wakeups == 1 for c in ODD)  # taken over: only the new input woke it
+        for chat in CHATS:
+            assert w.platform.sent_in(chat) == [f"r1 {chat}", f"r2 {chat}"]
+
+        # "b" leaves while one of its chats is inside a chain and another has input waiting for its
+        # debounce: the step in progress is persisted, then "a" takes both over.
+        chained, waiting = ODD
+        leaving: asyncio.Future[asyncio.Task[None]] = asyncio.get_running_loop().create_future()
+
+        async def read_while_leaving(request: LLMRequest) -> LLMReply:
+            state = b.chats[_key(chained)]
+            leaving.set_result(asyncio.create_task(w.stop_replica("b")))
+            await b.until(lambda: state.stopping)
+            return response(tool_call(tools.READ_OLD, "r", message_ids=["m1"]), request_id=request.request_id)
+
+        w.queue("probe", chained).append(decide("send_message", "asked again"))
+        w.queue("primary", chained).extend(
+            [read_while_leaving, response(tool_call(tools.SEND, "s", text=f"r3 {chained}"))]
+        )
+        w.queue("probe", waiting).append(decide("send_message", "asked"))
+        w.queue("primary", waiting).append(response(tool_call(tools.SEND, "s", text=f"r3 {waiting}")))
+        await w.say(3, 10_000, chat_id=chained, mentions_me=True)
+        await w.say(3, 10_500, chat_id=waiting, mentions_me=True)
+        w.clock.advance(w.t0 + 11_000 - w.clock.now_ms())  # the chained chat's debounce fires on "b"
+        await asyncio.wait_for(await asyncio.wait_for(leaving, 30), 30)
+        await w.balanced()
+        assert len(a.host.partitions) == PARTITIONS
+        await w.tick(11_000)  # "a" resumed the open chain at once, without the probe
+        await w.synced(chained)
+        assert w.platform.sent_in(chained) == [f"r1 {chained}", f"r2 {chained}", f"r3 {chained}"]
+        assert len(w.requests("probe", chained)) == 3
+        primary = w.requests("primary", chained)
+        assert len(primary) == 4
+        assert "interrupted" in _late_binding(primary[-1])
+        turns = await a.repo.turns(PLATFORM.value, chained)  # type: ignore[union-attr]
+        step0, step1 = turns[-2:]
+        assert (step0.chain_id, step0.step, step0.requires_follow_up) == (step1.chain_id, 0, True)
+        assert step1.step == 1
+        assert step0.wake_id != step1.wake_id  # two replicas, one chain
+
+        assert w.platform.sent_in(waiting) == [f"r1 {waiting}", f"r2 {waiting}"]
+        await w.tick(11_500)  # the waiting input's debounce, now on "a"
+        await w.synced(waiting)
+        assert w.platform.sent_in(waiting) == [f"r1 {waiting}", f"r2 {waiting}", f"r3 {waiting}"]
+        assert len(w.requests("probe", waiting)) == 3
+
+        await w.tick(60_000)  # nothing processed comes back, nothing was doubled
+        for chat in CHATS:
+            rounds = 3 if chat in ODD else 2
+            assert w.platform.sent_in(chat) == [f"r{n} {chat}" for n in range(1, rounds + 1)]
+            assert len(w.requests("probe", chat)) == rounds
+
+
+async def test_a_restarted_replica_wakes_for_what_arrived_while_it_was_down_and_nothing_else(
+    bus: Bus, nats_url: str, tmp_path: Path
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}"
+    chat = EVEN[0]
+    async with world(bus, nats_url, db, chats=[chat], replicas=("a",)) as w:
+        w.queue("probe", chat).append(decide("send_message", "asked"))
+        w.queue("primary", chat).append(response(tool_call(tools.SEND, "s", text="first")))
+        await w.say(1, 0, chat_id=chat, mentions_me=True)
+        await w.tick(1000)
+        await w.synced(chat)
+        await w.stop_replica("a")
+
+        # Published while no replica runs: kept by the partition's durable consumer and in the snapshot.
+        await w.pipeline.append(segment(2, at_ms=w.t0 + 2000, mentions_me=True), chat_id=chat)
+        w.queue("probe", chat).append(decide("send_message", "asked again"))
+        w.queue("primary", chat).append(response(tool_call(tools.SEND, "s", text="second")))
+        again = await w.start_replica("a")
+        await w.balanced()
+        state = await again.applied(PLATFORM.value, chat, w.pipeline.log(chat).seq)
+        assert state.marks.processed_until_ms == w.t0  # message 1 was processed before the restart
+        await w.tick(3000)
+        await w.synced(chat)
+        assert w.platform.sent_in(chat) == ["first", "second"]
+        assert len(w.requests("probe", chat)) == 2
+        assert "message number 2" in "".join(
+            p.text for p in w.requests("probe", chat)[-1].messages[0].parts if isinstance(p, TextPart)
+        )
+
+
+async def test_an_update_of_a_chat_held_elsewhere_is_left_for_its_owner(
+    bus: Bus, nats_url: str, tmp_path: Path
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}"
+    async with world(bus, nats_url, db, chats=CHATS, replicas=("a", "b")) as w:
+        a = w.driver
+        assert a.host is not None
+        update = ContextUpdate(
+            platform=PLATFORM,
+            chat_id=ODD[0],
+            seq=1,
+            base_seq=0,
+            cursor=0,
+            ops=(AppendOp(segments=(segment(1, at_ms=w.t0),)),),
+        )
+        unconfigured = update.model_copy(update={"chat_id": "oc_nobody"})
+
+        def delivery(model: ContextUpdate) -> Delivery:
+            return Delivery(
+                msg=None,  # type: ignore[arg-type]
+                stream="CONTEXT",
+                consumer="driver-p00",
+                subject="context.0.feishu.x",
+                data=encode(model),
+                headers=headers_for(model),
+                stream_seq=1,
+                num_delivered=1,
+            )
+
+        with pytest.raises(NotHeld):  # nak'ed: JetStream redelivers it to the replica that holds the chat
+            await a.host.on_context(delivery(update))
+        await a.host.on_context(delivery(unconfigured))  # acknowledged: nobody drives that chat
+        assert a.chats.keys() == {_key(c) for c in EVEN}
