@@ -56,6 +56,7 @@ class PartitionLeases:
         #: partition → revision of the lease this replica holds
         self.owned: dict[int, int] = {}
         self._stop = asyncio.Event()
+        self._lock = asyncio.Lock()
         self.settled = asyncio.Event()
 
     def _lease_key(self, partition: int) -> str:
@@ -67,7 +68,8 @@ class PartitionLeases:
     async def members(self) -> list[str]:
         prefix = f"{self.group}.members."
         try:
-            keys = await self.kv.keys(filters=[prefix])
+            # Filtered on our side: nats-py warns on every filtered listing, and the bucket is small.
+            keys = await self.kv.keys()
         except nats.js.errors.NoKeysError:
             return [self.replica]
         found = {key[len(prefix) :] for key in keys if key.startswith(prefix)}
@@ -78,32 +80,39 @@ class PartitionLeases:
         index = members.index(self.replica)
         return {p for p in range(self.partitions) if p % len(members) == index}
 
-    async def tick(self) -> None:
-        """One round: heartbeat, renew held leases, release surplus, acquire what is ours."""
+    async def renew(self) -> None:
+        """Heartbeat the membership and renew every held lease; stop at once a partition whose lease was lost.
+
+        Runs on its own task, so a release hook that waits for in-flight work never delays the renewal
+        of the other leases (or of the one being released, which stays held until the hook returns).
+        """
         await self.kv.put(self._member_key(self.replica), self.replica.encode())
-        for partition, revision in list(self.owned.items()):
-            try:
-                self.owned[partition] = await self.kv.update(
-                    self._lease_key(partition), self.replica.encode(), last=revision
-                )
-            except nats.js.errors.KeyWrongLastSequenceError:
-                log.warning("lost the lease of partition %d", partition)
-                del self.owned[partition]
-                await self.on_release(partition)
+        lost: list[int] = []
+        async with self._lock:
+            for partition, revision in list(self.owned.items()):
+                try:
+                    self.owned[partition] = await self.kv.update(
+                        self._lease_key(partition), self.replica.encode(), last=revision
+                    )
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    log.warning("lost the lease of partition %d", partition)
+                    del self.owned[partition]
+                    lost.append(partition)
+        for partition in lost:
+            await self.on_release(partition)
+
+    async def rebalance(self) -> None:
+        """Release the partitions no longer ours (after their in-flight work), acquire the ones that are."""
         want = self.desired(await self.members())
         for partition in sorted(set(self.owned) - want):
-            revision = self.owned.pop(partition)
-            await self.on_release(partition)
-            # Already expired and possibly taken by now: then nothing of ours is left to remove.
-            with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError):
-                await self.kv.delete(self._lease_key(partition), last=revision)
-            log.info("released partition %d", partition)
+            await self._release(partition)
         for partition in sorted(want - set(self.owned)):
-            try:
-                revision = await self.kv.create(self._lease_key(partition), self.replica.encode())
-            except nats.js.errors.KeyWrongLastSequenceError:
-                continue  # still held by its previous owner; retried next round
-            self.owned[partition] = revision
+            async with self._lock:
+                try:
+                    revision = await self.kv.create(self._lease_key(partition), self.replica.encode())
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    continue  # still held by its previous owner; retried next round
+                self.owned[partition] = revision
             await self.on_acquire(partition)
             log.info("acquired partition %d", partition)
         if set(self.owned) == want:
@@ -111,13 +120,41 @@ class PartitionLeases:
         else:
             self.settled.clear()
 
+    async def tick(self) -> None:
+        """One round of both duties (tests drive it by hand)."""
+        await self.renew()
+        await self.rebalance()
+
+    async def _release(self, partition: int) -> None:
+        # The lease stays held (and renewed) while the hook finishes the partition's in-flight work;
+        # only then is it removed, so the next owner never overlaps with us.
+        await self.on_release(partition)
+        async with self._lock:
+            revision = self.owned.pop(partition, None)
+            if revision is None:
+                return  # lost meanwhile
+            with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError, nats.errors.Error):
+                await self.kv.delete(self._lease_key(partition), last=revision)
+        log.info("released partition %d", partition)
+
+    async def _every(self, duty: Callable[[], Awaitable[None]], name: str) -> None:
+        while not self._stop.is_set():
+            try:
+                await duty()
+            except (nats.errors.Error, TimeoutError) as exc:
+                # A reconnect or a slow server: retried next round; leases outlive a few missed rounds.
+                log.warning("partition %s round failed: %s", name, type(exc).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.heartbeat_s)
+
     async def run(self) -> None:
+        renewer = asyncio.create_task(self._every(self.renew, "renewal"))
         try:
-            while not self._stop.is_set():
-                await self.tick()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), self.heartbeat_s)
+            await self.renew()
+            await self._every(self.rebalance, "rebalance")
         finally:
+            self._stop.set()
+            await renewer
             await self.release_all()
 
     def stop(self) -> None:
@@ -125,11 +162,8 @@ class PartitionLeases:
 
     async def release_all(self) -> None:
         """Hand every partition back at once (clean shutdown), so others need not wait for the TTL."""
-        for partition, revision in list(self.owned.items()):
-            del self.owned[partition]
-            await self.on_release(partition)
-            with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError, nats.errors.Error):
-                await self.kv.delete(self._lease_key(partition), last=revision)
+        for partition in list(self.owned):
+            await self._release(partition)
         with contextlib.suppress(nats.errors.Error):
             await self.kv.delete(self._member_key(self.replica))
 
