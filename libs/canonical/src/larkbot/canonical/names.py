@@ -224,9 +224,11 @@ STREAMS: Final[tuple[StreamSpec, ...]] = (
     StreamSpec(STREAM_MEDIA, (SUBJECTS_MEDIA,), work_queue=True),
     StreamSpec(STREAM_DEAD_LETTER, (SUBJECTS_DEAD_LETTER,), max_age_s=30 * _DAY),
 )
+#: Durable consumers the bootstrap declares. The partitioned consumers of EVENTS (``pipeline-pNN``) and
+#: CONTEXT (``driver-pNN``) are declared by their owners when they take a partition, because where
+#: consumption starts is the owner's state (see the pipeline's and driver's docs).
 CONSUMERS: Final[tuple[ConsumerSpec, ...]] = (
     ConsumerSpec(STREAM_EVENTS, CONSUMER_PIPELINE, SUBJECTS_EVENTS, max_ack_pending=10_000),
-    ConsumerSpec(STREAM_CONTEXT, CONSUMER_DRIVER, SUBJECTS_CONTEXT, max_ack_pending=10_000),
     ConsumerSpec(STREAM_MEDIA, CONSUMER_MEDIA, SUBJECTS_MEDIA, ack_wait_s=120.0),
 )
 KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
