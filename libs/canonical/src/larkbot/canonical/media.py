@@ -91,8 +91,9 @@ class MediaResult(WireModel):
 
 
 class ReadImageRequest(WireModel):
-    """``media.read_image``: the driver's ``read_image`` tool. ``detail="low"`` answers with the thumbnail,
-    ``"high"`` with a larger rendition (≤ 1024 px) made from the original bytes."""
+    """``media.read_image``: the driver's ``read_image`` tool. ``detail="low"`` answers with a PNG of at most
+    512 px, ``"high"`` with one of at most 1024 px, both made from the original bytes (``blob_key`` when
+    known, else downloaded through the ingress by ``file_id``)."""
 
     request_id: Id
     platform: Platform
