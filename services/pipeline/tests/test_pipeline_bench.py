@@ -1,18 +1,20 @@
-"""The benchmark entry point runs end to end on a small size and reports every measurement."""
+"""The benchmark entry point runs end to end on a small size and reports every figure it promises."""
 
 from __future__ import annotations
 
-import asyncio
-
+from larkbot.canonical.names import STREAM_EVENTS
 from larkbot.pipeline import bench
+from larkbot.runtime.bus import Bus
 
 
-async def test_bench_reports_core_service_and_cold_replay() -> None:
-    # run() owns its event loop (it is called from the CLI), so give it a thread of its own.
-    report = await asyncio.to_thread(bench.run, 600, service_events=300)
-    assert report["component"] == "pipeline"
-    assert report["core"]["events"] == 600
-    assert report["service"]["events"] == 300
-    assert report["cold_replay"]["events"] > 500  # redeliveries in the traffic are deduplicated
-    for part in ("core", "service", "cold_replay"):
-        assert report[part]["events_per_s"] > 0
+async def test_bench_reports_service_rate_cold_replay_and_memory(bus: Bus, nats_url: str) -> None:
+    report = await bench.measure(nats_url, True, sizes=(600, 2000))
+    assert report["pipeline_events_per_s"] > 0
+    assert report["cold_replay_1m_events_s"] is None  # not measured at that size
+    assert report["cold_replay_events_per_s"] > 0
+    assert report["resident_bytes_per_chat"] > 0
+    detail = report["pipeline"]
+    assert 500 < detail["service"]["events"] <= 600  # redeliveries within the duplicate window are dropped
+    assert detail["cold_replay"]["events"] == detail["cold_replay"]["stored"] == 2000
+    # The benchmark cleans up after itself: its events no longer occupy the stream.
+    assert (await bus.js.stream_info(STREAM_EVENTS)).state.messages == 0

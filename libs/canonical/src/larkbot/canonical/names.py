@@ -228,7 +228,6 @@ STREAMS: Final[tuple[StreamSpec, ...]] = (
 #: CONTEXT (``driver-pNN``) are declared by their owners when they take a partition, because where
 #: consumption starts is the owner's state (see the pipeline's and driver's docs).
 CONSUMERS: Final[tuple[ConsumerSpec, ...]] = (
-    ConsumerSpec(STREAM_EVENTS, CONSUMER_PIPELINE, SUBJECTS_EVENTS, max_ack_pending=10_000),
     ConsumerSpec(STREAM_MEDIA, CONSUMER_MEDIA, SUBJECTS_MEDIA, ack_wait_s=120.0),
 )
 KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (

@@ -1,15 +1,15 @@
 """Composition root of the pipeline.
 
-Start-up: migrate → wait for the lease → read the bot identities → cold replay of every configured chat
-from its compaction cursor → serve ``pipeline.snapshot`` / ``pipeline.history`` / ``pipeline.cursor`` →
-consume ``EVENTS``. Only the lease owner serves and consumes, so requests always reach the replica that
-holds the projections.
+Start-up: migrate → read the bot identities → serve ``pipeline.snapshot`` / ``pipeline.history`` /
+``pipeline.cursor`` (forwarded to the owner of the chat's partition when that is another replica) → join
+the partition leases. Each acquired partition is cold-started (its configured chats replayed from their
+compaction cursors) and then consumed from the resume point the database records.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import gc
 import logging
 import time
 from pathlib import Path
@@ -26,6 +26,7 @@ from larkbot.canonical.context import (
     SnapshotRequest,
 )
 from larkbot.canonical.names import (
+    KV_LEASES,
     QUEUE_PIPELINE,
     SUBJECT_PIPELINE_CURSOR,
     SUBJECT_PIPELINE_HISTORY,
@@ -42,15 +43,16 @@ from larkbot.runtime.service import ServiceContext, run
 from .adapters.chats import ResidentChats
 from .adapters.identity import Identities
 from .adapters.intake import Intake
-from .adapters.lease import Lease
+from .adapters.partitions import Ownership, replica_id
 from .adapters.repository import EventRepository
+from .adapters.routing import Router, direct_subject
 from .core import RenderParams
 from .settings import render_params
 
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-LEASE_KEY = "pipeline"
+GC_THRESHOLDS = (50_000, 20, 20)
 
 
 class PipelineError(WireModel):
@@ -76,24 +78,33 @@ class PipelineService:
         config: LarkbotConfig,
         *,
         media_enabled: bool = True,
-        lease_key: str = LEASE_KEY,
+        lease_bucket: str = KV_LEASES,
+        replica: str | None = None,
         intake_options: dict[str, Any] | None = None,
+        reader_options: dict[str, Any] | None = None,
     ) -> None:
         self.config = config
         self.media_enabled = media_enabled
-        self.lease_key = lease_key
+        self.lease_bucket = lease_bucket
+        self.replica = replica or replica_id()
         self.intake_options = intake_options or {}
+        self.reader_options = reader_options or {}
         self.deployment_offset_min = (
             config.utc_offset_min if config.utc_offset_min is not None else local_offset_min()
         )
+        #: Set once the partition assignment first settled with every owned partition consuming.
         self.ready = asyncio.Event()
         self.repo: EventRepository | None = None
         self.chats: ResidentChats | None = None
         self.intake: Intake | None = None
         self.identities: Identities | None = None
-        self.lease: Lease | None = None
-        self.replayed_events = 0
+        self.ownership: Ownership | None = None
+        self.router: Router | None = None
         self._endpoints: list[Endpoint[Any]] = []
+
+    @property
+    def replayed_events(self) -> int:
+        return self.chats.replayed_total if self.chats is not None else 0
 
     def params_for(self, platform: Platform, chat_id: str) -> RenderParams | None:
         chat = self.config.chat(platform.value, chat_id)
@@ -109,64 +120,119 @@ class PipelineService:
             for chat_id in sorted(self.config.chat_ids(platform.value))
         ]
 
+    def caught_up(self) -> bool:
+        """Every owned partition read to its end and committed (tests and the benchmark wait on it)."""
+        return self.ownership is not None and self.ownership.caught_up()
+
     async def start(self, ctx: ServiceContext) -> None:
+        # The pipeline keeps a large, growing heap of long-lived objects (every resident chat's nodes and
+        # segments) and allocates thousands per batch. With CPython's default thresholds (700, 10, 10)
+        # the cyclic collector's passes took ~35 % of the service's time; (50 000, 20, 20) measured
+        # 3.5k → 5.2k events/s (docs/pipeline.md, Benchmark). Process-wide: one service per process.
+        gc.set_threshold(*GC_THRESHOLDS)
         engine = create_engine(ctx.database_url())
         ctx.stack.push_async_callback(engine.dispose)
         await migrate(engine, MIGRATIONS)
         self.repo = EventRepository(engine)
         self.identities = Identities(ctx.bus)
-        self.chats = ResidentChats(ctx.bus, self.repo, self.params_for, {})
+        chats = self.chats = ResidentChats(ctx.bus, self.repo, self.params_for, {})
         self.intake = Intake(
             ctx.bus, self.chats, self.repo, media_enabled=self.media_enabled, **self.intake_options
         )
-        self.lease = await Lease.open(ctx.bus.js, self.lease_key)
+        self.ownership = await Ownership.open(
+            ctx.bus,
+            self.intake,
+            lambda p: chats.load_partition(p, self.resident_keys()),
+            chats.evict_partition,
+            bucket=self.lease_bucket,
+            replica=self.replica,
+            reader_options=self.reader_options,
+        )
+        self.router = Router(ctx.bus, self.ownership)
         ctx.add_check("database", self._database_ready)
-        ctx.add_check("owner", self._owner_ready)
+        ctx.add_check("partitions", self._partitions_ready)
         ctx.add_check("media", self._media_ready)
         ctx.spawn(self._main(ctx), "pipeline-main")
 
     async def _main(self, ctx: ServiceContext) -> None:
-        assert self.lease is not None
         assert self.identities is not None
         assert self.chats is not None
         assert self.intake is not None
-        if not await self.lease.acquire(ctx.stopping):
-            return
-        ctx.spawn(self.lease.keep(ctx.stopping), "pipeline-lease")
+        assert self.ownership is not None
         await self.identities.load()
         for platform in Platform:
             ctx.spawn(self.identities.watch(platform, self.chats.rerender_platform), f"identity-{platform}")
-        self.replayed_events = await self.chats.cold_start(self.resident_keys())
-        log.info("cold start: %d chats, %d events replayed", len(self.chats.chats), self.replayed_events)
         await self._serve(ctx)
         await self.intake.start_results()
         ctx.spawn(self.intake.run_commit(), "pipeline-commit")
         ctx.spawn(self.intake.run_tick(), "pipeline-tick")
-        ctx.spawn(self.intake.run_fetch(), "pipeline-fetch")
+        ctx.spawn(self.ownership.run(ctx.stopping), "pipeline-partitions")
+        ctx.spawn(self.ownership.report_lag(ctx.stopping), "pipeline-lag")
+        await self.ownership.serving_all.wait()
+        log.info(
+            "serving partitions %s: %d chats, %d events replayed",
+            self.ownership.owned(),
+            len(self.chats.chats),
+            self.replayed_events,
+        )
         self.ready.set()
 
     async def _serve(self, ctx: ServiceContext) -> None:
-        chats = self.chats
+        chats, router = self.chats, self.router
         assert chats is not None
+        assert router is not None
 
         async def snapshot(request: SnapshotRequest) -> ContextSnapshot:
+            router.check_local(request.platform, request.chat_id)
             return chats.snapshot(request.platform, request.chat_id)
 
         async def history(request: HistoryRequest) -> HistoryResponse:
+            router.check_local(request.platform, request.chat_id)
             return await chats.history(request)
 
         async def cursor(request: CursorMove) -> ContextSnapshot:
+            router.check_local(request.platform, request.chat_id)
             return await chats.move_cursor(request.platform, request.chat_id, request.cursor, request.reason)
 
-        bus, queue = ctx.bus, QUEUE_PIPELINE
+        async def routed_snapshot(request: SnapshotRequest) -> ContextSnapshot:
+            return await router.route(
+                request.platform,
+                request.chat_id,
+                "snapshot",
+                request,
+                ContextSnapshot,
+                lambda: snapshot(request),
+            )
+
+        async def routed_history(request: HistoryRequest) -> HistoryResponse:
+            return await router.route(
+                request.platform,
+                request.chat_id,
+                "history",
+                request,
+                HistoryResponse,
+                lambda: history(request),
+            )
+
+        async def routed_cursor(request: CursorMove) -> ContextSnapshot:
+            return await router.route(
+                request.platform, request.chat_id, "cursor", request, ContextSnapshot, lambda: cursor(request)
+            )
+
+        bus, queue, replica = ctx.bus, QUEUE_PIPELINE, self.replica
+        snap, hist, move = (
+            model_decoder(SnapshotRequest),
+            model_decoder(HistoryRequest),
+            model_decoder(CursorMove),
+        )
         self._endpoints = [
-            Endpoint(
-                bus, SUBJECT_PIPELINE_SNAPSHOT, queue, model_decoder(SnapshotRequest), snapshot, _error_reply
-            ),
-            Endpoint(
-                bus, SUBJECT_PIPELINE_HISTORY, queue, model_decoder(HistoryRequest), history, _error_reply
-            ),
-            Endpoint(bus, SUBJECT_PIPELINE_CURSOR, queue, model_decoder(CursorMove), cursor, _error_reply),
+            Endpoint(bus, SUBJECT_PIPELINE_SNAPSHOT, queue, snap, routed_snapshot, _error_reply),
+            Endpoint(bus, SUBJECT_PIPELINE_HISTORY, queue, hist, routed_history, _error_reply),
+            Endpoint(bus, SUBJECT_PIPELINE_CURSOR, queue, move, routed_cursor, _error_reply),
+            # Forwarded by other replicas: answered only for partitions served here (no queue group).
+            Endpoint(bus, direct_subject(replica, "snapshot"), "", snap, snapshot, _error_reply),
+            Endpoint(bus, direct_subject(replica, "history"), "", hist, history, _error_reply),
+            Endpoint(bus, direct_subject(replica, "cursor"), "", move, cursor, _error_reply),
         ]
         for endpoint in self._endpoints:
             await endpoint.start()
@@ -179,11 +245,20 @@ class PipelineService:
         ok = self.intake is None or self.intake.database_ok
         return Check(ok, self.repo.engine.dialect.name if ok else "commits failing")
 
-    async def _owner_ready(self) -> Check:
-        if not self.ready.is_set():
-            waiting = not (self.lease and self.lease.held)
-            return Check(False, "standby: waiting for the pipeline lease" if waiting else "replaying")
-        return Check(True, f"owner; {len(self.chats.chats) if self.chats else 0} resident chats")
+    async def _partitions_ready(self) -> Check:
+        ownership = self.ownership
+        if ownership is None:
+            return Check(False, "starting")
+        owned = ownership.owned()
+        shown = ",".join(map(str, owned)) or "none"
+        resident = len(self.chats.chats) if self.chats else 0
+        if not ownership.leases.settled.is_set():
+            return Check(False, f"rebalancing; owns partitions {shown}")
+        behind = [p for p in owned if not ownership.serving(p)]
+        if behind:
+            states = ", ".join(f"{p} {ownership.readers[p][0].state}" for p in behind[:8])
+            return Check(False, f"owns partitions {shown}; not consuming: {states}")
+        return Check(True, f"owns partitions {shown}; {resident} resident chats")
 
     async def _media_ready(self) -> Check:
         if self.intake is None:
@@ -196,15 +271,15 @@ class PipelineService:
         return Check(True, f"{waiting} event(s) waiting for media")
 
     async def stop(self) -> None:
-        if self.intake is not None:
-            await self.intake.stop()
+        """Stop taking requests, hand the partitions back (each after its in-flight commit), stop."""
         for endpoint in self._endpoints:
             await endpoint.stop()
+        if self.ownership is not None:
+            await self.ownership.stop()
+        if self.intake is not None:
+            await self.intake.stop()
         if self.identities is not None:
             await self.identities.stop()
-        if self.lease is not None:
-            with contextlib.suppress(Exception):
-                await self.lease.release()
 
 
 def main() -> int:

@@ -1,60 +1,75 @@
-"""``larkbot bench`` for the pipeline: events/s through reduce+render+persist+publish, and cold replay time.
+"""``larkbot bench`` for the pipeline: events/s through the whole service, cold replay, memory per chat.
 
-Three measurements on synthetic traffic (:func:`larkbot.pipeline.synthetic.chat_traffic`, interleaved over
-``events // 1000`` chats, at most 1000):
+Measurements on synthetic traffic (:func:`larkbot.pipeline.synthetic.chat_traffic`: messages, replies,
+mentions, edits, deletes, reactions, renames, ~2 % redeliveries), interleaved over many chats:
 
-- ``core``: reduce + render only (pure, in memory), every event;
-- ``service``: the whole service on an embedded NATS server and SQLite — events pre-published to
-  ``EVENTS``, then consumed, committed, projected and published as context updates; capped at
-  ``service_events`` (default 50,000) so that a 1 M-event run stays within minutes;
-- ``cold_replay``: every event committed to the ``events`` table, then the cold start of all chats
-  (read back in the order of record, decode, reduce, render).
+- ``pipeline_events_per_s``: the whole service on SQLite — events pre-published to ``EVENTS``, then read
+  from every partition, committed with the partitions' resume points, reduced, rendered and published as
+  context updates (acknowledged by the server), until everything is handled;
+- ``cold_replay_1m_events_s``: 1,000,000 events persisted in the ``events`` table, then the cold start of
+  every chat (read in the order of record, decode, reduce, render);
+- ``resident_bytes_per_chat``: memory held per resident chat (tracemalloc) with a working window of
+  ``WINDOW`` events per chat.
+
+Quick mode measures smaller counts and reports the cold replay *rate* under ``cold_replay_events_per_s``
+(``cold_replay_1m_events_s`` is then ``None``: nothing was measured at that size).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
+import secrets
 import tempfile
 import time
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import nats
+from sqlalchemy import insert
 
 from larkbot.canonical.codec import encode, headers_for
 from larkbot.canonical.events import CanonicalEvent
 from larkbot.canonical.names import (
-    CONSUMER_PIPELINE,
     HEADER_MSG_ID,
+    KV_LEASES,
+    STREAM_CONTEXT,
     STREAM_EVENTS,
     Platform,
     Service,
+    context_subject,
     events_subject,
     msg_id,
+    partition_of,
 )
 from larkbot.runtime.bootstrap import bootstrap
-from larkbot.runtime.bus import connect
-from larkbot.runtime.config import LarkbotConfig, parse_config
+from larkbot.runtime.bus import Bus, connect
+from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
 from larkbot.runtime.db import create_engine, migrate
-from larkbot.runtime.natsserver import EmbeddedNats
 from larkbot.runtime.service import running
 
 from .adapters.chats import ResidentChats
-from .adapters.repository import EventRepository, NewEvent
+from .adapters.repository import EventRepository, NewEvent, _row
+from .adapters.tables import events as events_table
 from .app import MIGRATIONS, PipelineService
 from .core import Projection
 from .synthetic import chat_traffic
 
+log = logging.getLogger(__name__)
 
-def traffic(events: int) -> tuple[list[str], list[CanonicalEvent]]:
-    chats = [f"oc_bench_{i}" for i in range(max(1, min(1000, events // 1000)))]
-    streams = [chat_traffic(chat, events // len(chats) + 1, seed=7) for chat in chats]
-    out: list[CanonicalEvent] = []
+#: Events per chat held in memory for ``resident_bytes_per_chat``.
+WINDOW = 200
+
+
+def interleaved(chats: list[str], per_chat: int, seed: int = 7) -> Iterator[CanonicalEvent]:
+    """Round-robin over the chats' traffic, as a busy deployment receives it."""
+    streams = [chat_traffic(chat, per_chat, seed=seed) for chat in chats]
     for round_ in itertools.zip_longest(*streams):
-        out.extend(e for e in round_ if e is not None)
-        if len(out) >= events:
-            break
-    return chats, out[:events]
+        yield from (e for e in round_ if e is not None)
 
 
 def bench_config(chats: list[str], database_url: str) -> LarkbotConfig:
@@ -67,68 +82,118 @@ def bench_config(chats: list[str], database_url: str) -> LarkbotConfig:
     )
 
 
-def measure_core(service: PipelineService, chats: list[str], stream: list[CanonicalEvent]) -> dict[str, Any]:
-    projections: dict[str, Projection] = {}
-    for chat in chats:
-        params = service.params_for(Platform.FEISHU, chat)
-        assert params is not None
-        projections[chat] = Projection(params)
-    seen: set[tuple[str, str]] = set()
-    started = time.perf_counter()
-    for seq, event in enumerate(stream, start=1):
-        key = (event.chat_id, event.dedup_key)
-        if key in seen:
-            continue
-        seen.add(key)
-        projections[event.chat_id].apply(event, seq)
-    elapsed = time.perf_counter() - started
-    return {"events": len(stream), "seconds": round(elapsed, 3), "events_per_s": round(len(stream) / elapsed)}
+async def _bus_is_ours(bus: Bus) -> bool:
+    """The service measurement consumes all of ``EVENTS`` and takes the pipeline's partition leases: only
+    on a bus that carries no pipeline traffic (the fresh server ``larkbot bench`` starts)."""
+    info = await bus.js.stream_info(STREAM_EVENTS)
+    kv = await bus.js.key_value(KV_LEASES)
+    try:
+        keys = await kv.keys()
+    except nats.js.errors.NoKeysError:
+        keys = []
+    return not info.state.messages and not any(key.startswith("pipeline.") for key in keys)
 
 
-async def measure_service(
-    nats_url: str, chats: list[str], stream: list[CanonicalEvent], database_url: str
-) -> dict[str, Any]:
-    bus = await connect(bench_config(chats, database_url).nats, "bench", url=nats_url, give_up_after_s=30)
+async def measure_service(nats_url: str, events: int, chats_count: int, root: Path) -> dict[str, Any]:
+    tag = secrets.token_hex(3)
+    chats = [f"oc_bench_{tag}_{i}" for i in range(chats_count)]
+    stream = list(interleaved(chats, events // chats_count + 1))[:events]
+    database_url = f"sqlite+aiosqlite:///{root / f'service-{tag}.db'}"
+    cfg = bench_config(chats, database_url)
+    bus = await connect(NatsSettings(), "bench", url=nats_url, give_up_after_s=30)
     try:
         await bootstrap(bus.js)
+        if not await _bus_is_ours(bus):
+            raise RuntimeError("the bus carries pipeline traffic: run the benchmark on a server of its own")
         futures = []
         for event in stream:
-            headers = headers_for(event, {HEADER_MSG_ID: msg_id(event.platform.value, event.dedup_key)})
+            dedup = f"{event.chat_id}:{event.dedup_key}"  # synthetic keys are unique per chat only
+            headers = headers_for(event, {HEADER_MSG_ID: msg_id(event.platform.value, dedup)})
             subject = events_subject(event.platform.value, event.chat_id)
             futures.append(await bus.js.publish_async(subject, encode(event), headers=headers))
             if len(futures) >= 5000:
                 await asyncio.gather(*futures)
                 futures.clear()
         await asyncio.gather(*futures)
-        cfg = bench_config(chats, database_url)
+        stored = (await bus.js.stream_info(STREAM_EVENTS)).state.messages
         app = PipelineService(cfg, media_enabled=False)
         started = time.perf_counter()
-        async with running(Service.PIPELINE, app, cfg, nats_url=nats_url):
+        async with running(Service.PIPELINE, app, cfg, nats_url=nats_url, timeout_s=600):
             await asyncio.wait_for(app.ready.wait(), 600)
-            while True:
-                info = await bus.js.consumer_info(STREAM_EVENTS, CONSUMER_PIPELINE)
-                if not info.num_pending and not info.num_ack_pending:
-                    break
-                await asyncio.sleep(0.05)
-            elapsed = time.perf_counter() - started
+            assert app.intake is not None
+            intake = app.intake
+            # Steady state: from the moment every partition is loaded and consuming.
+            ready_at, handled_at_ready = time.perf_counter(), intake.handled
+            while intake.handled < stored:
+                intake.progress.clear()
+                if intake.handled < stored:
+                    await intake.progress.wait()
+            ended = time.perf_counter()
+        for chat in chats:
+            for stream_name, subject in (
+                (STREAM_EVENTS, events_subject("feishu", chat)),
+                (STREAM_CONTEXT, context_subject("feishu", chat)),
+            ):
+                stored_subject = subject.replace(".", f".{partition_of('feishu', chat)}.", 1)
+                await bus.js.purge_stream(stream_name, subject=stored_subject)
     finally:
         await bus.close()
-    return {"events": len(stream), "seconds": round(elapsed, 3), "events_per_s": round(len(stream) / elapsed)}
+    measured = stored - handled_at_ready
+    return {
+        "events": stored,
+        "chats": chats_count,
+        "startup_seconds": round(ready_at - started, 3),
+        "measured_events": measured,
+        "seconds": round(ended - ready_at, 3),
+        "events_per_s": round(measured / (ended - ready_at)),
+        "overall_events_per_s": round(stored / (ended - started)),
+    }
 
 
-async def measure_cold_replay(
-    chats: list[str], stream: list[CanonicalEvent], database_url: str
-) -> dict[str, Any]:
+async def persist(database_url: str, chats: list[str], events: int) -> int:
+    """Fill the ``events`` table with ``events`` interleaved events (bulk Core inserts: set-up, not
+    measured). Redeliveries in the traffic are left out, as the unique key would."""
     engine = create_engine(database_url)
+    seen: set[tuple[str, str]] = set()
+    stored = 0
     try:
         await migrate(engine, MIGRATIONS)
+        rows: list[dict[str, object]] = []
+        # A little more traffic than needed: ~2 % of it are redeliveries, which are not stored.
+        for event in interleaved(chats, events * 21 // 20 // len(chats) + 1):
+            if stored + len(rows) >= events:
+                break
+            key = (event.chat_id, event.dedup_key)
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append(_row(NewEvent(event)))
+            if len(rows) >= 20_000:
+                async with engine.begin() as conn:
+                    await conn.execute(insert(events_table), rows)
+                stored += len(rows)
+                rows = []
+        if rows:
+            async with engine.begin() as conn:
+                await conn.execute(insert(events_table), rows)
+            stored += len(rows)
+    finally:
+        await engine.dispose()
+    return stored
+
+
+async def measure_cold_replay(events: int, chats_count: int, root: Path) -> dict[str, Any]:
+    chats = [f"oc_replay_{i}" for i in range(chats_count)]
+    database_url = f"sqlite+aiosqlite:///{root / 'replay.db'}"
+    started = time.perf_counter()
+    stored = await persist(database_url, chats, events)
+    persisted = time.perf_counter() - started
+    engine = create_engine(database_url)
+    try:
         repo = EventRepository(engine)
-        started = time.perf_counter()
-        for start in range(0, len(stream), 5000):
-            await repo.commit([NewEvent(event) for event in stream[start : start + 5000]])
-        persisted = time.perf_counter() - started
         app = PipelineService(bench_config(chats, database_url))
         resident = ResidentChats(None, repo, app.params_for, {})  # type: ignore[arg-type]
+        gc.collect()
         started = time.perf_counter()
         replayed = await resident.cold_start([("feishu", chat) for chat in chats])
         elapsed = time.perf_counter() - started
@@ -136,39 +201,67 @@ async def measure_cold_replay(
         await engine.dispose()
     return {
         "events": replayed,
+        "stored": stored,
         "seconds": round(elapsed, 3),
-        "events_per_s": round(replayed / elapsed) if elapsed else None,
+        "events_per_s": round(replayed / elapsed),
         "persist_seconds": round(persisted, 3),
     }
 
 
-async def _run(events: int, service_events: int) -> dict[str, Any]:
-    chats, stream = traffic(events)
-    with tempfile.TemporaryDirectory(prefix="larkbot-bench-") as tmp:
-        root = Path(tmp)
-        app = PipelineService(bench_config(chats, f"sqlite+aiosqlite:///{root / 'x.db'}"))
-        core = measure_core(app, chats, stream)
-        replay = await measure_cold_replay(chats, stream, f"sqlite+aiosqlite:///{root / 'replay.db'}")
-        nats = EmbeddedNats(root / "nats")
-        url = nats.start()
-        try:
-            service = await measure_service(
-                url, chats, stream[:service_events], f"sqlite+aiosqlite:///{root / 'service.db'}"
-            )
-        finally:
-            nats.stop()
-    return {
-        "component": "pipeline",
-        "chats": len(chats),
-        "core": core,
-        "service": service,
-        "cold_replay": replay,
-        "targets": {"service_events_per_s": 5000, "cold_replay_1m_seconds": 60},
-    }
+def measure_resident_bytes(chats_count: int = 50) -> int:
+    """tracemalloc growth per chat after projecting ``WINDOW`` events into each of ``chats_count`` chats:
+    what a resident chat keeps (IC nodes and the event data they reference, rendered segments, alias
+    table), measured after everything transient (the decoded stream, the dedup set) is gone."""
+    chats = [f"oc_mem_{i}" for i in range(chats_count)]
+    app = PipelineService(bench_config(chats, "sqlite+aiosqlite:///:memory:"))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        projections: dict[str, Projection] = {}
+        for chat in chats:
+            params = app.params_for(Platform.FEISHU, chat)
+            assert params is not None
+            projections[chat] = Projection(params)
+        seen: set[tuple[str, str]] = set()
+        for seq, event in enumerate(interleaved(chats, WINDOW), start=1):
+            if (event.chat_id, event.dedup_key) in seen:
+                continue
+            seen.add((event.chat_id, event.dedup_key))
+            projections[event.chat_id].apply(event, seq)
+        del seen, event
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(projections) == chats_count
+    return round(grown / chats_count)
 
 
-def run(events: int, *, service_events: int = 50_000) -> dict[str, Any]:
-    """Run the pipeline benchmark on ``events`` synthetic events; returns a JSON-ready dict."""
+async def measure(nats_url: str, quick: bool, *, sizes: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The pipeline's figures for ``larkbot bench`` (quick: smaller counts, same code paths). ``sizes``
+    (service events, replayed events) overrides the counts, for tests."""
     logging.getLogger("larkbot").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    return asyncio.run(_run(events, min(events, service_events)))
+    service_events, replay_events = (5_000, 50_000) if quick else (50_000, 1_000_000)
+    if sizes is not None:
+        service_events, replay_events = sizes
+    with tempfile.TemporaryDirectory(prefix="larkbot-bench-pipeline-") as tmp:
+        root = Path(tmp)
+        service = await measure_service(
+            nats_url, service_events, min(200, max(1, service_events // 50)), root
+        )
+        replay = await measure_cold_replay(replay_events, min(1000, max(1, replay_events // 1000)), root)
+    resident = measure_resident_bytes()
+    return {
+        "pipeline_events_per_s": float(service["events_per_s"]),
+        "cold_replay_1m_events_s": replay["seconds"] if replay["events"] >= 1_000_000 else None,
+        "cold_replay_events_per_s": float(replay["events_per_s"]),
+        "resident_bytes_per_chat": resident,
+        "pipeline": {
+            "service": service,
+            "cold_replay": replay,
+            "resident_window_events": WINDOW,
+            "targets": {"pipeline_events_per_s": 5000, "cold_replay_1m_events_s": 60},
+        },
+    }

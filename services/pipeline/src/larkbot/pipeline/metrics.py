@@ -1,7 +1,7 @@
 """Every metric of the pipeline, defined once. No chat or user ids as labels.
 
-Consumer lag is the runtime's ``larkbot_bus_consumer_pending_messages{consumer="pipeline"}`` (refreshed by
-the pipeline every few seconds); dead letters are also counted by the runtime per reason class.
+Consumer lag is per partition (``larkbot_pipeline_partition_lag_messages{partition}``, refreshed every few
+seconds); partition numbers are a fixed set of 16, not ids.
 """
 
 from __future__ import annotations
@@ -64,4 +64,13 @@ MEDIA_JOBS = Counter(
     "Media jobs by transform and outcome (submitted, resubmitted, ok, failed, rejected)",
     ["transform", "outcome"],
 )
-LEASE_HELD = Gauge("larkbot_pipeline_lease_held", "1 while this replica owns the pipeline lease")
+PARTITIONS_OWNED = Gauge("larkbot_pipeline_partitions_owned", "Partitions of EVENTS this replica consumes")
+PARTITION_LAG = Gauge(
+    "larkbot_pipeline_partition_lag_messages",
+    "Messages of an owned partition not yet committed (undelivered plus waiting in admission)",
+    ["partition"],
+)
+PARTITION_RESTARTS = Counter(
+    "larkbot_pipeline_partition_restarts_total",
+    "Partitions restarted from their resume point after an unexpected failure",
+)

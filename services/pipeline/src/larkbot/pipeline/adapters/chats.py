@@ -10,11 +10,16 @@ value sees ``base_seq`` differ and asks ``pipeline.snapshot``. The same happens 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import nats
+from nats.js.api import PubAck
+
+from larkbot.canonical.codec import encode, headers_for
 from larkbot.canonical.context import (
     AppendOp,
     ContextOp,
@@ -27,8 +32,8 @@ from larkbot.canonical.context import (
     Segment,
 )
 from larkbot.canonical.events import CanonicalEvent, MessageEvent
-from larkbot.canonical.names import Platform, context_subject
-from larkbot.runtime.bus import Bus, BusUnavailable
+from larkbot.canonical.names import Platform, context_subject, partition_of
+from larkbot.runtime.bus import Bus
 
 from .. import metrics
 from ..core import Projection, RenderParams, alias_for, attachment_key, looks_like_alias
@@ -74,11 +79,14 @@ class ResidentChats:
         self.params_for = params_for
         self.alt_texts = alt_texts
         self.chats: dict[ChatKey, Chat] = {}
-        self._replayed = 0
+        #: Events replayed by every cold start of this process (partitions are loaded as acquired).
+        self.replayed_total = 0
         #: Serialises every change of a projection (batches, cursor moves, identity changes).
         self.lock = asyncio.Lock()
 
     def is_resident(self, platform: str, chat_id: str) -> bool:
+        if (platform, chat_id) in self.chats:
+            return True
         return self.params_for(Platform(platform), chat_id) is not None
 
     # -- cold start ------------------------------------------------------------------------------------
@@ -88,6 +96,18 @@ class ResidentChats:
         if params is None:
             return None
         rows = [row async for row in self.repo.chat_events(platform.value, chat_id, cursor)]
+        last = rows[-1][0] if rows else await self.repo.last_event_id(platform.value, chat_id)
+        return await self._build(platform, chat_id, params, cursor, rows, last)
+
+    async def _build(
+        self,
+        platform: Platform,
+        chat_id: str,
+        params: RenderParams,
+        cursor: int,
+        rows: list[tuple[int, str]],
+        last: int,
+    ) -> Chat:
         decoded = [(row_id, decode_event(payload)) for row_id, payload in rows]
         keys = {
             key
@@ -101,24 +121,63 @@ class ResidentChats:
         projection = Projection(params, cursor=cursor, alt_texts=self.alt_texts)
         for row_id, event in decoded:
             projection.apply(event, row_id)
-        self._replayed = len(decoded)
-        last = rows[-1][0] if rows else await self.repo.last_event_id(platform.value, chat_id)
         chat = Chat(platform, chat_id, projection, seq=max(last, cursor) * SEQ_STRIDE)
         self.chats[(platform.value, chat_id)] = chat
         metrics.RESIDENT_CHATS.set(len(self.chats))
         metrics.RC_BYTES.observe(sum(len(s.xml) for s in projection.segments))
         return chat
 
+    async def load_partition(self, partition: int, keys: list[ChatKey]) -> int:
+        """Cold start of the configured chats of one partition (on acquiring it); events replayed."""
+        mine = [key for key in keys if partition_of(*key) == partition]
+        return await self.cold_start(mine) if mine else 0
+
+    def evict_partition(self, partition: int) -> None:
+        """Forget the chats of a partition this replica no longer owns (another replica commits them now,
+        so the projection would go stale; it is rebuilt from the database on re-acquiring)."""
+        for key in [key for key in self.chats if partition_of(*key) == partition]:
+            del self.chats[key]
+        metrics.RESIDENT_CHATS.set(len(self.chats))
+        self.segments_changed()
+
     async def cold_start(self, keys: list[ChatKey]) -> int:
+        """Replay the given chats from their compaction cursors (one read pass); events replayed.
+
+        The replay allocates millions of long-lived objects and no garbage cycles; the cyclic collector's
+        full passes over them took ~40 % of a 300k-event replay (measured: 10.4k → 17.7k events/s without
+        them). It is paused during the replay, and what was built moves to the permanent generation
+        (``gc.freeze``) so that later full collections skip it (reference counting still frees it)."""
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return await self._cold_start(keys)
+        finally:
+            if was_enabled:
+                gc.enable()
+            gc.freeze()
+
+    async def _cold_start(self, keys: list[ChatKey]) -> int:
         started = time.perf_counter()
         cursors = await self.repo.cursors()
         events = 0
-        for platform, chat_id in keys:
-            chat = await self.load(Platform(platform), chat_id, cursors.get((platform, chat_id), 0))
-            if chat is not None:
-                events += self._replayed
+        empty: list[ChatKey] = []
+        async for key, rows in self.repo.chats_events(keys, cursors):
+            platform = Platform(key[0])
+            params = self.params_for(platform, key[1])
+            if params is None:
+                continue
+            cursor = cursors.get(key, 0)
+            await self._build(platform, key[1], params, cursor, rows, rows[-1][0] if rows else 0)
+            events += len(rows)
+            if not rows:
+                empty.append(key)
+        # Chats with nothing after their cursor still continue their update sequence from their last event.
+        for key, last in (await self.repo.last_event_ids(empty)).items():
+            chat = self.chats[key]
+            chat.seq = max(chat.seq, last * SEQ_STRIDE)
         metrics.COLD_REPLAY_SECONDS.set(time.perf_counter() - started)
         metrics.COLD_REPLAY_EVENTS.set(events)
+        self.replayed_total += events
         self.segments_changed()
         return events
 
@@ -171,22 +230,30 @@ class ResidentChats:
         chat.seq = seq
         return update
 
-    async def publish(self, updates: list[ContextUpdate]) -> None:
-        """Publish concurrently; a lost publication is only logged: the consumer detects the gap through
-        ``base_seq`` and asks for a snapshot."""
+    async def publish(self, updates: list[ContextUpdate], timeout_s: float = 10.0) -> None:
+        """Publish pipelined (one round trip for the whole batch; one connection keeps their order). A lost
+        publication is only logged: the consumer detects the gap through ``base_seq`` and asks for a
+        snapshot."""
         if not updates:
             return
-
-        async def one(update: ContextUpdate) -> None:
-            metrics.UPDATE_BYTES.observe(sum(_xml_bytes(op) for op in update.ops))
-            try:
-                await self.bus.publish(context_subject(update.platform.value, update.chat_id), update)
-                metrics.UPDATES.labels("published").inc()
-            except BusUnavailable as exc:
-                metrics.UPDATES.labels("failed").inc()
-                log.warning("context update not published (consumers will resync): %s", exc)
-
-        await asyncio.gather(*(one(update) for update in updates))
+        js = self.bus.js
+        futures: list[asyncio.Future[PubAck]] = []
+        try:
+            for update in updates:
+                metrics.UPDATE_BYTES.observe(sum(_xml_bytes(op) for op in update.ops))
+                subject = context_subject(update.platform.value, update.chat_id)
+                futures.append(await js.publish_async(subject, encode(update), headers=headers_for(update)))
+        except nats.errors.Error as exc:
+            log.warning("context updates not published (consumers will resync): %s", type(exc).__name__)
+        try:
+            results = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), timeout_s)
+        except TimeoutError:
+            results = [TimeoutError()] * len(futures)
+        failed = len(updates) - len(futures) + sum(isinstance(r, BaseException) for r in results)
+        metrics.UPDATES.labels("published").inc(len(updates) - failed)
+        if failed:
+            metrics.UPDATES.labels("failed").inc(failed)
+            log.warning("%d context update(s) not published (consumers will resync)", failed)
 
     # -- requests and control --------------------------------------------------------------------------
     def snapshot(self, platform: Platform, chat_id: str) -> ContextSnapshot:

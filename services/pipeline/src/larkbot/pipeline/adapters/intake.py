@@ -1,17 +1,16 @@
-"""Consumption of ``EVENTS``: fetch → admission (media) → commit → apply → publish → ack.
+"""From delivered ``EVENTS`` messages to committed events: admission (media) → commit → apply → publish.
 
-Three loops share one admission queue:
+Partition readers (:mod:`.partitions`) hand over each partition's messages in stream order with
+:meth:`Intake.feed`: it decodes them (an undecodable message gets a dead-letter record), drops Feishu events
+of chats that are not configured, queues the rest per chat and submits their media jobs. The *commit* loop
+takes every chat's contiguous ready prefix and commits it in one transaction together with each
+partition's resume point (:func:`..core.offsets.resume_points`), then applies the committed events to the
+resident projections and publishes one ``ContextUpdate`` per changed chat. Nothing is acknowledged: the
+database's resume point is the only consumption state. The *tick* loop re-submits media jobs whose backoff
+ran out or which got no answer, and refreshes gauges.
 
-- *fetch* pulls batches from the durable ``pipeline`` consumer, decodes them (an undecodable message goes
-  through the runtime's error policy: dead-letter record, then ``term``), drops Feishu events of chats that
-  are not configured, queues the rest per chat and submits their media jobs;
-- *commit* takes every chat's contiguous ready prefix, commits it in one transaction, applies the committed
-  events to the resident projections, publishes one ``ContextUpdate`` per changed chat, and only then acks;
-- *tick* re-submits media jobs whose backoff ran out or which got no answer, keeps waiting messages alive
-  (``in_progress``, so ``ack_wait`` does not redeliver them) and reports consumer lag.
-
-A database failure is retried in-process with backoff, never nak'ed: JetStream would redeliver the nak'ed
-message after later messages of the same chat and break per-chat order.
+A database failure is retried in-process with backoff; the partition readers keep reading until the
+admission queue is full.
 """
 
 from __future__ import annotations
@@ -19,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 
 import nats
 from nats.aio.msg import Msg
@@ -32,8 +33,12 @@ from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent
 from larkbot.canonical.media import MediaJob, MediaResult
 from larkbot.canonical.names import (
     CONSUMER_PIPELINE,
+    HEADER_DL_CONSUMER,
     HEADER_DL_ERROR,
     HEADER_DL_REASON,
+    HEADER_DL_SEQUENCE,
+    HEADER_DL_STREAM,
+    HEADER_DL_SUBJECT,
     HEADER_MSG_ID,
     STREAM_EVENTS,
     STREAM_MEDIA,
@@ -41,12 +46,12 @@ from larkbot.canonical.names import (
     dead_letter_subject,
     media_job_subject,
 )
-from larkbot.runtime import metrics as runtime_metrics
 from larkbot.runtime.bus import Bus, BusUnavailable
-from larkbot.runtime.consume import Delivery, ErrorPolicy
+from larkbot.runtime.logs import mask
 
 from .. import metrics
 from ..core.admission import Admission, Pending
+from ..core.offsets import Ticket, resume_points
 from .chats import ResidentChats
 from .repository import DatabaseUnavailable, EventRepository, NewEvent
 
@@ -56,11 +61,21 @@ log = logging.getLogger(__name__)
 MEDIA_RESULTS = "media.results.>"
 
 
-def _raiser(exc: Exception) -> Callable[[Delivery], Awaitable[None]]:
-    async def handler(_delivery: Delivery) -> None:
-        raise exc
+class DeadLetterFailed(Exception):
+    """The dead-letter record of an undecodable message could not be written: the partition restarts
+    from its resume point rather than skip the message."""
 
-    return handler
+
+class Delivered:
+    """One message of a partition as the reader hands it over."""
+
+    __slots__ = ("data", "headers", "stream_seq", "subject")
+
+    def __init__(self, stream_seq: int, subject: str, data: bytes, headers: dict[str, str] | None) -> None:
+        self.stream_seq = stream_seq
+        self.subject = subject
+        self.data = data
+        self.headers = headers
 
 
 class Intake:
@@ -71,8 +86,6 @@ class Intake:
         repo: EventRepository,
         *,
         media_enabled: bool = True,
-        batch: int = 200,
-        fetch_timeout_s: float = 1.0,
         max_waiting: int = 5000,
         retry_base_s: float = 2.0,
         job_timeout_s: float = 60.0,
@@ -82,86 +95,146 @@ class Intake:
         self.chats = chats
         self.repo = repo
         self.media_enabled = media_enabled
-        self.batch = batch
-        self.fetch_timeout_s = fetch_timeout_s
         self.max_waiting = max_waiting
         self.clock = clock
-        self.admission: Admission[Delivery] = Admission(
-            retry_base_s=retry_base_s, job_timeout_s=job_timeout_s
-        )
-        self.policy = ErrorPolicy(bus.js)
+        self.admission: Admission[Ticket] = Admission(retry_base_s=retry_base_s, job_timeout_s=job_timeout_s)
         self.stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._results: Subscription | None = None
         self.database_ok = True
-        #: Set when a fetch came back empty with nothing waiting: everything in the stream is processed.
-        self.caught_up = asyncio.Event()
+        #: partition → highest stream sequence handed over (open partitions only)
+        self.read: dict[int, int] = {}
+        #: partition → the resume point the database holds
+        self.persisted: dict[int, int] = {}
         self._submissions: dict[str, int] = {}
+        # Submissions are deduplicated per process only: after a restart or a hand-over the same job must
+        # reach the workers again, within the MEDIA stream's duplicate window too.
+        self._instance = secrets.token_hex(4)
+        #: Messages fully handled: committed, duplicate, archived, dropped or dead-lettered.
+        self.handled = 0
+        #: Set whenever ``handled`` grows.
+        self.progress = asyncio.Event()
+
+    # -- partitions ------------------------------------------------------------------------------------
+    async def open_partition(self, partition: int) -> int:
+        """Start taking ``partition``'s messages; returns the stream sequence to read from."""
+        async with self.chats.lock:
+            self._forget(partition)
+            resume = await self.repo.resume_seq(partition) or 1
+            self.read[partition] = resume - 1
+            self.persisted[partition] = resume
+        return resume
+
+    async def close_partition(self, partition: int, *, flush: bool = False) -> None:
+        """Abandon ``partition``'s uncommitted messages. Returns after a commit in progress (which may hold
+        some of its events) has finished, so nothing of the partition is committed afterwards. With
+        ``flush`` (a clean hand-over, its reader already stopped) what is ready is committed first, so the
+        next owner need not read it again."""
+        if flush:
+            await self.flush()
+        async with self.chats.lock:
+            self._forget(partition)
+
+    def _forget(self, partition: int) -> None:
+        self.admission.drop(lambda ticket: ticket.partition == partition)
+        self.read.pop(partition, None)
+        self.persisted.pop(partition, None)
+        self._room.set()
+
+    async def room(self) -> None:
+        """Wait while the admission queue is full (back-pressure on every reader)."""
+        while len(self.admission) >= self.max_waiting and not self.stopping.is_set():
+            self._room.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room.wait(), timeout=1.0)
+
+    async def feed(self, partition: int, messages: Sequence[Delivered]) -> None:
+        """Take a batch of ``partition``'s messages, in stream order."""
+        if partition not in self.read:
+            raise RuntimeError(f"partition {partition} is not open")
+        jobs: list[MediaJob] = []
+        counts: Counter[tuple[str, str]] = Counter()
+        now = self.clock()
+        for message in messages:
+            try:
+                event = decode_as(message.data, EVENT_ADAPTER, message.headers)
+            except ContractError as exc:
+                await self._dead_letter(message, exc)
+                counts["unknown", "dead_lettered"] += 1
+                self.read[partition] = message.stream_seq
+                continue
+            chat = (event.platform.value, event.chat_id)
+            resident = self.chats.is_resident(*chat)
+            if not resident and event.platform is Platform.FEISHU:
+                # Feishu: private chats and unconfigured groups are dropped without archiving.
+                counts[event.kind, "dropped"] += 1
+            elif self.admission.find(chat, event.dedup_key) is not None:
+                # A redelivery of an event still waiting is absorbed by the waiting copy.
+                counts[event.kind, "duplicate"] += 1
+            else:
+                ticket = Ticket(partition, message.stream_seq, message.data)
+                jobs += self.admission.admit(
+                    chat, event, ticket, now, transforms=resident and self.media_enabled
+                )
+            self.read[partition] = message.stream_seq
+        for (kind, outcome), n in counts.items():
+            metrics.EVENTS.labels(kind, outcome).inc(n)
+            self.handled += n
+            self.progress.set()
+        for job in jobs:
+            await self._submit(job)
+        self._wake.set()
+
+    async def _dead_letter(self, message: Delivered, exc: ContractError) -> None:
+        error = mask(f"{type(exc).__name__}: {exc}")[:2000]
+        headers = {
+            HEADER_MSG_ID: f"dl:{STREAM_EVENTS}:{CONSUMER_PIPELINE}:{message.stream_seq}",
+            HEADER_DL_REASON: "undecodable",
+            HEADER_DL_ERROR: error.replace("\r", " ").replace("\n", " "),
+            HEADER_DL_STREAM: STREAM_EVENTS,
+            HEADER_DL_CONSUMER: CONSUMER_PIPELINE,
+            HEADER_DL_SUBJECT: message.subject,
+            HEADER_DL_SEQUENCE: str(message.stream_seq),
+        }
+        for key, value in (message.headers or {}).items():
+            headers.setdefault(f"Original-{key}", value)
+        try:
+            await self.bus.js.publish(
+                dead_letter_subject(STREAM_EVENTS, CONSUMER_PIPELINE), message.data, headers=headers
+            )
+        except (nats.errors.Error, TimeoutError) as dl_exc:
+            raise DeadLetterFailed(f"dead-letter record not written: {type(dl_exc).__name__}") from None
+        log.error("dead-lettered stream sequence %d: %s", message.stream_seq, error)
 
     # -- loops -----------------------------------------------------------------------------------------
     async def start_results(self) -> None:
         self._results = await self.bus.nc.subscribe(MEDIA_RESULTS, cb=self._on_result)
         await self.bus.nc.flush()
 
-    async def run_fetch(self) -> None:
-        sub = await self.bus.js.pull_subscribe_bind(CONSUMER_PIPELINE, stream=STREAM_EVENTS)
-        try:
-            while not self.stopping.is_set():
-                if len(self.admission) >= self.max_waiting:
-                    self._room.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._room.wait(), timeout=1.0)
-                    continue
-                try:
-                    msgs = await sub.fetch(self.batch, timeout=self.fetch_timeout_s)
-                except (nats.errors.TimeoutError, TimeoutError):
-                    if len(self.admission) == 0:
-                        self.caught_up.set()
-                    continue
-                except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
-                    break
-                self.caught_up.clear()
-                for msg in msgs:
-                    await self._intake(Delivery.of(msg))
-                self._wake.set()
-        finally:
-            with contextlib.suppress(nats.errors.Error):
-                await sub.unsubscribe()
-            self._wake.set()
-
-    async def run_commit(self) -> None:
+    async def run_commit(self, linger_s: float = 0.005, busy_s: float = 0.05) -> None:
+        """Flush whenever something arrives. Under load (the previous flush ended less than ``busy_s``
+        ago) wait ``linger_s`` first so that batches grow: per-batch costs (transaction, one context update
+        per chat) dominate small batches. An idle pipeline flushes at once."""
+        last_flush = float("-inf")
         while True:
             await self._wake.wait()
+            if self.clock() - last_flush < busy_s and not self.stopping.is_set():
+                await asyncio.sleep(linger_s)
             self._wake.clear()
             await self.flush()
+            last_flush = self.clock()
             if self.stopping.is_set():
                 return
 
-    async def run_tick(self, interval_s: float = 0.5, keepalive_s: float = 10.0) -> None:
-        last_keepalive = last_lag = self.clock()
+    async def run_tick(self, interval_s: float = 0.5) -> None:
         while not self.stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), timeout=interval_s)
-            now = self.clock()
-            for job in self.admission.due(now):
+            for job in self.admission.due(self.clock()):
                 await self._submit(job, resubmit=True)
-            blocked = self.admission.blocked()
-            metrics.BLOCKED_CHATS.set(len(blocked))
+            metrics.BLOCKED_CHATS.set(len(self.admission.blocked()))
             metrics.MEDIA_WAITING.set(len(self.admission))
-            if now - last_keepalive >= keepalive_s:
-                last_keepalive = now
-                for pending in self.admission.waiting():
-                    with contextlib.suppress(nats.errors.Error):
-                        await pending.token.msg.in_progress()
-            if now - last_lag >= 5.0:
-                last_lag = now
-                with contextlib.suppress(nats.errors.Error, TimeoutError):
-                    info = await self.bus.js.consumer_info(STREAM_EVENTS, CONSUMER_PIPELINE)
-                    runtime_metrics.CONSUMER_PENDING.labels(CONSUMER_PIPELINE).set(info.num_pending or 0)
-                    runtime_metrics.CONSUMER_ACK_PENDING.labels(CONSUMER_PIPELINE).set(
-                        info.num_ack_pending or 0
-                    )
 
     async def stop(self) -> None:
         self.stopping.set()
@@ -172,36 +245,17 @@ class Intake:
                 await self._results.unsubscribe()
             self._results = None
 
-    # -- intake ----------------------------------------------------------------------------------------
-    async def _intake(self, delivery: Delivery) -> None:
-        try:
-            event = decode_as(delivery.data, EVENT_ADAPTER, delivery.headers)
-        except ContractError as exc:
-            metrics.EVENTS.labels("unknown", "dead_lettered").inc()
-            await self.policy(_raiser(exc), delivery)
-            return
-        chat = (event.platform.value, event.chat_id)
-        resident = self.chats.is_resident(*chat)
-        if not resident and event.platform is Platform.FEISHU:
-            # Feishu: private chats and unconfigured groups are dropped without archiving.
-            metrics.EVENTS.labels(event.kind, "dropped").inc()
-            await delivery.msg.ack()
-            return
-        waiting = self.admission.find(chat, event.dedup_key)
-        if waiting is not None:
-            waiting.token = delivery  # a redelivery of an event still waiting: ack the newest delivery
-            return
-        jobs = self.admission.admit(
-            chat, event, delivery, self.clock(), transforms=resident and self.media_enabled
-        )
-        for job in jobs:
-            await self._submit(job)
+    def waiting_in(self, partition: int) -> int:
+        return sum(1 for pending in self.admission.waiting() if pending.token.partition == partition)
 
+    # -- media -----------------------------------------------------------------------------------------
     async def _submit(self, job: MediaJob, *, resubmit: bool = False) -> None:
         count = self._submissions.get(job.job_id, 0) + 1
         self._submissions[job.job_id] = count
         try:
-            await self.bus.publish(media_job_subject(job.transform), job, msg_id=f"{job.job_id}:{count}")
+            await self.bus.publish(
+                media_job_subject(job.transform), job, msg_id=f"{job.job_id}:{self._instance}:{count}"
+            )
         except BusUnavailable as exc:
             # The job times out in the admission queue and is submitted again.
             log.warning("media job not submitted: %s", exc)
@@ -221,32 +275,48 @@ class Intake:
 
     # -- commit ----------------------------------------------------------------------------------------
     async def flush(self) -> None:
-        ready = self.admission.take_ready()
-        if not ready:
-            return
-        self._room.set()
-        completed = [pending.completed() for pending in ready]
-        batch = [NewEvent(event, p.token.stream_seq) for (event, _), p in zip(completed, ready, strict=True)]
-        alts = [pair for _, pairs in completed for pair in pairs]
         async with self.chats.lock:
+            ready = self.admission.take_ready()
+            # Computed before any await: what is read from now on lies beyond these points.
+            points = resume_points(self.read, (p.token for p in self.admission.waiting()))
+            offsets = {p: seq for p, seq in points.items() if self.persisted.get(p) != seq}
+            if not ready and not offsets:
+                return
+            self._room.set()
+            batch: list[NewEvent] = []
+            alts: list[tuple[str, str]] = []
+            for pending in ready:
+                event, pairs = pending.completed()
+                ticket = pending.token
+                verbatim = ticket.data if event is pending.event else None
+                batch.append(NewEvent(event, ticket.stream_seq, verbatim))
+                alts += pairs
             started = time.perf_counter()
-            ids = await self._commit(batch, alts, ready)
+            ids = await self._commit(batch, alts, offsets)
+            self.persisted.update((p, seq) for p, seq in offsets.items() if p in self.read)
+            if not batch:
+                return
             metrics.COMMIT_SECONDS.observe(time.perf_counter() - started)
             metrics.BATCH_EVENTS.observe(len(batch))
             self.chats.alt_texts.update(alts)
             committed: list[tuple[int, CanonicalEvent]] = []
             last_id: dict[tuple[str, str], int] = {}
+            counts: Counter[tuple[str, str]] = Counter()
             for item, event_id in zip(batch, ids, strict=True):
                 event = item.event
                 if event_id is None:
-                    metrics.EVENTS.labels(event.kind, "duplicate").inc()
+                    counts[event.kind, "duplicate"] += 1
                     continue
                 if self.chats.ensure(event.platform, event.chat_id) is None:
-                    metrics.EVENTS.labels(event.kind, "archived").inc()
+                    counts[event.kind, "archived"] += 1
                     continue
-                metrics.EVENTS.labels(event.kind, "committed").inc()
+                counts[event.kind, "committed"] += 1
                 committed.append((event_id, event))
                 last_id[(event.platform.value, event.chat_id)] = event_id
+            for (kind, outcome), n in counts.items():
+                metrics.EVENTS.labels(kind, outcome).inc(n)
+            self.handled += len(batch)
+            self.progress.set()
             changed = self.chats.apply(committed)
             updates = [
                 self.chats.next_update(self.chats.chats[key], ops, last_id.get(key, 0))
@@ -256,34 +326,28 @@ class Intake:
             self.chats.segments_changed()
         for pending in ready:
             await self._report_rejections(pending)
-            with contextlib.suppress(nats.errors.Error):
-                await pending.token.msg.ack()
 
     async def _commit(
-        self, batch: list[NewEvent], alts: list[tuple[str, str]], ready: list[Pending[Delivery]]
+        self, batch: list[NewEvent], alts: list[tuple[str, str]], offsets: dict[int, int]
     ) -> list[int | None]:
         delay = 0.25
         while True:
             try:
-                ids = await self.repo.commit(batch, alts)
+                ids = await self.repo.commit(batch, alts, offsets, at_ms=int(time.time() * 1000))
             except DatabaseUnavailable as exc:
                 self.database_ok = False
                 log.warning("commit failed, retrying in %.2f s: %s", delay, exc)
-                for pending in ready:
-                    with contextlib.suppress(nats.errors.Error):
-                        await pending.token.msg.in_progress()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
                 continue
             self.database_ok = True
             return ids
 
-    async def _report_rejections(self, pending: Pending[Delivery]) -> None:
+    async def _report_rejections(self, pending: Pending[Ticket]) -> None:
         """A non-retryable media failure let the event commit without that transform: record it."""
         for result in pending.results.values():
             if result.ok or result.error is None:
                 continue
-            delivery = pending.token
             headers = {
                 HEADER_MSG_ID: f"dl:media:{result.job_id}",
                 HEADER_DL_REASON: f"media:{result.error.code}",
@@ -291,7 +355,7 @@ class Intake:
             }
             try:
                 await self.bus.js.publish(
-                    dead_letter_subject(STREAM_MEDIA, CONSUMER_PIPELINE), delivery.data, headers=headers
+                    dead_letter_subject(STREAM_MEDIA, CONSUMER_PIPELINE), pending.token.data, headers=headers
                 )
             except (nats.errors.Error, TimeoutError) as exc:
                 log.error("media rejection not recorded: %s", type(exc).__name__)

@@ -7,7 +7,7 @@ messages of its chat and break per-chat order.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import func, insert, select, tuple_
@@ -20,9 +20,12 @@ from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent, DeleteEvent, MessageEvent, Sender
 
 from ..core.aliases import alias_for
-from .tables import alt_texts, chat_cursors, events, users
+from .tables import alt_texts, chat_cursors, events, partition_offsets, users
 
 ChatKey = tuple[str, str]
+
+#: The ``partition_offsets.consumer`` of the pipeline's consumption of ``EVENTS``.
+OFFSETS_CONSUMER = "pipeline"
 
 
 class DatabaseUnavailable(RetryableError):
@@ -33,6 +36,8 @@ class DatabaseUnavailable(RetryableError):
 class NewEvent:
     event: CanonicalEvent
     stream_seq: int | None = None
+    #: The event's JSON as delivered, when it is exactly ``event`` (saves encoding it again).
+    payload: bytes | None = None
 
 
 def _row(item: NewEvent) -> dict[str, object]:
@@ -48,7 +53,7 @@ def _row(item: NewEvent) -> dict[str, object]:
         "message_id": message_id,
         "received_at_ms": event.received_at_ms,
         "timestamp_sec": event.timestamp_sec,
-        "payload": encode(event).decode(),
+        "payload": (item.payload if item.payload is not None else encode(event)).decode(),
         "stream_seq": item.stream_seq,
         "message_alias": alias_for(event.chat_id, event.message_id)
         if isinstance(event, MessageEvent)
@@ -67,13 +72,23 @@ class EventRepository:
         self._insert = postgresql.insert if self._pg else sqlite.insert
 
     async def commit(
-        self, batch: Sequence[NewEvent], alts: Iterable[tuple[str, str]] = ()
+        self,
+        batch: Sequence[NewEvent],
+        alts: Iterable[tuple[str, str]] = (),
+        offsets: Mapping[int, int] | None = None,
+        *,
+        consumer: str = OFFSETS_CONSUMER,
+        at_ms: int = 0,
     ) -> list[int | None]:
         """Insert the batch in one transaction; the id of each event, ``None`` for a duplicate (already
-        stored, or repeated within the batch). Also archives senders and caches alt texts."""
+        stored, or repeated within the batch). Also archives senders, caches alt texts and records each
+        partition's resume point (``offsets``: partition → resume_seq) in the same transaction."""
         try:
             async with self.engine.begin() as conn:
-                return await self._commit(conn, batch, list(alts))
+                ids = await self._commit(conn, batch, list(alts)) if batch or alts else []
+                if offsets:
+                    await self._set_offsets(conn, consumer, offsets, at_ms)
+                return ids
         except (OperationalError, IntegrityError, DBAPIError) as exc:
             # Locked or unreachable database, or a concurrent writer won a key: nothing was committed.
             raise DatabaseUnavailable(f"database unavailable: {type(exc.orig).__name__}") from None
@@ -82,34 +97,121 @@ class EventRepository:
         self, conn: AsyncConnection, batch: Sequence[NewEvent], alts: list[tuple[str, str]]
     ) -> list[int | None]:
         keys = [(i.event.platform.value, i.event.chat_id, i.event.dedup_key) for i in batch]
-        existing: set[tuple[str, str, str]] = set()
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            found = await conn.execute(
-                select(events.c.platform, events.c.chat_id, events.c.dedup_key).where(
-                    events.c.dedup_key.in_({k[2] for k in chunk}),
-                    tuple_(events.c.platform, events.c.chat_id).in_({(k[0], k[1]) for k in chunk}),
-                )
-            )
-            existing.update((p, c, d) for p, c, d in found.all())
-        fresh: list[int] = []
+        # Repeats within the batch: the first one counts.
+        seen: set[tuple[str, str, str]] = set()
+        candidates: list[int] = []
         for index, key in enumerate(keys):
-            if key not in existing:
-                existing.add(key)
-                fresh.append(index)
+            if key not in seen:
+                seen.add(key)
+                candidates.append(index)
         out: list[int | None] = [None] * len(batch)
-        if fresh:
-            rows = [_row(batch[i]) for i in fresh]
-            result = await conn.execute(
-                insert(events).returning(events.c.id, sort_by_parameter_order=True), rows
-            )
-            for index, new_id in zip(fresh, result.scalars().all(), strict=True):
-                out[index] = int(new_id)
-            await self._archive_senders(conn, [batch[i].event for i in fresh])
+        if not candidates:
+            inserted: list[int] = []
+        elif self._pg:
+            inserted = await self._insert_pg(conn, batch, keys, candidates, out)
+        else:
+            inserted = await self._insert_sqlite(conn, batch, keys, candidates, out)
+        if inserted:
+            await self._archive_senders(conn, [batch[i].event for i in inserted])
         if alts:
             stmt = self._insert(alt_texts).on_conflict_do_nothing(index_elements=["cache_key"])
             await conn.execute(stmt, [{"cache_key": k, "alt_text": v} for k, v in dict(alts).items()])
         return out
+
+    async def _insert_sqlite(
+        self,
+        conn: AsyncConnection,
+        batch: Sequence[NewEvent],
+        keys: list[tuple[str, str, str]],
+        candidates: list[int],
+        out: list[int | None],
+    ) -> list[int]:
+        """One multi-row ``INSERT … ON CONFLICT DO NOTHING RETURNING``: a stored key returns no row (a
+        duplicate). SQLite assigns rowids in VALUES order, so ids keep the batch's order; returned rows are
+        matched back by key. (``sort_by_parameter_order`` would degrade to one INSERT per row here, and a
+        lookup of existing keys first cost a scan per batch: both measured.)"""
+        stmt = sqlite.insert(events).on_conflict_do_nothing(
+            index_elements=["platform", "chat_id", "dedup_key"]
+        )
+        result = await conn.execute(
+            stmt.returning(events.c.id, events.c.platform, events.c.chat_id, events.c.dedup_key),
+            [_row(batch[i]) for i in candidates],
+        )
+        by_key = {(p, c, d): int(i) for i, p, c, d in result.all()}
+        inserted: list[int] = []
+        for index in candidates:
+            new_id = by_key.get(keys[index])
+            if new_id is not None:
+                out[index] = new_id
+                inserted.append(index)
+        return inserted
+
+    async def _insert_pg(
+        self,
+        conn: AsyncConnection,
+        batch: Sequence[NewEvent],
+        keys: list[tuple[str, str, str]],
+        candidates: list[int],
+        out: list[int | None],
+    ) -> list[int]:
+        """Stored keys looked up by the full unique key (index-friendly row-value IN), then one batched
+        INSERT whose ids follow parameter order (SQLAlchemy orders PostgreSQL's multi-row INSERT)."""
+        existing: set[tuple[str, str, str]] = set()
+        for start in range(0, len(candidates), 500):
+            chunk = [keys[i] for i in candidates[start : start + 500]]
+            found = await conn.execute(
+                select(events.c.platform, events.c.chat_id, events.c.dedup_key).where(
+                    tuple_(events.c.platform, events.c.chat_id, events.c.dedup_key).in_(chunk)
+                )
+            )
+            existing.update((p, c, d) for p, c, d in found.all())
+        fresh = [i for i in candidates if keys[i] not in existing]
+        if not fresh:
+            return []
+        result = await conn.execute(
+            insert(events).returning(events.c.id, sort_by_parameter_order=True),
+            [_row(batch[i]) for i in fresh],
+        )
+        for index, new_id in zip(fresh, result.scalars().all(), strict=True):
+            out[index] = int(new_id)
+        return fresh
+
+    async def _set_offsets(
+        self, conn: AsyncConnection, consumer: str, offsets: Mapping[int, int], at_ms: int
+    ) -> None:
+        stmt = self._insert(partition_offsets)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["consumer", "partition"],
+            set_={"resume_seq": stmt.excluded.resume_seq, "updated_at_ms": stmt.excluded.updated_at_ms},
+        )
+        rows = [
+            {"consumer": consumer, "partition": p, "resume_seq": seq, "updated_at_ms": at_ms}
+            for p, seq in sorted(offsets.items())
+        ]
+        await conn.execute(stmt, rows)
+
+    async def resume_seq(self, partition: int, consumer: str = OFFSETS_CONSUMER) -> int | None:
+        """Where ``partition`` resumes (``None``: never recorded, i.e. the start of the stream)."""
+        try:
+            async with self.engine.connect() as conn:
+                found = await conn.execute(
+                    select(partition_offsets.c.resume_seq).where(
+                        partition_offsets.c.consumer == consumer, partition_offsets.c.partition == partition
+                    )
+                )
+                value = found.scalar_one_or_none()
+        except (OperationalError, DBAPIError) as exc:
+            raise DatabaseUnavailable(f"database unavailable: {type(exc.orig).__name__}") from None
+        return int(value) if value is not None else None
+
+    async def offsets(self, consumer: str = OFFSETS_CONSUMER) -> dict[int, int]:
+        async with self.engine.connect() as conn:
+            found = await conn.execute(
+                select(partition_offsets.c.partition, partition_offsets.c.resume_seq).where(
+                    partition_offsets.c.consumer == consumer
+                )
+            )
+            return {int(p): int(seq) for p, seq in found.all()}
 
     async def _archive_senders(self, conn: AsyncConnection, batch: list[CanonicalEvent]) -> None:
         latest: dict[tuple[str, str], tuple[Sender, int]] = {}
@@ -161,6 +263,42 @@ class EventRepository:
             if len(rows) < chunk:
                 return
             last = int(rows[-1][0])
+
+    async def chats_events(
+        self, keys: Sequence[ChatKey], cursors: Mapping[ChatKey, int], *, chunk: int = 5000
+    ) -> AsyncIterator[tuple[ChatKey, list[tuple[int, str]]]]:
+        """Each chat's ``(id, payload)`` rows after its cursor, in the order of record, chat by chat, over
+        one connection (cold start)."""
+        async with self.engine.connect() as conn:
+            for platform, chat_id in keys:
+                rows: list[tuple[int, str]] = []
+                last = cursors.get((platform, chat_id), 0)
+                while True:
+                    result = await conn.execute(
+                        select(events.c.id, events.c.payload)
+                        .where(events.c.platform == platform, events.c.chat_id == chat_id, events.c.id > last)
+                        .order_by(events.c.id)
+                        .limit(chunk)
+                    )
+                    part = [(int(row_id), payload) for row_id, payload in result.all()]
+                    rows += part
+                    if len(part) < chunk:
+                        break
+                    last = part[-1][0]
+                yield (platform, chat_id), rows
+
+    async def last_event_ids(self, keys: Sequence[ChatKey]) -> dict[ChatKey, int]:
+        """The newest event id of each chat that has any."""
+        out: dict[ChatKey, int] = {}
+        async with self.engine.connect() as conn:
+            for start in range(0, len(keys), 500):
+                found = await conn.execute(
+                    select(events.c.platform, events.c.chat_id, func.max(events.c.id))
+                    .where(tuple_(events.c.platform, events.c.chat_id).in_(keys[start : start + 500]))
+                    .group_by(events.c.platform, events.c.chat_id)
+                )
+                out.update({(p, c): int(last) for p, c, last in found.all()})
+        return out
 
     async def last_event_id(self, platform: str, chat_id: str) -> int:
         async with self.engine.connect() as conn:

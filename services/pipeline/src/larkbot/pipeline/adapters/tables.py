@@ -9,6 +9,11 @@ message the live context no longer holds with one indexed lookup.
 ``chat_cursors`` holds each chat's compaction cursor (an ``events.id``); ``users`` archives every sender
 seen (identity plus the latest name snapshot); ``alt_texts`` caches media alt texts by content key so that
 cold replay renders exactly what live processing rendered.
+
+``partition_offsets`` records, per partition of ``EVENTS``, the lowest stream sequence not yet committed
+(``resume_seq``). It is written in the same transaction as the events it accounts for, so after a crash or a
+hand-over the next owner resumes exactly there: what was committed is redelivered and skipped by the unique
+key, and nothing of a chat is applied before an older event of the same chat.
 """
 
 from __future__ import annotations
@@ -82,4 +87,14 @@ alt_texts = Table(
     metadata,
     Column("cache_key", String(256), primary_key=True),
     Column("alt_text", Text, nullable=False),
+)
+
+partition_offsets = Table(
+    "partition_offsets",
+    metadata,
+    Column("consumer", String(64), nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("resume_seq", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    PrimaryKeyConstraint("consumer", "partition", name="pk_partition_offsets"),
 )

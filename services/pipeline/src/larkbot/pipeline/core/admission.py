@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -184,6 +184,22 @@ class Admission(Generic[T]):
                 out.append(pending)
             if not lane:
                 del self.lanes[chat]
+        return out
+
+    def drop(self, token_matches: Callable[[T], bool]) -> list[Pending[T]]:
+        """Abandon every queued event whose token matches (a partition stopped or moved away). Whole
+        chats go, since all events of a chat share a partition; results that arrive later are ignored."""
+        out: list[Pending[T]] = []
+        for chat in list(self.lanes):
+            lane = self.lanes[chat]
+            if not any(token_matches(pending.token) for pending in lane):
+                continue
+            for pending in lane:
+                self._by_key.pop((*chat, pending.event.dedup_key), None)
+                for jid in pending.jobs:
+                    self._by_job.pop(jid, None)
+                out.append(pending)
+            del self.lanes[chat]
         return out
 
     def blocked(self) -> list[ChatKey]:

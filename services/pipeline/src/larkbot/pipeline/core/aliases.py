@@ -9,6 +9,7 @@ canonical id (:class:`AliasTable`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -17,7 +18,9 @@ _SPACE = 36**9
 ALIAS_PATTERN = re.compile(r"^m[0-9a-z]{9}$")
 
 
+@functools.lru_cache(maxsize=65536)
 def alias_for(chat_id: str, message_id: str) -> str:
+    """Cached: the renderer and the ``events.message_alias`` column ask for the same ids (a SHA-256 each)."""
     digest = hashlib.sha256(f"{chat_id}\x00{message_id}".encode()).digest()
     value = int.from_bytes(digest[:8], "big") % _SPACE
     chars = []

@@ -52,6 +52,7 @@ from . import xml
 from .aliases import AliasTable
 from .model import MessageNode, NameChange, Node, RuntimeNode, SystemNode, segment_id
 from .params import RenderParams
+from .segments import new_segment
 from .timefmt import format_time, is_late
 
 _TAGS: dict[type, str] = {
@@ -207,7 +208,7 @@ class Renderer:
                 body.append(self.attachment(attachment, index, shown_id, images))
             text = f"<message{xml.attrs(pairs)}>{chr(10).join(body)}</message>"
             mentions_me = _mentions(node.content.nodes, p.bot_user_id, _handle(p.bot_username))
-        return Segment.model_construct(
+        return new_segment(
             segment_id=segment_id(node),
             node_type="message",
             event_seq=node.event_seq,
@@ -263,7 +264,7 @@ class Renderer:
         if sender_id is None and not isinstance(payload, NameChange):
             actor = getattr(payload, "actor", None)
             sender_id = actor.id if actor is not None else None
-        return Segment.model_construct(
+        return new_segment(
             segment_id=segment_id(node),
             node_type="event",
             event_seq=node.event_seq,
@@ -293,7 +294,7 @@ class Renderer:
                 name = f"x-{name}"
             seen.add(name)
             pairs.append((name, value))
-        return Segment.model_construct(
+        return new_segment(
             segment_id=segment_id(node),
             node_type="runtime",
             event_seq=node.event_seq,
