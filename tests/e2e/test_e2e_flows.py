@@ -1,0 +1,183 @@
+"""A member's message travels the whole system and the bot answers — or stays silent, or reacts.
+
+ingress → EVENTS → pipeline → CONTEXT → driver → llm.generate → gateway → fake LLM → driver →
+actions.<platform> → ingress → fake platform, and the self-sent event back through the pipeline into the
+rendered context. Every service is a real process; only the platforms and the model are fakes. An image
+waits for the media service (thumbnail, alt text from the vision endpoint) before it enters the context.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+from PIL import Image
+from tests.harness.payloads import feishu_image, feishu_message_id, feishu_text, telegram_text
+from tests.harness.script import ALT_TEXT, BotScript
+from tests.harness.world import World, until
+
+from larkbot.canonical.actions import ReactAction, SendMessageAction
+from larkbot.canonical.names import Platform
+
+from .conftest import FEISHU_CHATS, MEMBER, TELEGRAM_CHATS
+
+REPLY, SILENT, REACT, _IMAGE = FEISHU_CHATS
+TG_REPLY, TG_SILENT, TG_REACT = TELEGRAM_CHATS
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def push(w: World, envelope: dict[str, object]) -> None:
+    assert await w.feishu.long_connection.push(envelope) == 200
+
+
+async def test_feishu_message_gets_exactly_one_reply_and_the_self_event_enters_the_context(
+    e2e: tuple[World, BotScript],
+) -> None:
+    w, script = e2e
+    await push(
+        w, feishu_text(REPLY, 1, "#send tokfeishu what is up?", sender=MEMBER, create_time_ms=now_ms())
+    )
+
+    await until(
+        lambda: any(s.chat_id == REPLY for s in w.feishu.sent.values()), "the reply at the fake Feishu"
+    )
+    sent = [s for s in w.feishu.sent.values() if s.chat_id == REPLY]
+    assert len(sent) == 1
+    # The reply went out with the driver's idempotency key as Feishu's uuid.
+    actions = w.tap.of_kind("send_message", REPLY)
+    assert len(actions) == 1
+    assert isinstance(actions[0], SendMessageAction)
+    assert sent[0].uuid == actions[0].idempotency_key
+    assert "tokfeishu" in sent[0].content
+    assert len([r for r in w.feishu.routed("message.create") + w.feishu.routed("message.reply")]) >= 1
+
+    async def self_event_in_context() -> bool:
+        snap = await w.snapshot(Platform.FEISHU, REPLY)
+        return any(seg.message_id == sent[0].message_id for seg in snap.segments)
+
+    await until(self_event_in_context, "the self-sent event in the rendered context")
+    snap = await w.snapshot(Platform.FEISHU, REPLY)
+    mine = [seg for seg in snap.segments if seg.message_id == sent[0].message_id]
+    assert len(mine) == 1
+    assert mine[0].is_myself
+    assert mine[0].is_self_sent
+    assert "tokfeishu" in mine[0].xml
+    member = [seg for seg in snap.segments if seg.message_id == feishu_message_id(REPLY, 1)]
+    assert len(member) == 1
+    assert not member[0].is_myself
+    # One probe, one primary: the self-event did not wake the bot again.
+    assert script.calls_mentioning("tokfeishu what") == (1, 1)
+    assert len([s for s in w.feishu.sent.values() if s.chat_id == REPLY]) == 1
+    rows = await w.event_rows("feishu", REPLY)
+    assert [r.message_id for r in rows] == [feishu_message_id(REPLY, 1), sent[0].message_id]
+
+
+async def test_telegram_message_gets_exactly_one_reply_and_the_self_event_enters_the_context(
+    e2e: tuple[World, BotScript],
+) -> None:
+    w, script = e2e
+    w.telegram.enqueue(telegram_text(TG_REPLY, 11, "#send toktg hello bot", user=1, date=now_ms() // 1000))
+
+    await until(
+        lambda: any(m["chat"]["id"] == TG_REPLY for m in w.telegram.sent), "the reply at the fake Bot API"
+    )
+    sent = [m for m in w.telegram.sent if m["chat"]["id"] == TG_REPLY]
+    assert len(sent) == 1
+    assert "toktg" in sent[0]["text"]
+    actions = w.tap.of_kind("send_message", str(TG_REPLY))
+    assert len(actions) == 1
+    bot_message_id = str(sent[0]["message_id"])
+
+    async def self_event_in_context() -> bool:
+        snap = await w.snapshot(Platform.TELEGRAM, str(TG_REPLY))
+        return any(seg.message_id == bot_message_id and seg.is_myself for seg in snap.segments)
+
+    await until(self_event_in_context, "the self-sent event in the rendered context")
+    snap = await w.snapshot(Platform.TELEGRAM, str(TG_REPLY))
+    assert [seg.message_id for seg in snap.segments] == ["11", bot_message_id]
+    assert snap.segments[1].is_self_sent
+    assert script.calls_mentioning("toktg hello") == (1, 1)
+    assert len([m for m in w.telegram.sent if m["chat"]["id"] == TG_REPLY]) == 1
+
+
+async def test_silent_decision_sends_nothing(e2e: tuple[World, BotScript]) -> None:
+    w, script = e2e
+    before = await w.metric("driver", "larkbot_driver_probe_decisions_total", outcome="no_action")
+    await push(w, feishu_text(SILENT, 1, "toksilentf just chatting", sender=MEMBER, create_time_ms=now_ms()))
+    w.telegram.enqueue(
+        telegram_text(TG_SILENT, 21, "toksilentt just chatting", user=2, date=now_ms() // 1000)
+    )
+
+    async def both_decided() -> bool:
+        after = await w.metric("driver", "larkbot_driver_probe_decisions_total", outcome="no_action")
+        return after >= before + 2
+
+    await until(both_decided, "two no_action probe decisions")
+    assert script.calls_mentioning("toksilentf") == (1, 0)
+    assert script.calls_mentioning("toksilentt") == (1, 0)
+    assert not [s for s in w.feishu.sent.values() if s.chat_id == SILENT]
+    assert not [m for m in w.telegram.sent if m["chat"]["id"] == TG_SILENT]
+    assert not w.tap.of_kind("send_message", SILENT)
+    assert not w.tap.of_kind("react", SILENT)
+    snap = await w.snapshot(Platform.FEISHU, SILENT)
+    assert [seg.message_id for seg in snap.segments] == [feishu_message_id(SILENT, 1)]
+
+
+async def test_react_only_decision_reacts(e2e: tuple[World, BotScript]) -> None:
+    w, script = e2e
+    target = feishu_message_id(REACT, 1)
+    w.feishu.message_chats[target] = REACT
+    await push(w, feishu_text(REACT, 1, "#react tokreactf nice work", sender=MEMBER, create_time_ms=now_ms()))
+    w.telegram.enqueue(
+        telegram_text(TG_REACT, 31, "#react tokreactt nice work", user=3, date=now_ms() // 1000)
+    )
+
+    await until(lambda: any(m == target for m, _, _ in w.feishu.reactions.values()), "the Feishu reaction")
+    await until(lambda: (TG_REACT, 31) in w.telegram.reactions, "the Telegram reaction")
+    assert [(m, e) for m, e, _ in w.feishu.reactions.values() if m == target] == [(target, "THUMBSUP")]
+    assert w.telegram.reactions[(TG_REACT, 31)] == [{"type": "emoji", "emoji": "👍"}]
+    reacts = w.tap.of_kind("react", REACT)
+    assert len(reacts) == 1
+    assert isinstance(reacts[0], ReactAction)
+    assert reacts[0].message_id == target  # the alias the model wrote was resolved to the platform id
+    # react_only: the primary was offered only react and end_turn, and nothing was sent.
+    primaries = [c for c in script.primaries if "tokreactf" in c.raw.decode()]
+    assert len(primaries) == 1
+    assert {t.name for t in primaries[0].request.tools} == {"react", "end_turn"}
+    assert not [s for s in w.feishu.sent.values() if s.chat_id == REACT]
+    assert not [m for m in w.telegram.sent if m["chat"]["id"] == TG_REACT]
+    body = json.loads(primaries[0].raw)
+    assert body["model"] == "fake-primary"
+
+
+def png() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (64, 48), (220, 20, 20)).save(out, format="PNG")
+    return out.getvalue()
+
+
+async def test_image_waits_for_media_and_its_alt_text_enters_the_context(
+    e2e: tuple[World, BotScript],
+) -> None:
+    w, _script = e2e
+    key = "img_v3_e2e_red_square"
+    w.feishu.resources[key] = png()
+    w.feishu.message_chats[feishu_message_id(_IMAGE, 1)] = _IMAGE
+    envelope = feishu_image(_IMAGE, 1, key, sender=MEMBER, create_time_ms=time.time_ns() // 1_000_000)
+    assert await w.feishu.long_connection.push(envelope) == 200
+    message_id = feishu_message_id(_IMAGE, 1)
+
+    async def alt_text_rendered() -> bool:
+        snap = await w.snapshot(Platform.FEISHU, _IMAGE)
+        return any(s.message_id == message_id and ALT_TEXT in s.xml for s in snap.segments)
+
+    await until(alt_text_rendered, "the image's alt text in the rendered context", timeout_s=180)
+    snap = await w.snapshot(Platform.FEISHU, _IMAGE)
+    image = [s for s in snap.segments if s.message_id == message_id]
+    assert len(image) == 1
+    assert "<image" in image[0].xml
+    assert not image[0].image_parts  # alt text replaces the thumbnail

@@ -1,0 +1,1 @@
+"""Test harness for cross-service tests: real services as processes on a real bus."""

@@ -1,0 +1,105 @@
+"""What the fake LLM answers in end-to-end and fault-injection runs: a stateless rule keyed on markers in the
+newest message of the chat, so that a repeated wake-up (after a crash) asks the same question and gets the
+same answer.
+
+Markers in a member's message text:
+
+- ``#send``: the probe says ``send_message``; the primary calls ``send_message`` with ``re <id> <token>``
+  (``<id>`` the rendered id of that message, ``<token>`` the first word after the marker), so every
+  reply names its trigger and a duplicated reply is visible at the platform.
+- ``#react``: the probe says ``react_only``; the primary reacts 👍 to that message.
+- anything else: the probe says ``no_action``.
+
+A primary request that already holds a participation call after the newest member message gets
+``end_turn`` (the turn is over). A request without tools (a vision request for alt text) gets
+:data:`ALT_TEXT`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from larkbot.canonical.llm import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, UserMessage
+from larkbot.llm_gateway.fake import Action, FakeCall, Reply
+
+ALT_TEXT = "a small red square on a white background"
+_MESSAGE = re.compile(r'<message id="([^"]*)"([^>]*?)(?:/>|>(.*?)</message>)', re.DOTALL)
+_MARK = re.compile(r"#(send|react)\b\s*(\S*)")
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """The newest message from a member (not the bot) in a request, and where it is."""
+
+    rendered_id: str
+    body: str
+    index: int  # position of the request message holding it
+
+
+def newest_member_message(call: FakeCall) -> Seen | None:
+    found: Seen | None = None
+    for index, message in enumerate(call.request.messages):
+        if isinstance(message, UserMessage | ToolResultMessage):
+            text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
+        else:
+            continue
+        for match in _MESSAGE.finditer(text):
+            attrs = match.group(2)
+            if 'myself="true"' in attrs:
+                continue
+            found = Seen(match.group(1), match.group(3) or "", index)
+    return found
+
+
+def acted_after(call: FakeCall, index: int) -> bool:
+    for message in call.request.messages[index + 1 :]:
+        if isinstance(message, AssistantMessage) and any(
+            isinstance(p, ToolCallPart) and p.name in ("send_message", "react") for p in message.parts
+        ):
+            return True
+    return False
+
+
+def reply_text(rendered_id: str, token: str) -> str:
+    return f"re {rendered_id} {token}".strip()
+
+
+@dataclass
+class BotScript:
+    """The rule above, plus counters the tests read (calls by purpose)."""
+
+    probes: list[FakeCall] = field(default_factory=list)
+    primaries: list[FakeCall] = field(default_factory=list)
+    visions: list[FakeCall] = field(default_factory=list)
+
+    def __call__(self, call: FakeCall) -> Action:
+        names = {tool.name for tool in call.request.tools}
+        if not names:
+            self.visions.append(call)
+            return Reply.text(ALT_TEXT)
+        seen = newest_member_message(call)
+        mark = _MARK.search(seen.body) if seen is not None else None
+        if "decide" in names:
+            self.probes.append(call)
+            decision = {"send": "send_message", "react": "react_only"}.get(mark.group(1) if mark else "")
+            return Reply.tool_call(
+                "decide", {"should_act": decision or "no_action", "reason": "scripted"}, call_id="call_decide"
+            )
+        self.primaries.append(call)
+        if seen is None or mark is None or acted_after(call, seen.index):
+            return Reply.tool_call("end_turn", {}, call_id="call_end")
+        if mark.group(1) == "send" and "send_message" in names:
+            text = reply_text(seen.rendered_id, mark.group(2))
+            return Reply.tool_call("send_message", {"text": text}, call_id="call_send")
+        if "react" in names:
+            args = {"message_id": seen.rendered_id, "emoji": "👍"}
+            return Reply.tool_call("react", args, call_id="call_react")
+        return Reply.tool_call("end_turn", {}, call_id="call_end")
+
+    def calls_mentioning(self, needle: str) -> tuple[int, int]:
+        """(probe calls, primary calls) whose request text contains ``needle``."""
+        return (
+            sum(needle in call.raw.decode("utf-8", "replace") for call in self.probes),
+            sum(needle in call.raw.decode("utf-8", "replace") for call in self.primaries),
+        )

@@ -1,0 +1,187 @@
+"""Real services as child processes with one configuration, for end-to-end and fault-injection tests.
+
+The harness writes a configuration file (free loopback ports, SQLite under a temporary directory, or the
+PostgreSQL of ``TEST_DATABASE_URL``), starts ``python -m larkbot.cli run <service>`` for each service,
+waits for ``/readyz``, and can SIGKILL and restart any of them. Logs go to ``<dir>/logs/<service>.log``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+READY_TIMEOUT_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class ServiceProcess:
+    name: str
+    port: int
+    log_path: Path
+    proc: asyncio.subprocess.Process | None = None
+    starts: int = 0
+
+
+@dataclass
+class Stack:
+    """A set of services sharing one configuration file and one NATS server."""
+
+    root: Path
+    nats_url: str
+    config: dict[str, Any]
+    services: dict[str, ServiceProcess] = field(default_factory=dict)
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.yaml"
+
+    def write_config(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        data = dict(self.config)
+        data.setdefault("data_dir", str(self.root / "data"))
+        services = dict(data.get("services") or {})
+        for name, svc in self.services.items():
+            key = name.replace("-", "_")
+            services[key] = {**services.get(key, {}), "http_host": "127.0.0.1", "http_port": svc.port}
+        data["services"] = services
+        self.config_path.write_text(yaml.safe_dump(data, sort_keys=True), encoding="utf-8")
+
+    def add(self, *names: str) -> None:
+        for name in names:
+            self.services[name] = ServiceProcess(name, free_port(), self.root / "logs" / f"{name}.log")
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LARKBOT_")}
+        env.update(NATS_URL=self.nats_url, LARKBOT_CONFIG=str(self.config_path))
+        return env
+
+    async def start(self, name: str) -> None:
+        svc = self.services[name]
+        svc.log_path.parent.mkdir(parents=True, exist_ok=True)
+        out = svc.log_path.open("ab")
+        try:
+            svc.proc = await asyncio.create_subprocess_exec(
+                *(sys.executable, "-m", "larkbot.cli", "run", name),
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                env=self.env(),
+            )
+        finally:
+            out.close()
+        svc.starts += 1
+
+    async def wait_ready(self, *names: str, timeout_s: float = READY_TIMEOUT_S) -> None:
+        targets = names or tuple(self.services)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+            for name in targets:
+                svc = self.services[name]
+                while True:
+                    if svc.proc is not None and svc.proc.returncode is not None:
+                        raise AssertionError(f"{name} exited with {svc.proc.returncode}:\n{self.tail(name)}")
+                    try:
+                        async with http.get(f"http://127.0.0.1:{svc.port}/readyz") as resp:
+                            if resp.status == 200:
+                                break
+                    except (aiohttp.ClientError, TimeoutError):
+                        pass
+                    if loop.time() > deadline:
+                        raise AssertionError(f"{name} not ready in {timeout_s:g} s:\n{self.tail(name)}")
+                    await asyncio.sleep(0.1)
+
+    async def up(self) -> None:
+        self.write_config()
+        for name in self.services:
+            await self.start(name)
+        await self.wait_ready()
+
+    def running(self, name: str) -> bool:
+        proc = self.services[name].proc
+        return proc is not None and proc.returncode is None
+
+    def exited(self) -> dict[str, int]:
+        """Services whose process ended on its own (not through :meth:`kill` or :meth:`stop`)."""
+        return {
+            name: svc.proc.returncode
+            for name, svc in self.services.items()
+            if svc.proc is not None and svc.proc.returncode is not None
+        }
+
+    async def metrics(self, name: str) -> str:
+        """The service's ``/metrics`` text."""
+        port = self.services[name].port
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+            http.get(f"http://127.0.0.1:{port}/metrics") as resp,
+        ):
+            assert resp.status == 200, f"{name} /metrics answered {resp.status}"
+            return await resp.text()
+
+    async def readyz(self, name: str) -> tuple[int, str]:
+        port = self.services[name].port
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+            http.get(f"http://127.0.0.1:{port}/readyz") as resp,
+        ):
+            return resp.status, await resp.text()
+
+    async def kill(self, name: str) -> None:
+        """SIGKILL: no shutdown hooks, no drain, no acknowledgements of work in hand."""
+        proc = self.services[name].proc
+        if proc is not None and proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+
+    async def restart(self, name: str, *, hard: bool = True) -> None:
+        if hard:
+            await self.kill(name)
+        else:
+            await self.stop(name)
+        await self.start(name)
+        await self.wait_ready(name)
+
+    async def stop(self, name: str, timeout_s: float = 60.0) -> int:
+        proc = self.services[name].proc
+        if proc is None or proc.returncode is not None:
+            return proc.returncode if proc is not None and proc.returncode is not None else 0
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise AssertionError(f"{name} did not stop within {timeout_s:g} s:\n{self.tail(name)}") from None
+
+    async def down(self) -> dict[str, int]:
+        codes = {}
+        for name in reversed(list(self.services)):
+            codes[name] = await self.stop(name)
+        return codes
+
+    def tail(self, name: str, lines: int = 40) -> str:
+        path = self.services[name].log_path
+        if not path.exists():
+            return "(no log)"
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+    def log_text(self, name: str) -> str:
+        path = self.services[name].log_path
+        return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""

@@ -1,0 +1,281 @@
+"""The whole system as an operator runs it, on loopback: the six services as processes, the fake Feishu,
+the fake Telegram Bot API and the fake LLM provider in the test process, one NATS server, SQLite or
+PostgreSQL. Plus what the checks read: ``pipeline.snapshot``, the ``events`` table, a tap on every action
+request, and the services' ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nats.aio.msg import Msg
+from sqlalchemy import text
+from sqlalchemy.engine.url import make_url
+
+from larkbot.canonical.actions import ACTION_ADAPTER, ActionRequest
+from larkbot.canonical.codec import decode_as
+from larkbot.canonical.context import ContextSnapshot, SnapshotRequest
+from larkbot.canonical.names import SUBJECT_PIPELINE_SNAPSHOT, Platform
+from larkbot.ingress_feishu.fake.server import FakeFeishu
+from larkbot.ingress_telegram.fake import FakeBotApi
+from larkbot.llm_gateway.fake import FakeProvider, Script
+from larkbot.runtime.bootstrap import bootstrap
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.db import create_engine, default_sqlite_url
+
+from .stack import Stack
+
+SERVICES = ("llm-gateway", "media", "pipeline", "driver", "ingress-feishu", "ingress-telegram")
+WAIT_S = 90.0
+LLM_API_KEY = "sk-e2e-" + "0" * 24
+
+
+async def until(
+    condition: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float = WAIT_S
+) -> None:
+    """Wait for ``condition`` (re-checked every 50 ms), failing with ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def metric_value(text_: str, name: str, **labels: str) -> float:
+    """Sum of the samples of ``name`` whose labels include ``labels`` (0 when absent)."""
+    total = 0.0
+    for line in text_.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric, _, label_text = head.partition("{")
+        if metric != name:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', label_text))
+        if all(found.get(k) == v for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+async def reset_streams(bus: Bus) -> None:
+    """Delete every stream (KV buckets and object stores included) and declare afresh."""
+    for info in await bus.js.streams_info():
+        assert info.config.name is not None
+        await bus.js.delete_stream(info.config.name)
+    await bootstrap(bus.js)
+
+
+@asynccontextmanager
+async def postgres_databases(base_url: str, names: tuple[str, ...]) -> AsyncIterator[dict[str, str]]:
+    """Fresh PostgreSQL databases (one per service: each keeps its own Alembic version table)."""
+    import asyncpg  # type: ignore[import-untyped]
+
+    url = make_url(base_url).set(drivername="postgresql+asyncpg")
+    admin_dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    created = {name: f"larkbot_e2e_{name}_{secrets.token_hex(4)}" for name in names}
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        for db in created.values():
+            await admin.execute(f'CREATE DATABASE "{db}"')
+    finally:
+        await admin.close()
+    try:
+        yield {
+            name: url.set(database=db).render_as_string(hide_password=False) for name, db in created.items()
+        }
+    finally:
+        admin = await asyncpg.connect(admin_dsn)
+        try:
+            for db in created.values():
+                await admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+@dataclass
+class ActionTap:
+    """A plain (non-queue) subscriber on ``actions.>``: sees a copy of every action request."""
+
+    requests: list[ActionRequest] = field(default_factory=list)
+    seen_at: dict[str, float] = field(default_factory=dict)  # idempotency key → first sight (monotonic)
+
+    async def on_msg(self, msg: Msg) -> None:
+        request = decode_as(msg.data, ACTION_ADAPTER, dict(msg.headers or {}))
+        self.requests.append(request)
+        self.seen_at.setdefault(request.idempotency_key, time.monotonic())
+
+    def of_kind(self, kind: str, chat_id: str | None = None) -> list[ActionRequest]:
+        return [
+            r
+            for r in self.requests
+            if r.kind == kind and (chat_id is None or getattr(r, "chat_id", None) == chat_id)
+        ]
+
+
+@dataclass
+class World:
+    stack: Stack
+    bus: Bus
+    feishu: FakeFeishu
+    telegram: FakeBotApi
+    llm: FakeProvider
+    database_urls: dict[str, str]
+    tap: ActionTap
+
+    async def snapshot(self, platform: Platform, chat_id: str) -> ContextSnapshot:
+        request = SnapshotRequest(platform=platform, chat_id=chat_id)
+        return await self.bus.request(SUBJECT_PIPELINE_SNAPSHOT, request, ContextSnapshot, timeout_s=30)
+
+    async def event_rows(self, platform: str | None = None, chat_id: str | None = None) -> list[Any]:
+        """Rows of the pipeline's ``events`` table in the order of record."""
+        engine = create_engine(self.database_urls["pipeline"])
+        try:
+            query = "SELECT id, platform, chat_id, dedup_key, kind, message_id, payload FROM events"
+            where = []
+            params: dict[str, str] = {}
+            if platform is not None:
+                where.append("platform = :platform")
+                params["platform"] = platform
+            if chat_id is not None:
+                where.append("chat_id = :chat_id")
+                params["chat_id"] = chat_id
+            if where:
+                query += " WHERE " + " AND ".join(where)
+            async with engine.connect() as conn:
+                return list((await conn.execute(text(query + " ORDER BY id"), params)).all())
+        finally:
+            await engine.dispose()
+
+    async def metric(self, service: str, name: str, **labels: str) -> float:
+        return metric_value(await self.stack.metrics(service), name, **labels)
+
+
+def stack_config(
+    world_root: Path,
+    feishu: FakeFeishu,
+    telegram: FakeBotApi,
+    llm_url: str,
+    chats: dict[str, dict[str, Any]],
+    database_urls: dict[str, str],
+    chat_defaults: dict[str, Any] | None = None,
+    *,
+    secrets_: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The configuration file of a test stack (``secrets_`` overrides credentials, for the leak test)."""
+    s = secrets_ or {}
+    endpoint = {
+        "format": "openai-chat",
+        "base_url": llm_url,
+        "api_key": s.get("llm_api_key", LLM_API_KEY),
+        "fake": True,
+        "timeout_s": 10,
+    }
+    services: dict[str, Any] = {name: {"log_level": "INFO"} for name in ("pipeline", "driver")}
+    for name, url in database_urls.items():
+        services[name] = {**services.get(name, {}), "database_url": url}
+    defaults = {
+        # Debounce small but realistic; one probe and one primary per wake-up in these runs.
+        "initial_delay_ms": 300,
+        "typing_extend_ms": 1000,
+        "max_delay_ms": 5000,
+        "probe_timeout_s": 20,
+        "turn_deadline_s": 30,
+        **(chat_defaults or {}),
+    }
+    return {
+        "data_dir": str(world_root / "data"),
+        "utc_offset_min": 480,
+        "services": services,
+        "feishu": {
+            "app_id": feishu.app_id,
+            "app_secret": s.get("app_secret", feishu.app_secret),
+            "domain": feishu.url,
+        },
+        "telegram": {
+            "bot_token": s.get("bot_token", telegram.token),
+            "api_base": telegram.base_url,
+            "polling_timeout_s": 2,
+        },
+        "llm": {
+            "endpoints": {
+                "probe": {**endpoint, "model": "fake-probe"},
+                "primary": {**endpoint, "model": "fake-primary"},
+                "vision": {**endpoint, "model": "fake-vision"},
+            },
+            "probe": "probe",
+            "primary": "primary",
+            "vision": "vision",
+            **({"dump_dir": str(world_root / "llm-dumps")} if s.get("dump") else {}),
+        },
+        "chats": {"default": defaults, **chats},
+    }
+
+
+@asynccontextmanager
+async def world(
+    root: Path,
+    bus: Bus,
+    nats_url: str,
+    script: Script,
+    chats: dict[str, dict[str, Any]],
+    *,
+    database: str = "sqlite",
+    postgres_url: str | None = None,
+    chat_defaults: dict[str, Any] | None = None,
+    services: tuple[str, ...] = SERVICES,
+) -> AsyncIterator[World]:
+    """Fakes up, streams reset, the services started and ready; everything stopped on exit."""
+    feishu = FakeFeishu()
+    telegram = FakeBotApi()
+    llm = FakeProvider(script, api_key=LLM_API_KEY)
+    await feishu.start()
+    await telegram.start()
+    await llm.start()
+    tap = ActionTap()
+    sub = await bus.nc.subscribe("actions.>", cb=tap.on_msg)
+    try:
+        async with _databases(root, database, postgres_url) as urls:
+            await reset_streams(bus)
+            configured = {k: v for k, v in urls.items() if database != "sqlite"}
+            stack = Stack(
+                root,
+                nats_url,
+                stack_config(root, feishu, telegram, llm.url, chats, configured, chat_defaults),
+            )
+            stack.add(*services)
+            try:
+                await stack.up()
+                if "ingress-feishu" in services:
+                    await feishu.long_connection.wait_connected(timeout_s=WAIT_S)
+                yield World(stack, bus, feishu, telegram, llm, urls, tap)
+            finally:
+                await stack.down()
+    finally:
+        await sub.unsubscribe()
+        await llm.stop()
+        await telegram.stop()
+        await feishu.stop()
+
+
+@asynccontextmanager
+async def _databases(root: Path, database: str, postgres_url: str | None) -> AsyncIterator[dict[str, str]]:
+    if database == "sqlite":
+        data = str(root / "data")
+        yield {name: default_sqlite_url(data, name) for name in ("pipeline", "driver")}
+        return
+    assert postgres_url is not None
+    async with postgres_databases(postgres_url, ("pipeline", "driver")) as urls:
+        yield urls
