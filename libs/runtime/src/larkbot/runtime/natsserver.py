@@ -75,13 +75,17 @@ class EmbeddedNats:
         conf = run_dir / "nats.conf"
         conf.write_text(_CONFIG.format(store=str(self.store_dir / "jetstream")), encoding="utf-8")
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [find_binary(), "-c", str(conf), "--ports_file_dir", str(run_dir)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [find_binary(), "-c", str(conf), "--ports_file_dir", str(run_dir)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            if not isinstance(out, int):
+                out.close()  # the child holds its own descriptor
         deadline = time.monotonic() + timeout_s
         ports_file = run_dir / f"nats-server_{self.proc.pid}.ports"
         while time.monotonic() < deadline:

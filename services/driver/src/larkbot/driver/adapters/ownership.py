@@ -36,7 +36,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from larkbot.canonical.codec import decode
 from larkbot.canonical.context import ContextSnapshot, ContextUpdate
-from larkbot.canonical.errors import RetryableError
+from larkbot.canonical.errors import ContractError, RetryableError
 from larkbot.canonical.names import (
     CONSUMER_DRIVER,
     STREAM_CONTEXT,
@@ -215,7 +215,9 @@ class ChatHost:
         while True:
             try:
                 snapshot = await self.clients.snapshot(state.platform, state.chat_id)
-            except RetryableError as exc:
+            except (RetryableError, ContractError) as exc:
+                # ContractError: the pipeline answered with its error reply (e.g. while the chat's
+                # partition is changing hands) instead of a snapshot; ask again, never crash the take-over.
                 metrics.TAKEOVER_SNAPSHOTS.labels("retried").inc()
                 log.warning("snapshot for the take-over failed (%s); asking again in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
