@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pydantic import ValidationError
+
 from larkbot.canonical.events import (
     BotAdded,
     BotRemoved,
@@ -51,6 +53,7 @@ from larkbot.canonical.events import (
     ServiceEvent,
 )
 from larkbot.canonical.names import Platform
+from larkbot.canonical.text import replace_lone_surrogates
 
 from . import emoji
 from .content import MentionRef, parse_content
@@ -176,6 +179,18 @@ class FeishuAdapter:
     # -- entry point -----------------------------------------------------------------------------------
     def adapt(
         self, payload: Mapping[str, Any], received_at_ms: int, names: Mapping[str, str] | None = None
+    ) -> AdaptResult:
+        try:
+            return self._adapt(replace_lone_surrogates(payload), received_at_ms, names)
+        except ValidationError as exc:
+            # A value the envelope allows but the canonical contract does not (a negative time, an
+            # empty id): the event cannot be represented — a malformed payload, never a crash.
+            err = exc.errors(include_url=False, include_input=False)[0]
+            where = ".".join(str(p) for p in err["loc"]) or exc.title
+            raise MalformedPayload(f"canonical {exc.title}.{where}: {err['msg']}") from None
+
+    def _adapt(
+        self, payload: Mapping[str, Any], received_at_ms: int, names: Mapping[str, str] | None
     ) -> AdaptResult:
         env = Fields(payload, "$")
         if env.data.get("schema") != "2.0":

@@ -40,6 +40,7 @@ from larkbot.canonical.content import (
     Text,
     Underline,
 )
+from larkbot.canonical.text import replace_lone_surrogates
 
 from . import emoji
 from .errors import MalformedPayload
@@ -83,7 +84,7 @@ def parse_content(
 ) -> tuple[Content, tuple[Attachment, ...]]:
     """Parse ``message.content`` of a message of ``message_type``."""
     try:
-        data = json.loads(raw)
+        data = replace_lone_surrogates(json.loads(raw))
     except ValueError:
         raise MalformedPayload(f"{path}: not JSON", event_type=event_type) from None
     body = Fields(data, path, event_type)

@@ -97,7 +97,8 @@ class Inbound:
         if isinstance(update, bytes):
             data, update_id = update, None
         else:
-            data = json.dumps(update, ensure_ascii=False, separators=(",", ":")).encode()
+            # ASCII-escaped: the record keeps even a lone surrogate, which UTF-8 cannot encode.
+            data = json.dumps(update, ensure_ascii=True, separators=(",", ":")).encode()
             raw_id = update.get("update_id") if isinstance(update, Mapping) else None
             update_id = raw_id if isinstance(raw_id, int) and not isinstance(raw_id, bool) else None
         error = mask(str(exc))[:2000].replace("\r", " ").replace("\n", " ")

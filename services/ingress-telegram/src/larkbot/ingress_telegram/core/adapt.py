@@ -54,6 +54,7 @@ from larkbot.canonical.events import (
     ServiceEvent,
 )
 from larkbot.canonical.names import Platform
+from larkbot.canonical.text import replace_lone_surrogates
 
 from .errors import MalformedUpdate, UnsupportedUpdate
 from .message import (
@@ -110,7 +111,7 @@ class TelegramAdapter:
 
     def adapt(self, update: Mapping[str, Any], received_at_ms: int) -> Adapted:
         try:
-            return self._adapt(update, received_at_ms)
+            return self._adapt(replace_lone_surrogates(update), received_at_ms)
         except ValidationError as exc:
             # A value the Bot API schema allows but the canonical contract does not (an empty emoji, a
             # negative size): the update cannot be represented, which is a malformed payload for us.
