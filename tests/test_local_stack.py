@@ -15,7 +15,7 @@ import aiohttp
 
 from larkbot.canonical.names import SERVICE_PORTS
 
-STARTUP_TIMEOUT_S = 120.0
+STARTUP_TIMEOUT_S = 180.0
 
 
 def _free_ports(n: int) -> list[int]:
@@ -71,7 +71,10 @@ async def test_larkbot_up_runs_the_stack_and_stops_cleanly(tmp_path: Path) -> No
                     return
             raise AssertionError("larkbot up exited before announcing readiness:\n" + "".join(seen))
 
-        await asyncio.wait_for(announced(), STARTUP_TIMEOUT_S)
+        try:
+            await asyncio.wait_for(announced(), STARTUP_TIMEOUT_S)
+        except TimeoutError:
+            raise AssertionError("not ready in time:\n" + "".join(seen[-30:])) from None
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
             for name, port in ports.items():
                 # Ready was announced; a transient platform poll error may flip one check for a moment

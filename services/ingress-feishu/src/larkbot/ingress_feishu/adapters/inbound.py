@@ -147,7 +147,8 @@ class Inbound:
 
     async def _dead_letter(self, body: bytes, exc: FeishuPayloadError) -> None:
         error = mask(str(exc))[:2000].replace("\r", " ").replace("\n", " ")
-        event_type = exc.event_type or "unknown"
+        # Bounded and single-line: a header over NATS's limit would lose the record (and the payload).
+        event_type = (exc.event_type or "unknown")[:200].replace("\r", " ").replace("\n", " ")
         headers = {
             HEADER_MSG_ID: f"dl:feishu:{hashlib.sha256(body).hexdigest()[:40]}",
             HEADER_DL_REASON: exc.reason,

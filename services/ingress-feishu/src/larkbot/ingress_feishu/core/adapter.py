@@ -181,13 +181,17 @@ class FeishuAdapter:
         self, payload: Mapping[str, Any], received_at_ms: int, names: Mapping[str, str] | None = None
     ) -> AdaptResult:
         try:
-            return self._adapt(replace_lone_surrogates(payload), received_at_ms, names)
+            result = self._adapt(replace_lone_surrogates(payload), received_at_ms, names)
         except ValidationError as exc:
             # A value the envelope allows but the canonical contract does not (a negative time, an
             # empty id): the event cannot be represented — a malformed payload, never a crash.
             err = exc.errors(include_url=False, include_input=False)[0]
             where = ".".join(str(p) for p in err["loc"]) or exc.title
             raise MalformedPayload(f"canonical {exc.title}.{where}: {err['msg']}") from None
+        if isinstance(result, Adapted):
+            for event in result.events:
+                _check_id_lengths(event)
+        return result
 
     def _adapt(
         self, payload: Mapping[str, Any], received_at_ms: int, names: Mapping[str, str] | None
@@ -393,3 +397,17 @@ class FeishuAdapter:
     def _no_form(self, env: _Envelope) -> AdaptResult:
         chat = env.event.opt("chat_id")
         return Dropped(env.event_type, env.event_id, "no_canonical_form", chat)
+
+
+#: Bounds of the ids we store (the pipeline's ``events`` columns) and send as NATS headers (64 KiB in all).
+MAX_ID_CHARS: Final = 128
+MAX_DEDUP_KEY_CHARS: Final = 512
+
+
+def _check_id_lengths(event: FeishuEvent) -> None:
+    ids = {"chat_id": event.chat_id, "message_id": getattr(event, "message_id", None) or ""}
+    for name, value in ids.items():
+        if len(value) > MAX_ID_CHARS:
+            raise MalformedPayload(f"{name}: longer than {MAX_ID_CHARS} characters")
+    if len(event.dedup_key) > MAX_DEDUP_KEY_CHARS:
+        raise MalformedPayload(f"dedup key: longer than {MAX_DEDUP_KEY_CHARS} characters")
