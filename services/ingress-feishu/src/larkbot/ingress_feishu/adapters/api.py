@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from .rest import FeishuApiError, FeishuRest
 
@@ -35,6 +36,12 @@ def _sent(body: dict[str, Any]) -> SentMessage:
         ) from None
 
 
+def _seg(value: str) -> str:
+    """An id as one URL path segment: ids come from payloads, and a ``/``, ``?`` or NUL in one must
+    neither change the route nor make the request unsendable."""
+    return quote(value, safe="")
+
+
 class FeishuApi:
     def __init__(self, rest: FeishuRest) -> None:
         self.rest = rest
@@ -60,7 +67,7 @@ class FeishuApi:
         body = await self.rest.call(
             "message.reply",
             "POST",
-            f"/open-apis/im/v1/messages/{message_id}/reply",
+            f"/open-apis/im/v1/messages/{_seg(message_id)}/reply",
             json={"msg_type": msg_type, "content": content, "uuid": uuid, "reply_in_thread": False},
         )
         return _sent(body)
@@ -68,7 +75,7 @@ class FeishuApi:
     async def message_chat(self, message_id: str) -> str | None:
         """The chat of a message (reaction events carry none); ``None`` when Feishu does not know it."""
         try:
-            body = await self.rest.call("message.get", "GET", f"/open-apis/im/v1/messages/{message_id}")
+            body = await self.rest.call("message.get", "GET", f"/open-apis/im/v1/messages/{_seg(message_id)}")
         except FeishuApiError as exc:
             if exc.code in NOT_FOUND_CODES:
                 return None
@@ -78,13 +85,13 @@ class FeishuApi:
         return chat if isinstance(chat, str) and chat else None
 
     async def recall(self, message_id: str) -> None:
-        await self.rest.call("message.recall", "DELETE", f"/open-apis/im/v1/messages/{message_id}")
+        await self.rest.call("message.recall", "DELETE", f"/open-apis/im/v1/messages/{_seg(message_id)}")
 
     async def add_reaction(self, message_id: str, emoji_type: str) -> str:
         body = await self.rest.call(
             "reaction.create",
             "POST",
-            f"/open-apis/im/v1/messages/{message_id}/reactions",
+            f"/open-apis/im/v1/messages/{_seg(message_id)}/reactions",
             json={"reaction_type": {"emoji_type": emoji_type}},
         )
         return str((body.get("data") or {}).get("reaction_id", ""))
@@ -98,7 +105,10 @@ class FeishuApi:
             if page:
                 params["page_token"] = page
             body = await self.rest.call(
-                "reaction.list", "GET", f"/open-apis/im/v1/messages/{message_id}/reactions", params=params
+                "reaction.list",
+                "GET",
+                f"/open-apis/im/v1/messages/{_seg(message_id)}/reactions",
+                params=params,
             )
             data = body.get("data") or {}
             for item in data.get("items") or []:
@@ -107,7 +117,7 @@ class FeishuApi:
                     await self.rest.call(
                         "reaction.delete",
                         "DELETE",
-                        f"/open-apis/im/v1/messages/{message_id}/reactions/{item['reaction_id']}",
+                        f"/open-apis/im/v1/messages/{_seg(message_id)}/reactions/{_seg(item['reaction_id'])}",
                     )
                     removed += 1
             page = data.get("page_token") if data.get("has_more") else None
@@ -119,7 +129,7 @@ class FeishuApi:
             body = await self.rest.call(
                 "contact.user",
                 "GET",
-                f"/open-apis/contact/v3/users/{open_id}",
+                f"/open-apis/contact/v3/users/{_seg(open_id)}",
                 params={"user_id_type": "open_id"},
             )
         except FeishuApiError as exc:
@@ -133,7 +143,7 @@ class FeishuApi:
     async def download(self, message_id: str, file_key: str, kind: str, max_bytes: int) -> bytes | None:
         return await self.rest.download(
             "message.resource",
-            f"/open-apis/im/v1/messages/{message_id}/resources/{file_key}",
+            f"/open-apis/im/v1/messages/{_seg(message_id)}/resources/{_seg(file_key)}",
             {"type": kind},
             max_bytes,
         )
@@ -155,7 +165,7 @@ class FeishuApi:
         await self.rest.call(
             "chat.members.delete",
             "DELETE",
-            f"/open-apis/im/v1/chats/{chat_id}/members",
+            f"/open-apis/im/v1/chats/{_seg(chat_id)}/members",
             params={"member_id_type": "open_id"},
             json={"id_list": open_ids},
         )
