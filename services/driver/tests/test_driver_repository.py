@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from larkbot.canonical.llm import (
@@ -55,7 +56,7 @@ async def test_turns_probes_and_marks_round_trip(database_url: str) -> None:
     engine = create_engine(database_url)
     try:
         await migrate(engine, MIGRATIONS)
-        assert await current_revision(engine) == "0001"
+        assert await current_revision(engine) == "0002"
         repo = DriverRepository(engine)
         first, second = _turn("c1", 0, True, 10), _turn("c1", 1, True, 20)
         await repo.add_turn(first)
@@ -93,5 +94,22 @@ async def test_turns_probes_and_marks_round_trip(database_url: str) -> None:
         await repo.save_marks("feishu", "oc_1", ChatMarks(200, 150))
         assert await repo.marks("feishu", "oc_1") == ChatMarks(200, 150)
         await migrate(engine, MIGRATIONS)  # idempotent
+    finally:
+        await engine.dispose()
+
+
+async def test_a_complete_step_replaces_its_pending_version_in_place(database_url: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        await migrate(engine, MIGRATIONS)
+        repo = DriverRepository(engine)
+        complete = _turn("c1", 0, False, 10)
+        ahead = replace(complete, entries=complete.entries[:1], pending=True, sent=False, work_calls=0)
+        later = _turn("c2", 0, False, 20)
+        await repo.add_turn(ahead)
+        assert await repo.turns("feishu", "oc_1") == (ahead,)
+        await repo.add_turn(later)
+        await repo.add_turn(complete)
+        assert await repo.turns("feishu", "oc_1") == (complete, later)  # storage order kept
     finally:
         await engine.dispose()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from larkbot.canonical.llm import LLMError, LLMResponse, TextPart, ToolResultMessage, Usage, UserMessage
 from larkbot.driver.core import tools
@@ -54,6 +54,8 @@ class Run:
     calls: list[ModelCall] = field(default_factory=list)
     tools: list[ToolRun] = field(default_factory=list)
     records: list[TurnRecord] = field(default_factory=list)
+    #: Write-ahead records, in order, with what had run when each was persisted.
+    pending: list[tuple[TurnRecord, int]] = field(default_factory=list)
 
 
 def _ok(run: ToolRun) -> ToolDone:
@@ -74,6 +76,7 @@ def drive(
     calls: list[ModelCall] = []
     runs: list[ToolRun] = []
     records: list[TurnRecord] = []
+    pending: list[tuple[TurnRecord, int]] = []
     command = next(gen)
     while True:
         if isinstance(command, ModelCall):
@@ -83,7 +86,10 @@ def drive(
             runs.append(command)
             feedback = tool(command)
         elif isinstance(command, Persist):
-            records.append(command.record)
+            if command.record.pending:
+                pending.append((command.record, len(runs)))
+            else:
+                records.append(command.record)
             feedback = Ack(persist_now)
         else:
             assert isinstance(command, CheckInterrupt)
@@ -91,7 +97,7 @@ def drive(
         try:
             command = gen.send(feedback)
         except StopIteration as stop:
-            return Run(stop.value, calls, runs, records)
+            return Run(stop.value, calls, runs, records, pending)
 
 
 def _names(call: ModelCall) -> list[str]:
@@ -295,4 +301,69 @@ def test_failed_send_with_unknown_outcome_is_not_followed_up() -> None:
 
     run = drive(_plan(), [response(tool_call(tools.SEND, text="x"))], tool=unknown)
     assert not run.records[0].requires_follow_up
+    assert run.result.outcome == "silent"
+
+
+def test_a_step_that_sends_is_written_ahead_before_any_tool_runs() -> None:
+    run = drive(_plan(), [response(tool_call(tools.SEND, text="hello"))])
+    assert len(run.pending) == 1
+    ahead, tools_run_before = run.pending[0]
+    assert tools_run_before == 0
+    assert ahead.step == 0
+    assert ahead.entries == (run.records[0].entries[0],)
+    assert not ahead.sent
+    assert not ahead.requires_follow_up
+    assert ahead.participation_attempts == 0
+    assert not run.records[0].pending
+
+
+def test_steps_without_side_effects_are_not_written_ahead() -> None:
+    run = drive(
+        _plan(),
+        [response(tool_call(tools.READ_OLD, message_ids=["m1"])), response(tool_call(tools.END))],
+    )
+    assert run.pending == []
+    assert len(run.records) == 2
+
+
+def _pending_send(**over: object) -> TurnRecord:
+    ahead = drive(
+        _plan(first_step=2),
+        [
+            response(tool_call(tools.SEND, "call_s", text="hello", still_working=True)),
+            response(tool_call(tools.END)),
+        ],
+    ).pending[0][0]
+    return replace(ahead, **{"requested_at_ms": T0 - 5_000, **over})  # type: ignore[arg-type]
+
+
+def test_a_recovered_step_redoes_its_calls_under_the_same_keys_without_a_model_call() -> None:
+    pending = _pending_send()
+    run = drive(
+        _plan(first_step=2, recover=pending, usage=ChainUsage(rounds=1, work_calls=1)),
+        [response(tool_call(tools.END))],
+    )
+    assert [t.name for t in run.tools] == [tools.SEND]
+    assert run.tools[0].idempotency_key == idempotency_key("feishu", "oc_1", "c1", 2, 0)
+    assert run.pending == []
+    redone = run.records[0]
+    assert (redone.step, redone.requested_at_ms, redone.pending, redone.sent) == (2, T0 - 5_000, False, True)
+    assert redone.entries[0] == pending.entries[0]
+    # still_working: the chain goes on with a model call for step 3, which sees the redone step.
+    assert len(run.calls) == 1
+    assert run.calls[0].messages[-3:-1] == redone.entries
+    assert run.records[1].step == 3
+    assert run.result.outcome == "sent"
+
+
+def test_a_recovered_step_too_old_to_redo_is_closed_unexecuted() -> None:
+    pending = _pending_send(requested_at_ms=T0 - 11 * 60_000)
+    run = drive(_plan(first_step=2, recover=pending), [])
+    assert run.tools == []
+    assert run.calls == []
+    closed = run.records[0]
+    assert not closed.pending
+    assert not closed.sent
+    assert not closed.requires_follow_up
+    assert _results(closed)[0].is_error
     assert run.result.outcome == "silent"

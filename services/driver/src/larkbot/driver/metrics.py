@@ -18,6 +18,11 @@ WAKEUPS = Counter(
     "Wake-ups run, by kind (debounced, retry, resume) and path (probe, activation, continuation, braked)",
     ["kind", "path"],
 )
+RECOVERED_STEPS = Counter(
+    "larkbot_driver_recovered_steps_total",
+    "Pending steps left by a process that died during their tool calls, by outcome (redone, abandoned)",
+    ["outcome"],
+)
 PROBE_DECISIONS = Counter(
     "larkbot_driver_probe_decisions_total",
     "Probe outcomes (send_message, react_only, no_action, failed_closed, error)",

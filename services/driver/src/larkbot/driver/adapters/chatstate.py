@@ -121,7 +121,9 @@ class ChatState:
                 await self._set_idle(None)
                 continue
             input_until = max(action.input_until_ms, self.latest_external_ms())
-            self.schedule = scheduler.begin(self.schedule, action)
+            # The wake-up handles (and marks processed) everything up to ``input_until``, so it takes
+            # those inputs with it whatever its kind (a resume wake-up's own bound is 0).
+            self.schedule = scheduler.begin(self.schedule, replace(action, input_until_ms=input_until))
             self.wakeups += 1
             try:
                 await run_wake(self, action, input_until)

@@ -199,7 +199,8 @@ class ChatHost:
         persona = Persona(name or DEFAULT_NAME, tuple(self.personas[p] for p in settings.persona_files))
         state = ChatState(platform, chat_id, settings, persona, self.clock)
         latest = await self.repo.latest_turn(platform, chat_id)
-        state.load(await self.repo.marks(platform, chat_id), latest is not None and latest.requires_follow_up)
+        resume = latest is not None and (latest.requires_follow_up or latest.pending)
+        state.load(await self.repo.marks(platform, chat_id), resume)
         return state
 
     async def _take_over(self, held: _Partition) -> None:

@@ -43,6 +43,7 @@ class DriverRepository:
             raise RetryableError(f"database unavailable: {type(exc.orig).__name__}", delay_s=1.0) from None
 
     async def add_turn(self, record: TurnRecord) -> None:
+        """Insert a turn response, or replace the pending version of the same step."""
         row: dict[str, Any] = {
             "platform": record.platform,
             "chat_id": record.chat_id,
@@ -64,9 +65,20 @@ class DriverRepository:
             "participation_attempts": record.participation_attempts,
             "sent": record.sent,
             "reacted": record.reacted,
+            "pending": record.pending,
         }
+        key = ("platform", "chat_id", "chain_id", "step")
+        # A complete record replaces its pending (write-ahead) version; the row keeps its id, so the
+        # storage order of the chat's turn responses does not change.
+        stmt = (
+            self._insert(turn_responses)
+            .values(**row)
+            .on_conflict_do_update(
+                index_elements=list(key), set_={k: v for k, v in row.items() if k not in key}
+            )
+        )
         async with self._tx() as conn:
-            await conn.execute(turn_responses.insert().values(**row))
+            await conn.execute(stmt)
 
     async def turns(
         self, platform: str, chat_id: str, *, since_ms: int = 0, limit: int = 1000
@@ -174,6 +186,7 @@ def _turn(row: Any) -> TurnRecord:
         participation_attempts=row["participation_attempts"],
         sent=bool(row["sent"]),
         reacted=bool(row["reacted"]),
+        pending=bool(row["pending"]),
     )
 
 

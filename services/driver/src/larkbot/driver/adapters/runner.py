@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 #: Turn responses whose reasoning is replayed (the open chain's always is) when the primary endpoint is
 #: not configured here; otherwise its ``reasoning_replay_turns`` (the gateway applies the same rule).
 REASONING_REPLAY_TURNS = 3
+#: A pending step older than this is closed with "not executed" results instead of being redone.
+RECOVER_MAX_AGE_MS = 10 * 60 * 1000
 #: An ingress that picks a typing indicator up later than this drops it (it would show a stale state).
 TYPING_DEADLINE_MS = 5000
 
@@ -88,6 +90,8 @@ class WakeRunner:
         segments = chat.context.segments
         since = segments[0].received_at_ms if chat.context.cursor > 0 and segments else 0
         turns = await self.repo.turns(chat.platform, chat.chat_id, since_ms=since)
+        if turns and turns[-1].pending and not await self._recover(chat, wake_id, turns, input_until_ms):
+            return
         chain = open_chain(turns)
         if chain:
             chain = await self.repo.chain(chat.platform, chat.chat_id, chain[-1].chain_id)
@@ -112,15 +116,40 @@ class WakeRunner:
                 return
         metrics.WAKEUPS.labels(wake.kind, path).inc()
         result = await self._primary(chat, wake_id, turns, chain, activation, input_until_ms)
-        if result.outcome == "failed":
-            error = result.error
-            transient = error is not None and error.category == "transient"
-            raise WakeFailed(
-                f"primary failed: {error.category if error else 'unknown'}",
-                transient=transient,
-                activation=activation,
-            )
+        _raise_failed(result, activation)
         await chat.processed(self.repo, input_until_ms)
+
+    async def _recover(
+        self, chat: ChatState, wake_id: str, turns: tuple[TurnRecord, ...], input_until_ms: int
+    ) -> bool:
+        """Redo the tool calls of the pending step a dead process left behind (``core.turn``), then
+        continue its chain as an interrupted one. Returns whether the wake-up goes on to its input: only
+        when the chain closed and external input arrived after the pending step's model call (the model
+        never saw it); input it saw is done."""
+        pending = turns[-1]
+        log.warning(
+            "step %d of chain %s was left pending by a previous run; redoing its calls",
+            pending.step,
+            pending.chain_id,
+        )
+        age_ms = self.clock.now_ms() - pending.requested_at_ms
+        metrics.RECOVERED_STEPS.labels("abandoned" if age_ms > RECOVER_MAX_AGE_MS else "redone").inc()
+        chain = await self.repo.chain(chat.platform, chat.chat_id, pending.chain_id)
+        done = tuple(t for t in turns if not t.pending)
+        result = await self._primary(
+            chat,
+            wake_id,
+            done,
+            tuple(t for t in chain if not t.pending),
+            None,
+            input_until_ms,
+            recover=pending,
+        )
+        _raise_failed(result, None)
+        if result.chain_open or chat.latest_external_ms() <= pending.requested_at_ms:
+            await chat.processed(self.repo, input_until_ms)
+            return False
+        return True
 
     async def _probe(self, chat: ChatState, wake_id: str) -> Activation | None:
         now = self.clock.now_ms()
@@ -188,6 +217,8 @@ class WakeRunner:
         chain: tuple[TurnRecord, ...],
         activation: Activation | None,
         input_until_ms: int,
+        *,
+        recover: TurnRecord | None = None,
     ) -> TurnResult:
         started = self.clock.now_ms()
         perf = time.perf_counter()
@@ -198,8 +229,8 @@ class WakeRunner:
             platform=chat.platform,
             chat_id=chat.chat_id,
             wake_id=wake_id,
-            chain_id=chain[-1].chain_id if chain else uuid.uuid4().hex[:16],
-            first_step=chain[-1].step + 1 if chain else 0,
+            chain_id=recover.chain_id if recover else chain[-1].chain_id if chain else uuid.uuid4().hex[:16],
+            first_step=recover.step if recover else chain[-1].step + 1 if chain else 0,
             usage=ChainUsage.of(chain),
             budget=TurnBudget.of(chat.settings),
             react_only=activation is not None and activation.decision == "react_only",
@@ -210,19 +241,21 @@ class WakeRunner:
                 turns,
                 model_identity=model,
                 reasoning_replay=self.reasoning_replay,
-                open_chain_id=chain[-1].chain_id if chain else None,
+                open_chain_id=recover.chain_id if recover else chain[-1].chain_id if chain else None,
             ),
             late_binding=prompt.late_binding(
                 now_ms=started,
                 utc_offset_min=chat.utc_offset_min(self.utc_offset_min),
                 stats=participation(segments, started),
                 probe_reason=activation.reason if activation else None,
-                interrupted=bool(chain),
+                interrupted=bool(chain) or recover is not None,
                 react_only=activation is not None and activation.decision == "react_only",
             ),
             shell_tools_exposed=chain[-1].shell_tools_exposed if chain else False,
+            recover=recover,
+            recover_max_age_ms=RECOVER_MAX_AGE_MS,
         )
-        if not plan.react_only:
+        if not plan.react_only and recover is None:
             self._show_typing(chat, wake_id, started)
         executor = ToolExecutor(self.clients, self.clock, chat.platform, chat.chat_id, segments)
         gen = primary_turn(plan)
@@ -234,7 +267,8 @@ class WakeRunner:
                     feedback = await self._call_model(chat, wake_id, command)
                 elif isinstance(command, Persist):
                     await self.repo.add_turn(command.record)
-                    _count_record(command.record)
+                    if not command.record.pending:
+                        _count_record(command.record)
                     if command.record.sent or command.record.reacted:
                         chat.acted(command.record.requested_at_ms)
                     feedback = Ack(self.clock.now_ms())
@@ -302,6 +336,17 @@ class WakeRunner:
         if isinstance(reply, LLMResponse):
             _count_usage("primary", reply)
         return ModelAnswer(reply, now)
+
+
+def _raise_failed(result: TurnResult, activation: Activation | None) -> None:
+    if result.outcome != "failed":
+        return
+    error = result.error
+    raise WakeFailed(
+        f"primary failed: {error.category if error else 'unknown'}",
+        transient=error is not None and error.category == "transient",
+        activation=activation,
+    )
 
 
 def replace_category(error: LLMError, category: Literal["deadline"]) -> LLMError:

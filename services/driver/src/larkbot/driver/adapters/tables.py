@@ -3,7 +3,8 @@ pipeline.
 
 - ``driver_turn_responses``: one row per primary model call (IR entries as JSON, token usage including
   cache reads and writes, model id, the follow-up flag that tells whether the chain stayed open, the
-  shell-gate decision, the step's counts). ``(platform, chat_id, chain_id, step)`` is unique.
+  shell-gate decision, the step's counts). ``(platform, chat_id, chain_id, step)`` is unique. A
+  ``pending`` row is a step written ahead of its side effects (the complete row replaces it).
 - ``driver_probe_responses``: one row per probe (decision, reason, activation, fail-closed flag, usage,
   the window start and omitted count).
 - ``driver_chats``: per chat, the arrival time up to which external input has been handled (so a restart
@@ -24,6 +25,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 metadata = MetaData()
@@ -54,6 +56,7 @@ turn_responses = Table(
     Column("participation_attempts", Integer, nullable=False),
     Column("sent", Boolean, nullable=False),
     Column("reacted", Boolean, nullable=False),
+    Column("pending", Boolean, nullable=False, server_default=false()),
     UniqueConstraint("platform", "chat_id", "chain_id", "step", name="uq_driver_turn_step"),
     Index("ix_driver_turns_chat", "platform", "chat_id", "id"),
 )

@@ -39,6 +39,9 @@ class TurnRecord:
     participation_attempts: int
     sent: bool
     reacted: bool
+    #: A write-ahead record: the model's answer is stored, its tool calls may or may not have run (see
+    #: ``core.turn``). Never part of a prompt; the next wake-up of the chat redoes its calls.
+    pending: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,15 @@ tool choice; their usage is added, only the final answer is kept) → the tool c
 persisted :class:`TurnRecord` → the interrupt check. A step is persisted *before* the interrupt check,
 and the loop stops at step boundaries only; nothing in flight is preempted.
 
+Write-ahead: a step whose answer calls ``send_message`` or ``react`` is first persisted as *pending*
+(the model's answer, no results) before any tool runs, then replaced by the complete record. A process
+that dies in between leaves the pending step behind; the next wake-up of the chat passes it as
+``TurnPlan.recover`` and the generator runs that step's tool calls again without a model call, under the
+same idempotency keys, so a send the platform already executed is deduplicated and one that never left
+is sent now. A pending step older than ``TurnPlan.recover_max_age_ms`` is closed with "not executed"
+results instead (a late reply to an old conversation is worse than none, and platform deduplication
+windows are finite).
+
 Per call: unknown tools and invalid arguments get an error result; calls over a count get a not-executed
 result; the deadline is checked before every side effect. ``end_turn`` closes the turn even beside
 follow-up results. The loop continues only when a result needs follow-up (work tools, errors,
@@ -19,12 +28,11 @@ deadline remains for another model call; the record stores whether it actually c
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Generator
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
 
 from larkbot.canonical.llm import (
+    AssistantMessage,
     LLMError,
     LLMResponse,
     Message,
@@ -32,109 +40,47 @@ from larkbot.canonical.llm import (
     ToolCallPart,
     ToolChoice,
     ToolResultMessage,
-    ToolSpec,
     Usage,
-    UserMessage,
     UserPart,
 )
 
 from . import tools
-from .budget import TurnBudget
+from .protocol import (
+    Ack,
+    CheckInterrupt,
+    Command,
+    Feedback,
+    ModelAnswer,
+    ModelCall,
+    Persist,
+    ToolDone,
+    ToolRun,
+    TurnOutcome,
+    TurnPlan,
+    TurnResult,
+    idempotency_key,
+)
 from .records import ChainUsage, StepMode, TurnRecord
 
+__all__ = [
+    "MAX_FORCED_RETRIES",
+    "Ack",
+    "CheckInterrupt",
+    "Command",
+    "Feedback",
+    "ModelAnswer",
+    "ModelCall",
+    "Persist",
+    "ToolDone",
+    "ToolRun",
+    "TurnOutcome",
+    "TurnPlan",
+    "TurnResult",
+    "idempotency_key",
+    "primary_turn",
+]
+
 MAX_FORCED_RETRIES = 2
-TurnOutcome = Literal["sent", "reacted", "silent", "budget_exhausted", "failed", "interrupted"]
-
-
-@dataclass(frozen=True, slots=True)
-class TurnPlan:
-    platform: str
-    chat_id: str
-    wake_id: str
-    chain_id: str
-    #: The chain's next step number (0 for a new chain).
-    first_step: int
-    usage: ChainUsage
-    budget: TurnBudget
-    react_only: bool
-    started_ms: int
-    system: str
-    history: tuple[Message, ...]
-    late_binding: UserMessage
-    shell_tools_exposed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ModelCall:
-    step: int
-    system: str
-    messages: tuple[Message, ...]
-    tools: tuple[ToolSpec, ...]
-    tool_choice: ToolChoice
-    deadline_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class ToolRun:
-    step: int
-    call_index: int
-    name: str
-    args: dict[str, Any]
-    idempotency_key: str
-    deadline_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Persist:
-    record: TurnRecord
-
-
-@dataclass(frozen=True, slots=True)
-class CheckInterrupt:
-    step: int
-
-
-Command = ModelCall | ToolRun | Persist | CheckInterrupt
-
-
-@dataclass(frozen=True, slots=True)
-class ModelAnswer:
-    reply: LLMResponse | LLMError
-    now_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class ToolDone:
-    ok: bool
-    parts: tuple[UserPart, ...]
-    now_ms: int
-    #: The outcome must not be followed up (a send whose delivery is unknown must not be retried).
-    final: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Ack:
-    now_ms: int
-    interrupted: bool = False
-
-
-Feedback = ModelAnswer | ToolDone | Ack
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    outcome: TurnOutcome
-    steps: int
-    chain_open: bool
-    error: LLMError | None = None
-    deadline_reached: bool = False
-    usage: ChainUsage = field(default_factory=ChainUsage)
-
-
-def idempotency_key(platform: str, chat_id: str, chain_id: str, step: int, call_index: int) -> str:
-    """Stable per tool call: a retried request names the same side effect (Feishu ``uuid`` ≤ 50 chars)."""
-    digest = hashlib.sha256(f"{platform}\x1f{chat_id}\x1f{chain_id}\x1f{step}\x1f{call_index}".encode())
-    return "lb" + digest.hexdigest()[:40]
 
 
 def _text(message: str) -> tuple[UserPart, ...]:
@@ -167,6 +113,8 @@ class _Step:
     attempts: int = 0
     sent: bool = False
     reacted: bool = False
+    #: The tool calls of a recovered step that is too old to redo.
+    abandoned: bool = False
 
 
 def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
@@ -180,35 +128,36 @@ def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
     wrapped_up = False
     first = True
     while True:
-        mode: StepMode = budget.step_mode(usage, plan.react_only and first)
+        recovered = plan.recover if first else None
+        mode: StepMode = (
+            recovered.mode if recovered is not None else budget.step_mode(usage, plan.react_only and first)
+        )
         wrapped_up = wrapped_up or mode == "wrap_up"
         offered = tools.exposed(mode)
-        call = ModelCall(
-            step=step,
-            system=plan.system,
-            messages=(*plan.history, *produced, plan.late_binding),
-            tools=offered,
-            tool_choice=ToolChoice(mode="any"),
-            deadline_ms=deadline_ms,
-        )
-        call_at = now
-        total: Usage | None = None
-        response: LLMResponse | None = None
-        for _attempt in range(1 + MAX_FORCED_RETRIES):
-            answer = yield call
-            assert isinstance(answer, ModelAnswer)
-            now = answer.now_ms
-            if isinstance(answer.reply, LLMError):
-                return TurnResult("failed", step - plan.first_step, True, error=answer.reply, usage=usage)
-            response = answer.reply
-            total = response.usage if total is None else _add(total, response.usage)
-            if any(isinstance(p, ToolCallPart) for p in response.message.parts):
-                break
-        assert response is not None
-        assert total is not None
-        calls = [p for p in response.message.parts if isinstance(p, ToolCallPart)]
+        if recovered is not None:
+            step, call_at, answer = recovered.step, recovered.requested_at_ms, _Answer.of(recovered)
+        else:
+            call_at = now
+            call = ModelCall(
+                step=step,
+                system=plan.system,
+                messages=(*plan.history, *produced, plan.late_binding),
+                tools=offered,
+                tool_choice=ToolChoice(mode="any"),
+                deadline_ms=deadline_ms,
+            )
+            asked = yield from _ask(call)
+            if isinstance(asked, LLMError):
+                return TurnResult("failed", step - plan.first_step, True, error=asked, usage=usage)
+            answer, now = asked
+        calls = [p for p in answer.message.parts if isinstance(p, ToolCallPart)]
+        if recovered is None and any(c.name in tools.PARTICIPATION_TOOLS for c in calls):
+            pending = _record(plan, step, call_at, answer, mode, (answer.message,), pending=True)
+            ack = yield Persist(pending)
+            assert isinstance(ack, Ack)
+            now = ack.now_ms
         names = {spec.name for spec in offered}
-        st = _Step(now=now)
+        st = _Step(now=now, abandoned=recovered is not None and now - call_at > plan.recover_max_age_ms)
         for index, tc in enumerate(calls):
             parts, ok, follow = yield from _run_call(plan, st, usage, names, tc, step, index, deadline_ms)
             st.results.append(
@@ -226,20 +175,10 @@ def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
         if st.follow_up and not continues and mode == "normal" and not st.ended:
             st.deadline = st.deadline or not budget.can_start_model_call(plan.started_ms, now)
         exhausted = exhausted or st.over_budget or mode == "wrap_up"
-        entries: tuple[Message, ...] = (response.message, *_close(st.results, continues))
-        record = TurnRecord(
-            platform=plan.platform,
-            chat_id=plan.chat_id,
-            chain_id=plan.chain_id,
-            step=step,
-            wake_id=plan.wake_id,
-            requested_at_ms=call_at,
-            entries=entries,
-            usage=total,
-            model_identity=response.model_identity,
+        entries: tuple[Message, ...] = (answer.message, *_close(st.results, continues))
+        record = replace(
+            _record(plan, step, call_at, answer, mode, entries, pending=False),
             requires_follow_up=continues,
-            shell_tools_exposed=plan.shell_tools_exposed,
-            mode=mode,
             work_calls=st.work_calls,
             participation_attempts=st.attempts,
             sent=st.sent,
@@ -276,6 +215,72 @@ def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
             return TurnResult("interrupted", steps, True, usage=usage)
         step += 1
         first = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """The model's final answer of a step (usage summed over forced re-asks)."""
+
+    message: AssistantMessage
+    usage: Usage
+    model_identity: str
+
+    @classmethod
+    def of(cls, pending: TurnRecord) -> _Answer:
+        message = pending.entries[0]
+        assert isinstance(message, AssistantMessage)
+        return cls(message, pending.usage, pending.model_identity)
+
+
+def _ask(call: ModelCall) -> Generator[Command, Feedback, tuple[_Answer, int] | LLMError]:
+    """One model call, asked again (up to ``MAX_FORCED_RETRIES`` times) while the answer calls no tool."""
+    total: Usage | None = None
+    response: LLMResponse | None = None
+    now = 0
+    for _attempt in range(1 + MAX_FORCED_RETRIES):
+        answer = yield call
+        assert isinstance(answer, ModelAnswer)
+        now = answer.now_ms
+        if isinstance(answer.reply, LLMError):
+            return answer.reply
+        response = answer.reply
+        total = response.usage if total is None else _add(total, response.usage)
+        if any(isinstance(p, ToolCallPart) for p in response.message.parts):
+            break
+    assert response is not None
+    assert total is not None
+    return _Answer(response.message, total, response.model_identity), now
+
+
+def _record(
+    plan: TurnPlan,
+    step: int,
+    call_at: int,
+    answer: _Answer,
+    mode: StepMode,
+    entries: tuple[Message, ...],
+    *,
+    pending: bool,
+) -> TurnRecord:
+    return TurnRecord(
+        platform=plan.platform,
+        chat_id=plan.chat_id,
+        chain_id=plan.chain_id,
+        step=step,
+        wake_id=plan.wake_id,
+        requested_at_ms=call_at,
+        entries=entries,
+        usage=answer.usage,
+        model_identity=answer.model_identity,
+        requires_follow_up=False,
+        shell_tools_exposed=plan.shell_tools_exposed,
+        mode=mode,
+        work_calls=0,
+        participation_attempts=0,
+        sent=False,
+        reacted=False,
+        pending=pending,
+    )
 
 
 def _close(results: list[ToolResultMessage], continues: bool) -> list[ToolResultMessage]:
@@ -317,6 +322,12 @@ def _run_call(
     if not allowed:
         st.over_budget = True
         return _text("not executed: the turn's budget for this kind of call is used up"), False, False
+    if st.abandoned:
+        return (
+            _text("not executed: the service restarted during this step, too long ago to redo it"),
+            False,
+            False,
+        )
     if st.deadline or budget.expired(plan.started_ms, st.now):
         st.deadline = True
         return _text("not executed: the turn's deadline was reached"), False, False

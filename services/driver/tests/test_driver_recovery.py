@@ -1,0 +1,101 @@
+"""A step left pending by a replica that died during its tool calls is redone by the next holder of the
+chat under the same idempotency keys: a send the platform never received is delivered once, one it did
+receive is not repeated (SPEC §4.3, sends never duplicated)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from larkbot.canonical.actions import SendMessageAction
+from larkbot.driver.adapters.repository import ChatMarks, DriverRepository
+from larkbot.driver.core import tools
+from larkbot.driver.harness import CHAT_ID, World, decide, world
+from larkbot.driver.synthetic import response, segment, tool_call
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.db import create_engine
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}"
+
+
+async def _die_during_the_send(w: World, db: str) -> None:
+    """Run a send on replica ``a``, then leave the database as if ``a`` had been killed after writing the
+    step ahead and before storing its outcome, and stop ``a``."""
+    w.probe_answers.append(decide("send_message", "asked"))
+    w.primary_answers.append(response(tool_call(tools.SEND, "s", text="exactly once")))
+    await w.say(1, 0, mentions_me=True)
+    await w.tick(1000)
+    await w.stop_replica("a")
+    engine = create_engine(db)
+    try:
+        repo = DriverRepository(engine)
+        done = (await repo.turns("feishu", CHAT_ID))[-1]
+        assert done.sent
+        assert not done.pending
+        ahead = replace(done, entries=done.entries[:1], pending=True, sent=False, participation_attempts=0)
+        await repo.add_turn(ahead)
+        await repo.save_marks("feishu", CHAT_ID, ChatMarks(0, 0))
+    finally:
+        await engine.dispose()
+
+
+async def _sends(w: World) -> list[SendMessageAction]:
+    return [r for r in w.platform.requests if isinstance(r, SendMessageAction)]
+
+
+async def test_a_send_that_never_left_is_delivered_by_the_next_holder(
+    bus: Bus, nats_url: str, db: str
+) -> None:
+    async with world(bus, nats_url, db) as w:
+        await _die_during_the_send(w, db)
+        # The platform never saw it.
+        w.platform.delivered.clear()
+        w.platform.executed.clear()
+        await w.start_replica("b")
+        await w.balanced()
+        await w.tick(2000)
+        assert [d.text for d in w.platform.delivered] == ["exactly once"]
+        sends = await _sends(w)
+        assert len(sends) == 2
+        assert sends[0].idempotency_key == sends[1].idempotency_key
+        assert len(w.llm.by_purpose("probe")) == 1  # redone, not decided again
+        assert len(w.llm.by_purpose("primary")) == 1
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        assert len(turns) == 1
+        assert turns[0].sent
+        assert not turns[0].pending
+        await w.synced()
+        await w.tick(60_000)
+        assert len(w.llm.requests) == 2  # nothing left to do: input and the redone step are processed
+
+
+async def test_a_send_the_platform_executed_is_not_repeated(bus: Bus, nats_url: str, db: str) -> None:
+    async with world(bus, nats_url, db) as w:
+        await _die_during_the_send(w, db)
+        await w.start_replica("b")
+        await w.balanced()
+        await w.tick(2000)
+        assert [d.text for d in w.platform.delivered] == ["exactly once"]
+        sends = await _sends(w)
+        assert len(sends) == 2
+        assert sends[0].idempotency_key == sends[1].idempotency_key
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        assert [(t.sent, t.pending) for t in turns] == [(True, False)]
+
+
+async def test_input_after_the_pending_step_still_wakes_the_bot(bus: Bus, nats_url: str, db: str) -> None:
+    async with world(bus, nats_url, db) as w:
+        await _die_during_the_send(w, db)
+        await w.pipeline.append(segment(2, at_ms=w.t0 + 1500, text="and another thing"))
+        await w.start_replica("b")
+        await w.balanced()
+        w.probe_answers.append(decide("no_action", "already answered"))
+        await w.tick(3000)
+        assert [d.text for d in w.platform.delivered] == ["exactly once"]
+        probes = w.llm.by_purpose("probe")
+        assert len(probes) == 2  # the newer message is judged on its own
