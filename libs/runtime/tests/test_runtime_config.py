@@ -52,6 +52,23 @@ def test_env_fallback_syntax() -> None:
         ({"chats": {"default": {"initial_delay_ms": -5}}}, {}, "chats.default.initial_delay_ms"),
         ({"chats": {"feishu:oc_1": {"probe_timeout_s": "soon"}}}, {}, "chats.feishu:oc_1.probe_timeout_s"),
         ({"chats": {"oc_1": {}}}, {}, "chats"),
+        (
+            {"chats": {"default": {"transient_retry_delays_s": [5, 0]}}},
+            {},
+            "chats.default.transient_retry_delays_s.1",
+        ),
+        (
+            {"chats": {"default": {"transient_retry_delays_s": [1, 2, 3, 4, 5, 6]}}},
+            {},
+            "chats.default.transient_retry_delays_s",
+        ),
+        ({"chats": {"default": {"bot_exchange_cap": 0}}}, {}, "chats.default.bot_exchange_cap"),
+        ({"chats": {"default": {"action_attempts": 11}}}, {}, "chats.default.action_attempts"),
+        (
+            {"chats": {"default": {"probe_summary_max_est_tokens": -1}}},
+            {},
+            "chats.default.probe_summary_max_est_tokens",
+        ),
         ({"services": {"pipeline": {"http_port": 70000}}}, {}, "services.pipeline.http_port"),
         ({"nats": {"urls": "nats://x"}}, {}, "nats.urls"),  # unknown key: never silently ignored
         (

@@ -293,3 +293,17 @@ async def test_consecutive_primary_requests_extend_each_other_byte_for_byte(
         assert report.breaks == 0
         assert report.ratio > 0.8
         assert len(w.platform.delivered) == 10
+
+
+async def test_the_bot_exchange_cap_is_a_chat_setting(bus: Bus, nats_url: str, db: str) -> None:
+    async with world(bus, nats_url, db, bot_exchange_cap=2) as w:
+        at = 0
+        for n in range(1, 10):
+            w.probe_answers.append(decide("send_message", "the other bot asked"))
+            w.primary_answers.append(response(tool_call(tools.SEND, "s", text=f"reply {n}")))
+            await w.say(n * 100, at, sender="ou_otherbot", name="Other", bot=True)
+            at += 2000
+            await w.tick(at)
+            await w.synced()
+        assert len(w.platform.delivered) == 1
+        assert len(w.llm.by_purpose("probe")) == 1

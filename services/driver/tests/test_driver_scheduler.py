@@ -8,6 +8,7 @@ from larkbot.driver.core import scheduler as s
 from larkbot.driver.core.records import Activation
 
 CFG = s.Debounce(initial_delay_ms=1000, typing_extend_ms=5000, max_delay_ms=30000)
+DELAYS = CFG.retry_delays_ms
 
 
 def _feed(ops: list[tuple[str, str, int]]) -> s.Schedule:
@@ -59,7 +60,7 @@ def test_transient_failures_retry_after_5_then_20_seconds_then_latch() -> None:
     state = _feed([("msg", "a", 0)])
     wake = s.next_action(state, 1000, CFG)
     assert isinstance(wake, s.Wake)
-    state, retried = s.failed_transiently(s.begin(state, wake), wake, 1000, act)
+    state, retried = s.failed_transiently(s.begin(state, wake), wake, 1000, act, DELAYS)
     assert retried
     assert s.next_action(state, 5999, CFG) == s.Wait(6000)
     retry = s.next_action(state, 6000, CFG)
@@ -67,12 +68,12 @@ def test_transient_failures_retry_after_5_then_20_seconds_then_latch() -> None:
     assert isinstance(retry, s.Wake)
     state = s.on_typing(state, 5990)  # typing never postpones a retry
     assert s.next_action(state, 6000, CFG) == retry
-    state, retried = s.failed_transiently(s.begin(state, retry), retry, 6000, act)
+    state, retried = s.failed_transiently(s.begin(state, retry), retry, 6000, act, DELAYS)
     assert retried
     third = s.next_action(state, 26000, CFG)
     assert third == s.Wake("retry", 0, 2, act)
     assert isinstance(third, s.Wake)
-    state, retried = s.failed_transiently(s.begin(state, third), third, 26000, act)
+    state, retried = s.failed_transiently(s.begin(state, third), third, 26000, act, DELAYS)
     assert not retried
     assert s.next_action(state, 10**9, CFG) == s.Wait(None)  # latched until new input
 
@@ -81,7 +82,7 @@ def test_newer_input_supersedes_a_pending_retry() -> None:
     state = _feed([("msg", "a", 0)])
     wake = s.next_action(state, 1000, CFG)
     assert isinstance(wake, s.Wake)
-    state, _ = s.failed_transiently(s.begin(state, wake), wake, 1000, None)
+    state, _ = s.failed_transiently(s.begin(state, wake), wake, 1000, None, DELAYS)
     assert state.retry is not None
     state = s.on_input(state, "b", 3000)
     assert state.retry is None
@@ -93,7 +94,7 @@ def test_input_during_a_failing_run_supersedes_the_retry() -> None:
     wake = s.next_action(state, 1000, CFG)
     assert isinstance(wake, s.Wake)
     state = s.on_input(s.begin(state, wake), "b", 1500)
-    state, retried = s.failed_transiently(state, wake, 2000, None)
+    state, retried = s.failed_transiently(state, wake, 2000, None, DELAYS)
     assert not retried
     assert s.next_action(state, 2500, CFG) == s.Wake("debounced", 1500, 0, None)
 
@@ -114,3 +115,15 @@ def test_resume_of_an_open_chain_runs_once() -> None:
     assert wake == s.Wake("resume", 0, 0, None)
     assert isinstance(wake, s.Wake)
     assert s.next_action(s.succeeded(s.begin(state, wake)), 0, CFG) == s.Wait(None)
+
+
+def test_retry_delays_come_from_the_chat_settings() -> None:
+    wake = s.Wake("debounced", 0, 0, None)
+    state = s.on_input(s.Schedule(), "ou_a", 0)
+    state, retried = s.failed_transiently(s.begin(state, wake), wake, 1000, None, (250,))
+    assert retried
+    assert state.retry is not None
+    assert state.retry.due_ms == 1250
+    retry = s.Wake("retry", 0, state.retry.attempt, None)
+    _state, retried = s.failed_transiently(s.begin(state, retry), retry, 1250, None, (250,))
+    assert not retried  # one delay configured: one retry

@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -151,6 +151,16 @@ class ChatSettings(_Section):
     max_send_attempts: int = Field(default=3, ge=0)
     turn_deadline_s: float = Field(default=15.0, gt=0)
     min_model_call_s: float = Field(default=2.0, ge=0)
+    #: Delays before the retries of a wake-up that failed transiently; their count is the retry count.
+    transient_retry_delays_s: tuple[Annotated[float, Field(gt=0)], ...] = Field(
+        default=(5.0, 20.0), max_length=5
+    )
+    #: Consecutive bot-to-bot messages after which input only from other bots no longer wakes the bot.
+    bot_exchange_cap: int = Field(default=4, ge=1)
+    #: Cap of the compaction summary shown to the probe (outside its window budget); newest part kept.
+    probe_summary_max_est_tokens: int = Field(default=2000, ge=0)
+    #: Attempts of a send / reaction whose outcome stays unknown (same idempotency key each time).
+    action_attempts: int = Field(default=3, ge=1, le=10)
     maintainer_window_sec: int = Field(default=600, ge=0)
     shell_enabled: bool = False
     ban_spammer_enabled: bool = False

@@ -55,7 +55,10 @@ class ChatState:
         self.persona = persona
         self.clock = clock
         self.debounce = scheduler.Debounce(
-            settings.initial_delay_ms, settings.typing_extend_ms, settings.max_delay_ms
+            settings.initial_delay_ms,
+            settings.typing_extend_ms,
+            settings.max_delay_ms,
+            tuple(round(s * 1000) for s in settings.transient_retry_delays_s),
         )
         self.context = ChatContext()
         self.schedule = scheduler.Schedule()
@@ -143,7 +146,7 @@ class ChatState:
         if exc.transient:
             retry_wake = replace(wake, input_until_ms=input_until)
             self.schedule, retried = scheduler.failed_transiently(
-                self.schedule, retry_wake, self.clock.now_ms(), exc.activation
+                self.schedule, retry_wake, self.clock.now_ms(), exc.activation, self.debounce.retry_delays_ms
             )
             if retried:
                 metrics.WAKE_FAILURES.labels("transient_retried").inc()

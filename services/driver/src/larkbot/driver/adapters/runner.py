@@ -34,7 +34,7 @@ from larkbot.runtime.logs import log_context
 from .. import metrics
 from ..core import prompt, tools
 from ..core.budget import TurnBudget
-from ..core.participation import BOT_EXCHANGE_CAP, bot_loop_brake, participation
+from ..core.participation import bot_loop_brake, participation
 from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC, read_verdict
 from ..core.records import Activation, ChainUsage, ProbeRecord, TurnRecord, open_chain
 from ..core.scheduler import Wake
@@ -102,7 +102,9 @@ class WakeRunner:
             path, activation = "activation", wake.activation
         elif not chat.settings.probe_enabled:
             path, activation = "activation", Activation("send_message", "probe disabled for this chat")
-        elif bot_loop_brake(segments, chat.marks.processed_until_ms, self.clock.now_ms(), BOT_EXCHANGE_CAP):
+        elif bot_loop_brake(
+            segments, chat.marks.processed_until_ms, self.clock.now_ms(), chat.settings.bot_exchange_cap
+        ):
             metrics.WAKEUPS.labels(wake.kind, "braked").inc()
             log.info("bot-to-bot exchange reached its cap; not waking")
             await chat.processed(self.repo, input_until_ms)
@@ -169,7 +171,12 @@ class WakeRunner:
             endpoint=self.probe_endpoint,
             system=prompt.probe_system_prompt(persona.name, chat.platform, persona.texts),
             messages=prompt.probe_messages(
-                window, None, now_ms=now, utc_offset_min=offset, stats=participation(segments, now)
+                window,
+                None,
+                now_ms=now,
+                utc_offset_min=offset,
+                stats=participation(segments, now),
+                summary_max_est_tokens=settings.probe_summary_max_est_tokens,
             ),
             tools=(DECIDE_SPEC,),
             tool_choice=DECIDE_CHOICE,

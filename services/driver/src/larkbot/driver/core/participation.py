@@ -19,7 +19,6 @@ from larkbot.canonical.context import Segment
 from .context import is_external
 
 TEN_MINUTES_MS = 600_000
-BOT_EXCHANGE_CAP = 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ Debounce: fire at the trigger sender's last input + ``initial_delay``, pushed to
 unprocessed input; other senders never extend the delay. A wake-up takes every pending input with it
 ("in flight"); input arriving while it runs starts a new window, seen after the running step is persisted.
 
-Failures: a transient failure schedules a retry of the same context after 5 s, then 20 s, carrying a probe
+Failures: a transient failure schedules a retry of the same context after each of the chat's
+``transient_retry_delays_s`` in turn (5 s, then 20 s by default), carrying a probe
 activation already obtained; newer external input supersedes a pending retry (the normal debounced wake-up
 runs with a fresh count). Anything else, or exhausted retries, drops the context: it is not rerun until
 new input arrives (the latch). Typing never postpones a retry.
@@ -19,14 +20,16 @@ from typing import Literal
 from .records import Activation
 
 WakeKind = Literal["debounced", "retry", "resume"]
-RETRY_DELAYS_MS: tuple[int, ...] = (5000, 20000)
 
 
 @dataclass(frozen=True, slots=True)
 class Debounce:
+    """A chat's timing settings."""
+
     initial_delay_ms: int = 1000
     typing_extend_ms: int = 5000
     max_delay_ms: int = 30000
+    retry_delays_ms: tuple[int, ...] = (5000, 20000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,14 +127,14 @@ def failed_permanently(state: Schedule) -> Schedule:
 
 
 def failed_transiently(
-    state: Schedule, wake: Wake, now_ms: int, activation: Activation | None
+    state: Schedule, wake: Wake, now_ms: int, activation: Activation | None, delays_ms: tuple[int, ...]
 ) -> tuple[Schedule, bool]:
     """Schedule the next retry; returns ``(state, retried)`` (``False``: superseded or exhausted)."""
     state = replace(state, running=False)
     if any(i.at_ms > wake.input_until_ms for i in state.inputs):
         return state, False
     attempt = wake.attempt if wake.kind == "retry" else 0
-    if attempt >= len(RETRY_DELAYS_MS):
+    if attempt >= len(delays_ms):
         return state, False
-    retry = Retry(attempt + 1, now_ms + RETRY_DELAYS_MS[attempt], wake.input_until_ms, activation)
+    retry = Retry(attempt + 1, now_ms + delays_ms[attempt], wake.input_until_ms, activation)
     return replace(state, retry=retry), True
