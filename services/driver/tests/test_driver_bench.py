@@ -1,10 +1,10 @@
-"""The cacheable-prefix benchmark: its measure, the pure 500-message replay, and the bus replay that
-``larkbot bench`` reports."""
+"""The cacheable-prefix benchmark: its measure, the pure 500-message replay, and the conversation of the
+bus replay that ``larkbot bench`` reports (the replay itself runs the real pipeline too:
+``tests/test_prefix_bench.py``)."""
 
 from __future__ import annotations
 
-from larkbot.driver.bench import cacheable_prefix_ratio, common_prefix, measure, prefix_report
-from larkbot.runtime.bus import Bus
+from larkbot.driver.bench import cacheable_prefix_ratio, common_prefix, conversation, prefix_report
 
 
 def test_common_prefix_and_measure() -> None:
@@ -26,13 +26,17 @@ def test_a_long_chat_keeps_at_least_95_percent_of_request_bytes_cacheable() -> N
     assert report.ratio >= 0.95
 
 
-async def test_the_bench_replays_a_chat_through_the_driver_on_the_bus(bus: Bus, nats_url: str) -> None:
-    figures = await measure(nats_url, quick=True)
-    details = figures["driver"]
-    assert details["messages"] == 120
-    assert details["requests"] > 20
-    assert details["breaks"] == 0
-    assert details["request_bytes"] > details["shared_bytes"] > 0
-    assert isinstance(figures["cacheable_prefix_ratio"], float)
-    assert figures["cacheable_prefix_ratio"] == round(details["shared_bytes"] / details["request_bytes"], 4)
-    assert figures["cacheable_prefix_ratio"] >= 0.9
+def test_the_bus_replay_talks_in_bursts_and_activates_the_bot() -> None:
+    bursts = list(conversation(120))
+    lines = [line for burst in bursts for line in burst.lines]
+    assert [line.n for line in lines] == list(range(1, 121))
+    assert {len(burst.lines) for burst in bursts} == {1, 2, 3}
+    assert len({line.sender for line in lines}) == 4
+    assert all(b.wake_at_ms == b.lines[-1].at_ms + 1_000 for b in bursts)
+    activated = [b for b in bursts if b.activation]
+    assert [b.activation for b in activated] == list(range(1, len(activated) + 1))
+    assert all(b.activation for b in bursts if any(line.mention for line in b.lines))
+    assert [b.activation for b in activated if b.read_old is not None] == [
+        b.activation for b in activated if b.activation % 3 == 0
+    ]
+    assert len(activated) > 20

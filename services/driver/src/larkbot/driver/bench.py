@@ -11,34 +11,29 @@ as breaks by construction.
 Two replays of the same chat:
 
 - :func:`cacheable_prefix_ratio` — pure and deterministic (no I/O, no clock): the prompt assembly and the
-  turn generator with a scripted model; fast enough for a unit test.
-- :func:`measure` — what ``larkbot bench`` reports: the driver service on the real bus with the fake
-  pipeline, LLM and platform of :mod:`.harness` (a manual clock, a throw-away SQLite database), the
-  requests taken as the LLM gateway receives them.
+  turn generator with a scripted model, over synthetic segments; fast enough for a unit test.
+- ``larkbot.cli.prefixbench.measure`` — what ``larkbot bench`` reports: :func:`conversation` published as
+  canonical events to ``EVENTS``, through the real pipeline and the driver service on the bus, the bot's
+  sends coming back through the pipeline as self-sent messages; the requests taken as the LLM gateway
+  receives them (:func:`request_bytes`, :func:`figures`). It lives in the CLI, which depends on both
+  services; the driver does not depend on the pipeline.
 """
 
 from __future__ import annotations
 
 import itertools
-import secrets
-import tempfile
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from larkbot.canonical.context import Segment
 from larkbot.canonical.llm import LLMRequest, Message, ToolSpec
-from larkbot.runtime.bus import Bus, connect
-from larkbot.runtime.config import NatsSettings
 
 from .core import prompt, tools
 from .core.budget import TurnBudget
 from .core.participation import participation
 from .core.records import ChainUsage, TurnRecord
 from .core.turn import Ack, CheckInterrupt, ModelAnswer, ModelCall, Persist, ToolDone, TurnPlan, primary_turn
-from .harness import decide, world
 from .synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
@@ -197,6 +192,56 @@ def _turn(
 
 
 # -- through the bus -------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Line:
+    """Member message ``n``, received ``at_ms`` after the start of the replay."""
+
+    n: int
+    at_ms: int
+    sender: str
+    name: str
+    #: The words of the message; a mention of the bot (``mention``) comes before them.
+    text: str
+    mention: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Burst:
+    """1–3 member messages, then the clock moves to ``wake_at_ms`` (one debounced wake-up, one probe).
+    ``activation`` > 0: the probe decides to act, the turn reads message ``read_old`` first (when set) and
+    sends ``answer <activation>``."""
+
+    lines: tuple[Line, ...]
+    activation: int
+    read_old: int | None
+    wake_at_ms: int
+
+
+def conversation(messages: int, *, burst: int = 3, reply_every: int = 4) -> Iterator[Burst]:
+    """The chat the bus replay feeds: four members, a message every 7 s in bursts of up to ``burst``,
+    every 11th message mentions the bot; the bot is activated by a mention and by every ``reply_every``-th
+    burst, and reads the message 40 back on every third activation."""
+    at = n = bursts = activations = 0
+    while n < messages:
+        lines: list[Line] = []
+        for _ in range(1 + bursts % burst):
+            if n >= messages:
+                break
+            n += 1
+            at += 7_000
+            sender, name = SENDERS[n % len(SENDERS)]
+            lines.append(Line(n, at, sender, name, PHRASES[n % len(PHRASES)] + f" ({n})", n % 11 == 0))
+        bursts += 1
+        activation = 0
+        read_old = None
+        if any(line.mention for line in lines) or bursts % reply_every == 0:
+            activations += 1
+            activation = activations
+            read_old = max(1, n - 40) if activations % 3 == 0 else None
+        at += 1_000
+        yield Burst(tuple(lines), activation, read_old, at)
+
+
 def request_bytes(requests: Sequence[LLMRequest]) -> list[tuple[bytes, bytes]]:
     """(full bytes, bytes without the late-binding message) of each request, for :func:`prefix_report`."""
     return [
@@ -205,59 +250,9 @@ def request_bytes(requests: Sequence[LLMRequest]) -> list[tuple[bytes, bytes]]:
     ]
 
 
-async def replay_on_bus(
-    bus: Bus, nats_url: str, database_url: str, messages: int, *, burst: int = 3, reply_every: int = 4
-) -> PrefixReport:
-    """The replay of :func:`cacheable_prefix_ratio`, through the driver service on the real bus: every
-    burst is one debounced wake-up and one probe; activated ones send a reply that comes back as a
-    self-sent segment."""
-    chat_id = f"oc_bench_{secrets.token_hex(4)}"
-    async with world(bus, nats_url, database_url, chats=(chat_id,), display_name="Lark") as w:
-        at = n = bursts = activations = 0
-        while n < messages:
-            mentioned = False
-            sent: list[tuple[int, int, bool]] = []
-            for _ in range(1 + bursts % burst):
-                if n >= messages:
-                    break
-                n += 1
-                at += 7_000
-                mention = n % 11 == 0
-                mentioned = mentioned or mention
-                sent.append((n, at, mention))
-            bursts += 1
-            if mentioned or bursts % reply_every == 0:
-                activations += 1
-                w.probe_answers.append(decide("send_message", "someone asked"))
-                if activations % 3 == 0:
-                    old = f"m{max(1, n - 40)}"
-                    w.primary_answers.append(response(tool_call(tools.READ_OLD, "r", message_ids=[old])))
-                w.primary_answers.append(response(tool_call(tools.SEND, "s", text=f"answer {activations}")))
-            for number, when, mention in sent:
-                sender, name = SENDERS[number % len(SENDERS)]
-                text = ("@Lark " if mention else "") + PHRASES[number % len(PHRASES)] + f" ({number})"
-                await w.say(number, when, sender=sender, name=name, text=text, mentions_me=mention)
-            at += 1_000
-            await w.tick(at)
-            await w.synced()
-        report = prefix_report(request_bytes(w.llm.by_purpose("primary")))
-    return PrefixReport(messages, report.requests, report.request_bytes, report.shared_bytes, report.breaks)
-
-
-async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
-    """``larkbot bench``: the cacheable-prefix ratio of a 500-message chat (120 with ``quick``) replayed
-    through the driver on the bus at ``nats_url``. Use a bus of its own: the replay runs a driver replica
-    (lease group ``driver``) and fakes answering ``llm.generate`` and ``actions.feishu``."""
-    messages = 120 if quick else 500
-    started = time.perf_counter()
-    bus = await connect(NatsSettings(), "driver-bench", url=nats_url, give_up_after_s=30)
-    try:
-        with tempfile.TemporaryDirectory(prefix="larkbot-driver-bench-") as tmp:
-            database_url = f"sqlite+aiosqlite:///{Path(tmp) / 'driver.db'}"
-            report = await replay_on_bus(bus, nats_url, database_url, messages)
-    finally:
-        await bus.close()
-    # The details go under "driver": ``larkbot bench`` merges every measurement into one report.
+def figures(report: PrefixReport, seconds: float) -> dict[str, Any]:
+    """What ``larkbot bench`` prints of a replay: the ratio, and the details under ``driver`` (the bench
+    merges every measurement into one report)."""
     return {
         "cacheable_prefix_ratio": round(report.ratio, 4),
         "driver": {
@@ -266,6 +261,6 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
             "breaks": report.breaks,
             "request_bytes": report.request_bytes,
             "shared_bytes": report.shared_bytes,
-            "seconds": round(time.perf_counter() - started, 2),
+            "seconds": round(seconds, 2),
         },
     }

@@ -1,0 +1,305 @@
+"""``cacheable_prefix_ratio`` for ``larkbot bench`` (DESIGN §8): a synthetic chat replayed through the real
+pipeline and the driver service on the bus, every primary request measured as the LLM gateway receives it.
+
+In this process, on the given bus:
+
+- the pipeline service (``larkbot.pipeline``: SQLite in a temporary directory, every partition), fed with
+  canonical events published to ``EVENTS`` the way an ingress publishes them (``events.feishu.<chat>``,
+  ``Nats-Msg-Id`` ``feishu:<dedup key>``); the bot's identity is in the ``identity`` bucket, so mentions
+  and the bot's own messages render as they do in production;
+- one driver replica (SQLite of its own, a manual clock: debounce and turns are driven without sleeping);
+- a scripted model answering ``llm.generate`` (:class:`larkbot.driver.fakes.FakeLLM`);
+- a platform answering ``actions.feishu`` that, like ingress-feishu after a successful send, publishes the
+  sent message to ``EVENTS`` as a synthetic self-sent message event before it answers.
+
+The conversation is :func:`larkbot.driver.bench.conversation`; the ratio and breaks are
+:func:`larkbot.driver.bench.prefix_report`. Member events carry the manual clock's times (platform time
+150 ms before receipt), so the pipeline's rendering and the driver's history merge see consistent times.
+Use a bus of its own: the replay takes the pipeline's and the driver's partition leases, writes the Feishu
+identity and answers ``llm.generate`` and ``actions.feishu``. It purges its chat from ``EVENTS`` and
+``CONTEXT`` when done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import secrets
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from larkbot.canonical.actions import ActionRequest, ActionResult, SendMessageAction
+from larkbot.canonical.content import Content, Mention, Text
+from larkbot.canonical.events import BotIdentity, MessageEvent, Sender
+from larkbot.canonical.llm import LLMReply, LLMRequest
+from larkbot.canonical.names import (
+    PARTITIONS,
+    STREAM_CONTEXT,
+    STREAM_EVENTS,
+    Platform,
+    Service,
+    context_subject,
+    events_subject,
+    msg_id,
+    partition_of,
+)
+from larkbot.driver.adapters.chatstate import ChatState
+from larkbot.driver.adapters.clock import ManualClock
+from larkbot.driver.app import DriverService
+from larkbot.driver.bench import (
+    SENDERS,
+    Burst,
+    PrefixReport,
+    conversation,
+    figures,
+    prefix_report,
+    request_bytes,
+)
+from larkbot.driver.core import tools
+from larkbot.driver.fakes import FakeLLM
+from larkbot.driver.harness import decide, end_turn
+from larkbot.driver.synthetic import response, tool_call
+from larkbot.pipeline.app import PipelineService
+from larkbot.pipeline.core import alias_for
+from larkbot.runtime.bootstrap import bootstrap
+from larkbot.runtime.bus import Bus, connect
+from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
+from larkbot.runtime.ingress import actions_endpoint, publish_identity
+from larkbot.runtime.service import running
+
+PLATFORM = Platform.FEISHU
+BOT_ID = "ou_lark_bench"
+BOT_NAME = "Lark"
+T0 = 1_800_000_000_000
+OFFSET_MIN = 480
+#: Platform time of a member message, this long before it is received.
+PLATFORM_LEAD_MS = 150
+WAIT_S = 30.0
+
+
+def member_message_id(chat_id: str, n: int) -> str:
+    return f"om_{chat_id}_{n:06d}"
+
+
+def member_event(chat_id: str, n: int, at_ms: int, sender: Sender, text: str, mention: bool) -> MessageEvent:
+    nodes: tuple[Mention | Text, ...] = (Text(text=text),)
+    if mention:
+        nodes = (Mention(user_id=BOT_ID, text=f"@{BOT_NAME}"), Text(text=" " + text))
+    message_id = member_message_id(chat_id, n)
+    return MessageEvent(
+        platform=PLATFORM,
+        chat_id=chat_id,
+        dedup_key=message_id,
+        chat_type="group",
+        received_at_ms=at_ms,
+        timestamp_sec=(at_ms - PLATFORM_LEAD_MS) / 1000,
+        utc_offset_min=OFFSET_MIN,
+        message_id=message_id,
+        sender=sender,
+        content=Content(nodes=nodes),
+    )
+
+
+async def publish_event(bus: Bus, event: MessageEvent) -> None:
+    """As an ingress publishes: on the chat's subject, deduplicated by ``<platform>:<dedup key>``."""
+    subject = events_subject(event.platform.value, event.chat_id)
+    await bus.publish(subject, event, msg_id=msg_id(event.platform.value, event.dedup_key))
+
+
+class SelfEventsPlatform:
+    """``actions.feishu`` answered the way ingress-feishu answers it: each idempotency key executes once
+    (a repeat answers ``duplicate``); a send gets a new message id, and its synthetic self-sent
+    ``MessageEvent`` (sender: the bot, ``is_self_sent``) is published to ``EVENTS`` before the result is
+    returned. Other actions (typing, reactions) succeed and change nothing."""
+
+    def __init__(self, bus: Bus, clock: ManualClock) -> None:
+        self.bus = bus
+        self.clock = clock
+        self.sent: list[str] = []
+        self.executed: dict[str, ActionResult] = {}
+        self._ids = itertools.count(1)
+        self.endpoint = actions_endpoint(bus, PLATFORM.value, self._handle)
+
+    async def _handle(self, action: ActionRequest) -> ActionResult:
+        done = self.executed.get(action.idempotency_key)
+        if done is not None:
+            return done.model_copy(update={"outcome": "duplicate"})
+        ids: tuple[str, ...] = ()
+        if isinstance(action, SendMessageAction):
+            message_id = f"om_{action.chat_id}_bot_{next(self._ids):06d}"
+            now = self.clock.now_ms()
+            event = MessageEvent(
+                platform=PLATFORM,
+                chat_id=action.chat_id,
+                dedup_key=message_id,
+                chat_type="group",
+                received_at_ms=now,
+                timestamp_sec=now / 1000,
+                utc_offset_min=OFFSET_MIN,
+                message_id=message_id,
+                sender=Sender(id=BOT_ID, display_name=BOT_NAME, is_bot=True),
+                content=Content.from_text(action.text),
+                reply_to_message_id=action.reply_to_message_id,
+                is_self_sent=True,
+            )
+            await publish_event(self.bus, event)
+            self.sent.append(message_id)
+            ids = (message_id,)
+        result = ActionResult(
+            idempotency_key=action.idempotency_key, ok=True, outcome="done", message_ids=ids
+        )
+        self.executed[action.idempotency_key] = result
+        return result
+
+
+@dataclass
+class ScriptedModel:
+    """Answers of the next probe and primary requests; without one, the probe does not act and a primary
+    step ends the turn."""
+
+    probe: collections.deque[LLMReply]
+    primary: collections.deque[LLMReply]
+
+    async def __call__(self, request: LLMRequest) -> LLMReply:
+        queue = self.probe if request.purpose == "probe" else self.primary
+        default = decide("no_action", "nothing to add") if request.purpose == "probe" else end_turn()
+        answer = queue.popleft() if queue else default
+        return answer.model_copy(update={"request_id": request.request_id})
+
+
+def bench_config(chat_id: str, root: Path) -> LarkbotConfig:
+    return parse_config(
+        {
+            "utc_offset_min": OFFSET_MIN,
+            "services": {
+                name: {"database_url": f"sqlite+aiosqlite:///{root / f'{name}.db'}", "http_host": "127.0.0.1"}
+                for name in ("pipeline", "driver")
+            },
+            "chats": {"default": {"display_name": BOT_NAME}, f"{PLATFORM.value}:{chat_id}": {}},
+        }
+    )
+
+
+class Replay:
+    """The services and fakes of one replay (see the module docstring)."""
+
+    def __init__(self, bus: Bus, chat_id: str, driver: DriverService, clock: ManualClock) -> None:
+        self.bus = bus
+        self.chat_id = chat_id
+        self.key = f"{PLATFORM.value}:{chat_id}"
+        self.driver = driver
+        self.clock = clock
+        self.model = ScriptedModel(collections.deque(), collections.deque())
+        self.llm = FakeLLM(bus, self.model)
+        self.platform = SelfEventsPlatform(bus, clock)
+        self.members = {sender: Sender(id=sender, display_name=name) for sender, name in SENDERS}
+
+    @property
+    def chat(self) -> ChatState:
+        return self.driver.chats[self.key]
+
+    async def holds(self, message_ids: list[str]) -> None:
+        """Wait until the driver's copy of the context holds these messages (rendered by the pipeline)."""
+        wanted = set(message_ids)
+
+        def reached() -> bool:
+            state = self.driver.chats.get(self.key)
+            if state is None:
+                return False
+            return wanted <= {s.message_id for s in state.context.segments}
+
+        await self.driver.until(reached, WAIT_S)
+
+    async def burst(self, burst: Burst) -> None:
+        if burst.activation:
+            self.model.probe.append(decide("send_message", "someone asked"))
+            if burst.read_old is not None:
+                old = alias_for(self.chat_id, member_message_id(self.chat_id, burst.read_old))
+                self.model.primary.append(response(tool_call(tools.READ_OLD, "r", message_ids=[old])))
+            text = f"answer {burst.activation}"
+            self.model.primary.append(response(tool_call(tools.SEND, "s", text=text)))
+        sent_before = len(self.platform.sent)
+        ids = []
+        for line in burst.lines:
+            event = member_event(
+                self.chat_id, line.n, T0 + line.at_ms, self.members[line.sender], line.text, line.mention
+            )
+            await publish_event(self.bus, event)
+            ids.append(event.message_id)
+        await self.holds(ids)
+        self.clock.advance(T0 + burst.wake_at_ms - self.clock.now_ms())
+        await self.chat.settled(WAIT_S)
+        sent = self.platform.sent[sent_before:]
+        if len(sent) != (1 if burst.activation else 0) or self.model.probe or self.model.primary:
+            raise RuntimeError(
+                f"the replay lost its script at message {burst.lines[-1].n}: {len(sent)} sends, "
+                f"{len(self.model.probe)} probe and {len(self.model.primary)} primary answers left"
+            )
+        # The bot's send, back through the pipeline as a self-sent message, before anyone speaks again.
+        await self.holds(sent)
+
+
+@asynccontextmanager
+async def replay_world(bus: Bus, nats_url: str, chat_id: str, root: Path) -> AsyncIterator[Replay]:
+    config = bench_config(chat_id, root)
+    await bootstrap(bus.js)
+    identity = BotIdentity(
+        platform=PLATFORM, bot_id=BOT_ID, name=BOT_NAME, app_id="cli_bench", updated_at_ms=T0
+    )
+    await publish_identity(bus, identity)
+    clock = ManualClock(T0)
+    driver = DriverService(
+        config, clock=clock, replica="prefix-bench", lease_heartbeat_s=0.2, fetch_timeout_s=0.25
+    )
+    pipeline = PipelineService(config, replica="prefix-bench", reader_options={"fetch_timeout_s": 0.25})
+    replay = Replay(bus, chat_id, driver, clock)
+    await replay.llm.endpoint.start()
+    await replay.platform.endpoint.start()
+    try:
+        async with running(Service.PIPELINE, pipeline, config, nats_url=nats_url):
+            await asyncio.wait_for(pipeline.ready.wait(), WAIT_S)
+            async with running(Service.DRIVER, driver, config, nats_url=nats_url):
+                await driver.until(lambda: driver.holds(PARTITIONS), WAIT_S)
+                yield replay
+    finally:
+        await replay.platform.endpoint.stop()
+        await replay.llm.endpoint.stop()
+        await _purge(bus, chat_id)
+
+
+async def _purge(bus: Bus, chat_id: str) -> None:
+    partition = partition_of(PLATFORM.value, chat_id)
+    for stream, subject in (
+        (STREAM_EVENTS, events_subject(PLATFORM.value, chat_id)),
+        (STREAM_CONTEXT, context_subject(PLATFORM.value, chat_id)),
+    ):
+        stored = subject.replace(".", f".{partition}.", 1)
+        await bus.js.purge_stream(stream, subject=stored)
+
+
+async def replay_on_bus(bus: Bus, nats_url: str, root: Path, messages: int) -> PrefixReport:
+    chat_id = f"oc_prefix_{secrets.token_hex(4)}"
+    async with replay_world(bus, nats_url, chat_id, root) as replay:
+        for burst in conversation(messages):
+            await replay.burst(burst)
+        report = prefix_report(request_bytes(replay.llm.by_purpose("primary")))
+    return PrefixReport(messages, report.requests, report.request_bytes, report.shared_bytes, report.breaks)
+
+
+async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
+    """The ratio of a 500-message chat (120 with ``quick``); details under ``driver``."""
+    messages = 120 if quick else 500
+    started = time.perf_counter()
+    bus = await connect(NatsSettings(), "prefix-bench", url=nats_url, give_up_after_s=30)
+    try:
+        with tempfile.TemporaryDirectory(prefix="larkbot-prefix-bench-") as tmp:
+            report = await replay_on_bus(bus, nats_url, Path(tmp), messages)
+    finally:
+        await bus.close()
+    return figures(report, time.perf_counter() - started)
