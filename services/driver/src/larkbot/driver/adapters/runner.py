@@ -8,31 +8,21 @@ including a model call cut by the turn deadline). The chat loop turns them into 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Literal
+from typing import Literal
 
-from larkbot.canonical.actions import TypingAction
-from larkbot.canonical.errors import ContractError
 from larkbot.canonical.llm import (
-    AssistantMessage,
     LLMError,
     LLMRequest,
     LLMResponse,
-    TextPart,
-    ToolCallPart,
-    ToolResultMessage,
-    Usage,
 )
-from larkbot.canonical.names import Platform
-from larkbot.runtime.bus import BusUnavailable
 from larkbot.runtime.config import LlmSettings
 from larkbot.runtime.logs import log_context
 
 from .. import metrics
-from ..core import prompt, tools
+from ..core import prompt
 from ..core.budget import TurnBudget
 from ..core.participation import bot_loop_brake, participation
 from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC, read_verdict
@@ -50,11 +40,13 @@ from ..core.turn import (
     primary_turn,
 )
 from ..core.window import select_window
+from .accounting import count_record, count_usage
 from .chatstate import ChatState, WakeFailed
 from .clients import BusClients
 from .clock import Clock
 from .executor import ToolExecutor
 from .repository import DriverRepository
+from .typing_indicator import TypingIndicators
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +55,6 @@ log = logging.getLogger(__name__)
 REASONING_REPLAY_TURNS = 3
 #: A pending step older than this is closed with "not executed" results instead of being redone.
 RECOVER_MAX_AGE_MS = 10 * 60 * 1000
-#: An ingress that picks a typing indicator up later than this drops it (it would show a stale state).
-TYPING_DEADLINE_MS = 5000
 
 
 class WakeRunner:
@@ -79,7 +69,7 @@ class WakeRunner:
         endpoint = llm.endpoints.get(self.primary_endpoint)
         self.reasoning_replay = endpoint.reasoning_replay_turns if endpoint else REASONING_REPLAY_TURNS
         self.utc_offset_min = utc_offset_min
-        self._side_tasks: set[asyncio.Task[Any]] = set()
+        self.typing = TypingIndicators(clients)
 
     async def run(self, chat: ChatState, wake: Wake, input_until_ms: int) -> None:
         wake_id = uuid.uuid4().hex[:16]
@@ -192,7 +182,7 @@ class WakeRunner:
                 transient=reply.category in ("transient", "deadline"),
                 activation=None,
             )
-        _count_usage("probe", reply)
+        count_usage("probe", reply)
         verdict = read_verdict(reply)
         await self.repo.add_probe(
             ProbeRecord(
@@ -263,7 +253,7 @@ class WakeRunner:
             recover_max_age_ms=RECOVER_MAX_AGE_MS,
         )
         if not plan.react_only and recover is None:
-            self._show_typing(chat, wake_id, started)
+            self.typing.show(chat.platform, chat.chat_id, wake_id, started)
         executor = ToolExecutor(self.clients, self.clock, chat.platform, chat.chat_id, segments)
         gen = primary_turn(plan)
         command = next(gen)
@@ -275,7 +265,7 @@ class WakeRunner:
                 elif isinstance(command, Persist):
                     await self.repo.add_turn(command.record)
                     if not command.record.pending:
-                        _count_record(command.record)
+                        count_record(command.record)
                     if command.record.sent or command.record.reacted:
                         chat.acted(command.record.requested_at_ms)
                     feedback = Ack(self.clock.now_ms())
@@ -293,34 +283,8 @@ class WakeRunner:
         metrics.TURN_SECONDS.observe(time.perf_counter() - perf)
         return result
 
-    def _show_typing(self, chat: ChatState, wake_id: str, now_ms: int) -> None:
-        """Best-effort typing indicator: sent beside the turn, never awaited by it."""
-        action = TypingAction(
-            platform=Platform(chat.platform),
-            chat_id=chat.chat_id,
-            idempotency_key=f"typing-{wake_id}",
-            deadline_ms=now_ms + TYPING_DEADLINE_MS,
-        )
-        task = asyncio.create_task(self._send_typing(action), name=f"typing-{chat.key}")
-        self._side_tasks.add(task)
-        task.add_done_callback(self._side_tasks.discard)
-
-    async def _send_typing(self, action: TypingAction) -> None:
-        try:
-            result = await self.clients.typing(action)
-        except (BusUnavailable, ContractError) as exc:
-            metrics.TYPING_INDICATORS.labels("unanswered").inc()
-            log.info("typing indicator got no usable answer: %s", exc)
-            return
-        metrics.TYPING_INDICATORS.labels("ok" if result.ok else "failed").inc()
-        if not result.ok:
-            log.info("typing indicator failed: %s", result.error.code if result.error else "unknown")
-
     async def close(self) -> None:
-        """Drop typing indicators still waiting for an answer (they are best-effort)."""
-        for task in list(self._side_tasks):
-            task.cancel()
-        await asyncio.gather(*self._side_tasks, return_exceptions=True)
+        await self.typing.close()
 
     async def _call_model(self, chat: ChatState, wake_id: str, call: ModelCall) -> ModelAnswer:
         request = LLMRequest(
@@ -341,7 +305,7 @@ class WakeRunner:
             # The wait was cut to the turn deadline: that is the deadline, not a provider hiccup.
             reply = replace_category(reply, "deadline")
         if isinstance(reply, LLMResponse):
-            _count_usage("primary", reply)
+            count_usage("primary", reply)
         return ModelAnswer(reply, now)
 
 
@@ -358,46 +322,3 @@ def _raise_failed(result: TurnResult, activation: Activation | None) -> None:
 
 def replace_category(error: LLMError, category: Literal["deadline"]) -> LLMError:
     return error.model_copy(update={"category": category, "message": "turn deadline reached"})
-
-
-def _count_usage(purpose: str, reply: LLMResponse) -> None:
-    usage: Usage = reply.usage
-    for kind, value in (
-        ("input", usage.input_tokens),
-        ("output", usage.output_tokens),
-        ("cache_read", usage.cache_read_tokens),
-        ("cache_write", usage.cache_write_tokens),
-    ):
-        metrics.TOKENS.labels(purpose, kind).inc(value)
-    metrics.observe_cache(reply.model_identity, usage.input_tokens, usage.cache_read_tokens)
-
-
-def _count_record(record: TurnRecord) -> None:
-    calls = {
-        p.id: p.name
-        for e in record.entries
-        if isinstance(e, AssistantMessage)
-        for p in e.parts
-        if isinstance(p, ToolCallPart)
-    }
-    for entry in record.entries:
-        if isinstance(entry, ToolResultMessage):
-            metrics.TOOL_CALLS.labels(_tool_label(calls.get(entry.tool_call_id, "")), _outcome(entry)).inc()
-
-
-def _tool_label(name: str) -> str:
-    return name if name in tools.SPECS else "other"
-
-
-def _outcome(result: ToolResultMessage) -> str:
-    if not result.is_error:
-        return "ok"
-    first = result.parts[0] if result.parts else None
-    text = first.text if isinstance(first, TextPart) else ""
-    if text.startswith("error: unknown tool"):
-        return "unknown"
-    if text.startswith("error: invalid arguments"):
-        return "invalid"
-    if text.startswith("not executed"):
-        return "not_executed"
-    return "error"
