@@ -16,6 +16,7 @@ EXPECTED = [
     "AssistantMessage",
     "AssistantPart",
     "Attachment",
+    "AttachmentRef",
     "AttachmentType",
     "BanMemberAction",
     "Blockquote",

@@ -23,6 +23,7 @@ from larkbot.canonical import (
     AssistantMessage,
     AssistantPart,
     Attachment,
+    AttachmentRef,
     AttachmentType,
     BanMemberAction,
     Blockquote,
@@ -188,6 +189,9 @@ STICKER = Attachment(
     sticker_emoji="😂",
     sticker_format=StickerFormat.ANIMATED,
 )
+PHOTO_REF = AttachmentRef(
+    index=0, type=AttachmentType.PHOTO, file_id=FS_IMAGE, blob_key=BLOB, mime="image/jpeg"
+)
 SEGMENT = Segment(
     segment_id=f"msg:{FS_MSG}",
     node_type="message",
@@ -195,7 +199,7 @@ SEGMENT = Segment(
     xml=(
         f'<message id="m0a1b2c3d4" sender="Alice Zhang" uid="{FS_ALICE}" t="10-17 14:50:11">'
         '<mention>@Lark</mention> see\n<image type="photo" mime="image/jpeg" size="4000x3000" '
-        'file-id="m0a1b2c3d4"/></message>'
+        'file-id="m0a1b2c3d4:0"/></message>'
     ),
     image_parts=(ImagePart(blob_key=THUMB, mime="image/webp", detail="low"),),
     received_at_ms=1_760_683_812_345,
@@ -203,6 +207,7 @@ SEGMENT = Segment(
     sender_id=FS_ALICE,
     message_id=FS_MSG,
     mentions_me=True,
+    attachments=(PHOTO_REF,),
 )
 REACTION_SEGMENT = Segment(
     segment_id="evt:1043",
@@ -244,6 +249,13 @@ USAGE = Usage(
     cache_read_tokens=48_000,
     cache_write_tokens=3_900,
     reasoning_tokens=96,
+)
+HISTORY_ITEM = HistoryItem(
+    message_id=FS_MSG,
+    alias="m0a1b2c3d4",
+    xml=SEGMENT.xml,
+    image_parts=SEGMENT.image_parts,
+    attachments=SEGMENT.attachments,
 )
 MEDIA_ERROR = MediaError(code="too_large", message="file exceeds 20 MB", retryable=False)
 
@@ -332,6 +344,8 @@ CASES: dict[str, BaseModel] = {
         platform=Platform.TELEGRAM, chat_id=TG_CHAT, user_id=TG_ALICE, at_ms=1_760_683_901_000
     ),
     # context
+    "attachment_ref": PHOTO_REF,
+    "attachment_ref-unseen": AttachmentRef(index=3, type=AttachmentType.STICKER, file_id=TG_STICKER),
     "segment": SEGMENT,
     "append_op": AppendOp(segments=(SEGMENT, REACTION_SEGMENT)),
     "replace_op": ReplaceOp(segment=SEGMENT.model_copy(update={"is_deleted": True, "xml": "<message/>"})),
@@ -354,11 +368,7 @@ CASES: dict[str, BaseModel] = {
     ),
     "history_item": HistoryItem(message_id=FS_MSG, alias="m0a1b2c3d4", xml="<message/>"),
     "history_response": HistoryResponse(
-        found=(
-            HistoryItem(
-                message_id=FS_MSG, alias="m0a1b2c3d4", xml="<message/>", image_parts=(SEGMENT.image_parts)
-            ),
-        ),
+        found=(HISTORY_ITEM,),
         missing=(FS_MSG_2,),
     ),
     "cursor_move": CursorMove(platform=Platform.FEISHU, chat_id=FS_CHAT, cursor=900, reason="compaction"),
@@ -593,6 +603,15 @@ def test_unknown_field_is_a_decode_error() -> None:
         decode_as(json.dumps(payload).encode(), EVENT_ADAPTER)
     with pytest.raises(DecodeError):
         decode(json.dumps(payload).encode(), MessageEvent)
+
+
+@pytest.mark.parametrize("case", [SEGMENT, HISTORY_ITEM], ids=["segment", "history_item"])
+def test_payloads_without_attachments_still_decode(case: Segment | HistoryItem) -> None:
+    # Producers from before attachment refs existed omit the field; it defaults to none.
+    payload = json.loads(encode(case))
+    del payload["attachments"]
+    decoded = decode(json.dumps(payload).encode(), type(case))
+    assert decoded == case.model_copy(update={"attachments": ()})
 
 
 @pytest.mark.parametrize("found", [None, "0", "2", "v1"])

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from larkbot.canonical.actions import ReactAction, SendMessageAction
-from larkbot.canonical.llm import LLMError, LLMReply, LLMRequest, TextPart, UserMessage
+from larkbot.canonical.llm import LLMError, LLMReply, LLMRequest, TextPart, ToolResultMessage, UserMessage
 from larkbot.driver.bench import prefix_report, request_bytes
 from larkbot.driver.core import tools
 from larkbot.driver.harness import CHAT_ID, decide, world
@@ -307,3 +307,19 @@ async def test_the_bot_exchange_cap_is_a_chat_setting(bus: Bus, nats_url: str, d
             await w.synced()
         assert len(w.platform.delivered) == 1
         assert len(w.llm.by_purpose("probe")) == 1
+
+
+async def test_action_attempts_is_a_chat_setting(bus: Bus, nats_url: str, db: str) -> None:
+    async with world(bus, nats_url, db, action_attempts=1) as w:
+        w.platform.lose_answers = 1
+        w.probe_answers.append(decide("send_message", "asked"))
+        w.primary_answers.append(response(tool_call(tools.SEND, "s", text="once, unconfirmed")))
+        await w.say(1, 0, mentions_me=True)
+        await w.tick(1000)
+        sends = [r for r in w.platform.requests if isinstance(r, SendMessageAction)]
+        assert len(sends) == 1  # not asked again
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        result = turns[-1].entries[-1]
+        assert isinstance(result, ToolResultMessage)
+        assert result.is_error
+        assert not result.requires_follow_up

@@ -10,6 +10,7 @@ import pytest
 
 from larkbot.canonical.actions import SendMessageAction, TypingAction
 from larkbot.canonical.content import AttachmentType
+from larkbot.canonical.context import AttachmentRef
 from larkbot.canonical.llm import ImagePart, TextPart, ToolResultMessage
 from larkbot.canonical.names import Platform
 from larkbot.driver.core import tools
@@ -49,15 +50,27 @@ async def test_a_primary_turn_shows_typing_without_waiting_for_it(bus: Bus, nats
         assert len(w.platform.typing) == 1
 
 
-async def test_read_image_asks_the_media_worker_with_the_canonical_fields(
+async def test_read_image_asks_the_media_worker_for_the_platform_file(
     bus: Bus, nats_url: str, db: str
 ) -> None:
     async with world(bus, nats_url, db) as w:
-        w.media.images["m1:0"] = (ImagePart(blob_key="sha256:cat", mime="image/png"), "a cat on a mat")
+        w.media.images["img_v3_cat"] = (ImagePart(blob_key="sha256:cat", mime="image/png"), "a cat on a mat")
         photo = segment(1, at_ms=w.t0, mentions_me=True).model_copy(
             update={
                 "xml": '<message id="m1" sender="Alice">look <image mime="image/jpeg" file-id="m1:0"/>'
-                '<attachment type="document" name="a.pdf" file-id="m1:1"/></message>'
+                '<attachment type="document" name="a.pdf" file-id="m1:1"/></message>',
+                "attachments": (
+                    AttachmentRef(
+                        index=0,
+                        type=AttachmentType.PHOTO,
+                        file_id="img_v3_cat",
+                        blob_key="sha256:original",
+                        mime="image/jpeg",
+                    ),
+                    AttachmentRef(
+                        index=1, type=AttachmentType.DOCUMENT, file_id="file_v3_pdf", mime="application/pdf"
+                    ),
+                ),
             }
         )
         seq = await w.pipeline.append(photo)
@@ -67,31 +80,35 @@ async def test_read_image_asks_the_media_worker_with_the_canonical_fields(
             [
                 response(
                     tool_call(tools.READ_IMAGE, "i0", file_id="m1:0", detail="high"),
-                    tool_call(tools.READ_IMAGE, "i1", file_id="m1:1", detail="low"),
-                    tool_call(tools.READ_IMAGE, "i2", file_id="m9:0", detail="low"),
+                    tool_call(tools.READ_IMAGE, "i1", file_id="om_1:0", detail="low"),  # the canonical id
+                    tool_call(tools.READ_IMAGE, "i2", file_id="m1:1", detail="low"),
+                    tool_call(tools.READ_IMAGE, "i3", file_id="m9:0", detail="low"),
                 ),
                 response(tool_call(tools.SEND, "s", text="a cat")),
             ]
         )
         await w.tick(1000)
         assert [d.text for d in w.platform.delivered] == ["a cat"]
-        first, second = w.media.requests  # the unknown file-id never reached the worker
-        assert (first.platform, first.chat_id, first.message_id) == (Platform.FEISHU, CHAT_ID, "om_1")
-        assert (first.file_id, first.attachment_type, first.detail) == ("m1:0", AttachmentType.PHOTO, "high")
-        assert first.deadline_ms is not None
-        assert (second.file_id, second.attachment_type, second.detail) == (
-            "m1:1",
-            AttachmentType.DOCUMENT,
-            "low",
+        # The document and the unknown file-id never reached the worker.
+        high, low = w.media.requests
+        assert (high.platform, high.chat_id, high.message_id) == (Platform.FEISHU, CHAT_ID, "om_1")
+        assert (high.file_id, high.blob_key, high.attachment_type) == (
+            "img_v3_cat",
+            "sha256:original",
+            AttachmentType.PHOTO,
         )
+        assert high.detail == "high"
+        assert high.deadline_ms is not None
+        assert (low.message_id, low.file_id, low.detail) == ("om_1", "img_v3_cat", "low")
         followed = w.llm.by_purpose("primary")[1]
         results = [m for m in followed.messages if isinstance(m, ToolResultMessage)]
-        assert len(results) == 3
-        ok, failed, unknown = results
+        assert len(results) == 4
+        ok, ok_low, document, unknown = results
         assert not ok.is_error
+        assert not ok_low.is_error
         assert ok.parts[0] == ImagePart(blob_key="sha256:cat", mime="image/png", detail="high")
         assert ok.parts[1] == TextPart(text="a cat on a mat")
-        assert failed.is_error
-        assert failed.parts == (TextPart(text="error: image could not be read (download)"),)
+        assert document.is_error
+        assert document.parts == (TextPart(text="error: the attachment 'm1:1' is a document, not an image"),)
         assert unknown.is_error
         assert unknown.parts == (TextPart(text="error: no attachment with file-id 'm9:0'"),)

@@ -7,7 +7,9 @@ import asyncio
 import aiohttp
 import pytest
 
+from larkbot.canonical.context import HistoryRequest, HistoryResponse
 from larkbot.canonical.media import MediaJob, MediaResult
+from larkbot.canonical.names import SUBJECT_PIPELINE_HISTORY, Platform
 from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core.admission import Admission
 from larkbot.pipeline.fakes import FakeMediaWorker, fail, succeed
@@ -105,6 +107,13 @@ async def test_media_head_blocks_only_its_chat_until_the_worker_succeeds(
             stored = [p async for _, p in app.repo.chat_events("feishu", "oc_chat")]
             assert '"thumbnail_key":"thumb-' in stored[0]
             assert "a cat on a mat" not in stored[0]  # alt text is cached, never stored in the event
+            # The driver's read_image names the platform file (and the stored original) through the refs,
+            # live and in persisted history alike.
+            (ref,) = first.attachments
+            assert (ref.index, ref.file_id, ref.blob_key) == (0, "img_1", f"sha256:{worker.jobs[0].job_id}")
+            request = HistoryRequest(platform=Platform.FEISHU, chat_id="oc_chat", message_ids=("om_1",))
+            history = await bus.request(SUBJECT_PIPELINE_HISTORY, request, HistoryResponse, timeout_s=30)
+            assert history.found[0].attachments == first.attachments
     finally:
         worker.stop()
         await asyncio.wait_for(task, 30)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from larkbot.canonical.codec import encode
-from larkbot.canonical.context import Segment
+from larkbot.canonical.content import AttachmentType
+from larkbot.canonical.context import AttachmentRef, Segment
 from larkbot.canonical.llm import ImagePart
 from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core.admission import Admission
@@ -62,6 +63,9 @@ def test_fast_segments_equal_constructed_ones() -> None:
         "is_deleted": False,
         "mentions_me": True,
         "replies_to_me": False,
+        "attachments": (
+            AttachmentRef(index=0, type=AttachmentType.PHOTO, file_id="img_1", mime="image/png"),
+        ),
     }
     fast, slow = new_segment(**fields), Segment.model_construct(**fields)  # type: ignore[arg-type]
     assert fast == slow

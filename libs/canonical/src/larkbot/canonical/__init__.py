@@ -53,6 +53,7 @@ from .content import (
 )
 from .context import (
     AppendOp,
+    AttachmentRef,
     ContextOp,
     ContextSnapshot,
     ContextUpdate,
@@ -147,6 +148,7 @@ __all__ = [
     "AssistantMessage",
     "AssistantPart",
     "Attachment",
+    "AttachmentRef",
     "AttachmentType",
     "BanMemberAction",
     "Blockquote",

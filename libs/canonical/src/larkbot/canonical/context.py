@@ -14,6 +14,10 @@ Decisions:
   ``base_seq`` equals the ``seq`` it holds; otherwise it asks ``pipeline.snapshot``.
 - Activation flags (``mentions_me``, ``replies_to_me``) and identity flags are segment fields, never parsed
   back out of the XML.
+- Attachments are rendered as ``file-id="<rendered message id>:<index>"``, which no platform understands.
+  :class:`AttachmentRef` carries what the XML leaves out (the platform's file key, the object-store key),
+  so the driver resolves a rendered file-id without parsing XML and asks a media worker for the real file.
+  Only rendered attachments are listed: a deleted or blocked message shows none and carries none.
 """
 
 from __future__ import annotations
@@ -23,8 +27,21 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from ._base import EpochMs, EpochSec, Id, NonEmptyStr, NonNegativeInt, WireModel
+from .content import AttachmentType
 from .llm import ImagePart
 from .names import Platform
+
+
+class AttachmentRef(WireModel):
+    """One rendered attachment of a message. ``index`` is the position in the rendered file-id
+    (``<rendered message id>:<index>``); ``file_id`` the platform's file key; ``blob_key`` the object-store
+    key of the original bytes when a media worker has seen them (``sha256:<hex>``), else ``None``."""
+
+    index: NonNegativeInt
+    type: AttachmentType
+    file_id: Id
+    blob_key: Id | None = None
+    mime: str | None = None
 
 
 class Segment(WireModel):
@@ -47,6 +64,7 @@ class Segment(WireModel):
     is_deleted: bool = False
     mentions_me: bool = False
     replies_to_me: bool = False
+    attachments: tuple[AttachmentRef, ...] = ()
 
 
 class AppendOp(WireModel):
@@ -122,12 +140,14 @@ class HistoryRequest(WireModel):
 
 class HistoryItem(WireModel):
     """One found message: canonical ``message_id``, the ``alias`` it renders as (when aliasing is on) and
-    its XML, rendered by the same pure function as the live context so aliases match."""
+    its XML, rendered by the same pure function as the live context so aliases match; ``attachments`` as
+    in :class:`Segment`."""
 
     message_id: Id
     alias: Id | None = None
     xml: str
     image_parts: tuple[ImagePart, ...] = ()
+    attachments: tuple[AttachmentRef, ...] = ()
 
 
 class HistoryResponse(WireModel):

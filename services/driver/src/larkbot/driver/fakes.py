@@ -199,7 +199,11 @@ class FakePipeline:
                 missing.append(wanted)
             else:
                 alias = match.xml.split('"')[1]
-                found.append(HistoryItem(message_id=match.message_id, alias=alias, xml=match.xml))
+                found.append(
+                    HistoryItem(
+                        message_id=match.message_id, alias=alias, xml=match.xml, attachments=match.attachments
+                    )
+                )
         return HistoryResponse(found=tuple(found), missing=tuple(missing))
 
 

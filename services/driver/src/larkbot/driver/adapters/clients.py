@@ -58,11 +58,12 @@ class BusClients:
         except BusUnavailable as exc:
             return LLMError(request_id=request.request_id, category="transient", message=str(exc))
 
-    async def act(self, action: ActionRequest) -> ActionResult:
+    async def act(self, action: ActionRequest, attempts: int = ACTION_ATTEMPTS) -> ActionResult:
         """Run an action; an unknown outcome (or no answer) is asked again with the same idempotency key,
-        which the ingress deduplicates, so a send is never delivered twice."""
+        which the ingress deduplicates, so a send is never delivered twice. ``attempts`` is the chat's
+        ``action_attempts``."""
         result: ActionResult | None = None
-        for attempt in range(1, ACTION_ATTEMPTS + 1):
+        for attempt in range(1, attempts + 1):
             try:
                 result = await self.bus.request(
                     actions_subject(action.platform.value),
@@ -78,7 +79,7 @@ class BusClients:
             log.warning("action %s attempt %d has an unknown outcome; asking again", action.kind, attempt)
         if result is not None:
             return result
-        raise BusUnavailable(f"no answer to {action.kind} after {ACTION_ATTEMPTS} attempts")
+        raise BusUnavailable(f"no answer to {action.kind} after {attempts} attempts")
 
     async def typing(self, action: TypingAction) -> ActionResult:
         """One attempt, short timeout: a typing indicator is worth nothing late."""

@@ -3,28 +3,38 @@
 Every id the model gives is resolved (alias or canonical, live context first, then ``pipeline.history``)
 before any platform call; an id that resolves to nothing is an error result, never a platform error.
 Results are short deterministic texts (they become part of the cached prefix).
+
+A rendered file-id (``<rendered message id>:<index>``) names no platform file. ``read_image`` resolves its
+message part like any message id, then takes the attachment with that index from the message's
+``AttachmentRef`` s: the live segment's, else those of a history item (one already read by
+``read_old_messages`` in this wake-up, or looked up now), so images of old messages the model has seen
+resolve too. The media worker gets the platform's file key and, when known, the stored original's key.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from larkbot.canonical.actions import ActionResult, ReactAction, SendMessageAction
-from larkbot.canonical.context import HistoryRequest, Segment
+from larkbot.canonical.content import AttachmentType
+from larkbot.canonical.context import AttachmentRef, HistoryItem, HistoryRequest, Segment
 from larkbot.canonical.llm import TextPart, UserPart
 from larkbot.canonical.media import ReadImageRequest
 from larkbot.canonical.names import Platform
 from larkbot.runtime.bus import BusUnavailable
 
 from ..core import tools
-from ..core.ids import alias_table, find_attachment, mentioned_uids
+from ..core.ids import alias_table, mentioned_uids
 from ..core.turn import ToolDone, ToolRun
-from .clients import BusClients
+from .clients import ACTION_ATTEMPTS, BusClients
 from .clock import Clock
 
 _UNKNOWN = "delivery unknown: it may have been done; do not repeat it"
 _Result = tuple[bool, tuple[UserPart, ...], bool]
+#: Attachment types a media worker renders as a picture; any other type must say ``image/*`` in its mime.
+_IMAGE_TYPES = frozenset({AttachmentType.PHOTO, AttachmentType.STICKER, AttachmentType.ANIMATION})
 
 
 def _text(text: str) -> tuple[UserPart, ...]:
@@ -35,14 +45,24 @@ class ToolExecutor:
     """One per wake-up: holds the context snapshot the turn runs on and memoizes id resolution."""
 
     def __init__(
-        self, clients: BusClients, clock: Clock, platform: str, chat_id: str, segments: tuple[Segment, ...]
+        self,
+        clients: BusClients,
+        clock: Clock,
+        platform: str,
+        chat_id: str,
+        segments: tuple[Segment, ...],
+        *,
+        action_attempts: int = ACTION_ATTEMPTS,
     ) -> None:
         self.clients = clients
+        self.action_attempts = action_attempts
         self.clock = clock
         self.platform = Platform(platform)
         self.chat_id = chat_id
         self.segments = segments
         self.aliases = alias_table(segments)
+        #: canonical message id → its attachment refs (live segments first, then history items).
+        self.attachments = {s.message_id: s.attachments for s in segments if s.message_id is not None}
 
     async def run(self, call: ToolRun) -> ToolDone:
         handler = {
@@ -66,11 +86,15 @@ class ToolExecutor:
         if unknown:
             request = HistoryRequest(platform=self.platform, chat_id=self.chat_id, message_ids=tuple(unknown))
             found = await self.clients.history(request)
-            for item in found.found:
-                self.aliases.setdefault(item.message_id, item.message_id)
-                if item.alias:
-                    self.aliases.setdefault(item.alias, item.message_id)
+            self._remember(found.found)
         return {i: self.aliases[i] for i in ids if i in self.aliases}
+
+    def _remember(self, items: Iterable[HistoryItem]) -> None:
+        for item in items:
+            self.aliases.setdefault(item.message_id, item.message_id)
+            if item.alias:
+                self.aliases.setdefault(item.alias, item.message_id)
+            self.attachments.setdefault(item.message_id, item.attachments)
 
     async def _send(self, call: ToolRun, args: dict[str, Any]) -> _Result:
         reply_to = args.get("reply_to")
@@ -88,7 +112,7 @@ class ToolExecutor:
             reply_to_message_id=canonical_reply,
             mentions=mentioned_uids(args["text"]),
         )
-        return _outcome(await self.clients.act(action), "sent")
+        return _outcome(await self.clients.act(action, self.action_attempts), "sent")
 
     async def _react(self, call: ToolRun, args: dict[str, Any]) -> _Result:
         target = (await self.resolve([args["message_id"]])).get(args["message_id"])
@@ -103,13 +127,17 @@ class ToolExecutor:
             emoji=args["emoji"],
             remove=bool(args.get("remove", False)),
         )
-        return _outcome(await self.clients.act(action), "reaction removed" if action.remove else "reacted")
+        return _outcome(
+            await self.clients.act(action, self.action_attempts),
+            "reaction removed" if action.remove else "reacted",
+        )
 
     async def _read_old(self, call: ToolRun, args: dict[str, Any]) -> _Result:
         ids = tuple(args["message_ids"])
         found = await self.clients.history(
             HistoryRequest(platform=self.platform, chat_id=self.chat_id, message_ids=ids)
         )
+        self._remember(found.found)
         parts: list[UserPart] = []
         for item in found.found:
             parts.append(TextPart(text=item.xml))
@@ -118,18 +146,38 @@ class ToolExecutor:
             parts.append(TextPart(text="not found: " + ", ".join(found.missing)))
         return bool(found.found), tuple(parts), False
 
+    async def _attachment(self, file_id: str) -> tuple[str, AttachmentRef] | None:
+        """The canonical message id and the attachment a rendered file-id names, or ``None``."""
+        shown, _, index = file_id.rpartition(":")
+        if not shown or not index.isascii() or not index.isdigit():
+            return None
+        message_id = (await self.resolve([shown])).get(shown)
+        if message_id is None:
+            return None
+        wanted = int(index)
+        found = next((a for a in self.attachments.get(message_id, ()) if a.index == wanted), None)
+        return (message_id, found) if found is not None else None
+
     async def _read_image(self, call: ToolRun, args: dict[str, Any]) -> _Result:
-        ref = find_attachment(self.segments, args["file_id"])
-        if ref is None:
-            return False, _text(f"error: no attachment with file-id {args['file_id']!r}"), False
-        message_id = (await self.resolve([ref.message_id])).get(ref.message_id, ref.message_id)
+        file_id: str = args["file_id"]
+        target = await self._attachment(file_id)
+        if target is None:
+            return False, _text(f"error: no attachment with file-id {file_id!r}"), False
+        message_id, ref = target
+        if ref.type not in _IMAGE_TYPES and not (ref.mime or "").startswith("image/"):
+            return (
+                False,
+                _text(f"error: the attachment {file_id!r} is a {ref.type.value}, not an image"),
+                False,
+            )
         request = ReadImageRequest(
             request_id=uuid.uuid4().hex,
             platform=self.platform,
             chat_id=self.chat_id,
             message_id=message_id,
             file_id=ref.file_id,
-            attachment_type=ref.attachment_type,
+            attachment_type=ref.type,
+            blob_key=ref.blob_key,
             detail=args["detail"],
             deadline_ms=call.deadline_ms,
         )

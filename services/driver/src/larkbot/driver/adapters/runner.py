@@ -254,7 +254,14 @@ class WakeRunner:
         )
         if not plan.react_only and recover is None:
             self.typing.show(chat.platform, chat.chat_id, wake_id, started)
-        executor = ToolExecutor(self.clients, self.clock, chat.platform, chat.chat_id, segments)
+        executor = ToolExecutor(
+            self.clients,
+            self.clock,
+            chat.platform,
+            chat.chat_id,
+            segments,
+            action_attempts=chat.settings.action_attempts,
+        )
         gen = primary_turn(plan)
         command = next(gen)
         try:

@@ -345,6 +345,7 @@ class ResidentChats:
                     alias=alias_for(chat_id, message_id) if params.alias_message_ids else None,
                     xml=segment.xml,
                     image_parts=segment.image_parts,
+                    attachments=segment.attachments,
                 )
             )
         return HistoryResponse(found=tuple(found), missing=tuple(missing))

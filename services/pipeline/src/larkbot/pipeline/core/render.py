@@ -9,7 +9,8 @@ appending a node never changes an earlier segment's bytes. Vocabulary, attribute
 - inline ``<b> <i> <u> <s> <spoiler> <code> <pre lang?> <a href> <blockquote> <mention uid?>
   <custom-emoji pack?>``;
 - attachments ``<image|sticker|animation|attachment type? mime? name? size? duration? pack? file-id>alt
-  </…>``; without alt text a thumbnail image part follows. ``file-id`` is ``<rendered message id>:<index>``;
+  </…>``; without alt text a thumbnail image part follows. ``file-id`` is ``<rendered message id>:<index>``,
+  and ``Segment.attachments`` lists every rendered attachment under that index with its platform file key;
 - ``<event type t …/>`` for system nodes, ``<runtime-event type t …>text</runtime-event>`` for runtime ones.
 """
 
@@ -34,7 +35,7 @@ from larkbot.canonical.content import (
     Text,
     Underline,
 )
-from larkbot.canonical.context import Segment
+from larkbot.canonical.context import AttachmentRef, Segment
 from larkbot.canonical.events import (
     BotAdded,
     BotRemoved,
@@ -52,7 +53,7 @@ from . import xml
 from .aliases import AliasTable
 from .model import MessageNode, NameChange, Node, RuntimeNode, SystemNode, segment_id
 from .params import RenderParams
-from .segments import new_segment
+from .segments import attachment_ref, new_segment
 from .timefmt import format_time, is_late
 
 _TAGS: dict[type, str] = {
@@ -183,6 +184,7 @@ class Renderer:
             pairs.append(("blocked", "true"))
 
         images: list[ImagePart] = []
+        refs: list[AttachmentRef] = []
         mentions_me = replies_to_me = False
         reply = node.reply
         if reply is not None:
@@ -206,6 +208,7 @@ class Renderer:
                 body.append(content)
             for index, attachment in enumerate(node.attachments):
                 body.append(self.attachment(attachment, index, shown_id, images))
+                refs.append(attachment_ref(index, attachment))
             text = f"<message{xml.attrs(pairs)}>{chr(10).join(body)}</message>"
             mentions_me = _mentions(node.content.nodes, p.bot_user_id, _handle(p.bot_username))
         return new_segment(
@@ -224,6 +227,7 @@ class Renderer:
             is_deleted=node.deleted,
             mentions_me=mentions_me and not blocked and not node.deleted,
             replies_to_me=replies_to_me and not blocked and not node.deleted,
+            attachments=tuple(refs),
         )
 
     def _names(self, members: tuple[Sender, ...]) -> str:

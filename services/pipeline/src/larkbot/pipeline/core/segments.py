@@ -5,12 +5,20 @@ events were decoded, so validation would only re-check our own output. ``Segment
 ~5 µs (it walks the fields looking for aliases and defaults); setting the instance state directly, exactly
 as ``model_construct`` ends up doing, costs ~1.3 µs (measured). Equality, hashing and serialization are
 those of a constructed model (pinned by a test).
+
+Attachment refs are validated (built only for messages that have attachments). Their ``blob_key`` is the
+attachment's ``content_hash`` when it is an object-store key: a media worker records the ``sha256:<hex>``
+of the original bytes there, which is also the key the ingress and the workers store those bytes under.
 """
 
 from __future__ import annotations
 
-from larkbot.canonical.context import Segment
+from larkbot.canonical.content import Attachment
+from larkbot.canonical.context import AttachmentRef, Segment
 from larkbot.canonical.llm import ImagePart
+
+#: The prefix of content-addressed object-store keys (the media workers' and the ingress's naming).
+BLOB_KEY_PREFIX = "sha256:"
 
 _FIELDS = frozenset(Segment.model_fields)
 _new = Segment.__new__
@@ -34,6 +42,7 @@ def new_segment(
     is_deleted: bool,
     mentions_me: bool,
     replies_to_me: bool,
+    attachments: tuple[AttachmentRef, ...] = (),
 ) -> Segment:
     segment = _new(Segment)
     _set(
@@ -55,9 +64,22 @@ def new_segment(
             "is_deleted": is_deleted,
             "mentions_me": mentions_me,
             "replies_to_me": replies_to_me,
+            "attachments": attachments,
         },
     )
     _set(segment, "__pydantic_fields_set__", set(_FIELDS))
     _set(segment, "__pydantic_extra__", None)
     _set(segment, "__pydantic_private__", None)
     return segment
+
+
+def attachment_ref(index: int, attachment: Attachment) -> AttachmentRef:
+    """What the driver needs to fetch the attachment rendered as ``file-id="<message id>:<index>"``."""
+    digest = attachment.content_hash
+    return AttachmentRef(
+        index=index,
+        type=attachment.type,
+        file_id=attachment.file_id,
+        blob_key=digest if digest is not None and digest.startswith(BLOB_KEY_PREFIX) else None,
+        mime=attachment.mime or None,
+    )
