@@ -56,7 +56,6 @@ class ChatVerdict:
     bot_duplicates: list[str] = field(default_factory=list)
     bot_lost: list[str] = field(default_factory=list)
     bot_unknown: list[str] = field(default_factory=list)
-    bot_abandoned: list[str] = field(default_factory=list)
     bot_missing_in_context: list[str] = field(default_factory=list)
     stuck: str | None = None
 
@@ -128,9 +127,7 @@ async def judge(
     config: LarkbotConfig,
     traffic: Traffic,
     identities: dict[str, Any],
-    driver_kills: list[float],
 ) -> list[ChatVerdict]:
-    """``driver_kills``: when the driver was SIGKILLed (monotonic), to tell abandoned sends from lost ones."""
     clean = clean_events(config, w.feishu.bot_open_id, w.feishu.app_id, traffic)
     rows = await w.event_rows()
     by_chat: dict[tuple[str, str], list[Any]] = {}
@@ -164,7 +161,7 @@ async def judge(
             clean_render(config, platform, chat_id, expected, identities.get(platform)),
         )
         in_context = {s.message_id for s in snap.segments if s.is_myself}
-        await _bot_checks(w, v, platform, chat_id, bot_rows, in_context, driver_kills)
+        await _bot_checks(w, v, platform, chat_id, bot_rows, in_context)
         newest = traffic.newest_token.get(chat_id)
         if newest is not None and not any(newest in c.raw.decode("utf-8", "replace") for c in script.probes):
             v.stuck = f"newest message {newest} never reached the probe"
@@ -185,7 +182,6 @@ async def _bot_checks(
     chat_id: str,
     bot_rows: list[Any],
     in_context: set[str | None],
-    driver_kills: list[float],
 ) -> None:
     sends = [a for a in w.tap.of_kind("send_message", chat_id) if isinstance(a, SendMessageAction)]
     if platform == "feishu":
@@ -203,14 +199,6 @@ async def _bot_checks(
             state = await _ledger_state(w, key)
             (v.bot_unknown if state in ("pending", "unknown") else v.bot_lost).append(f"{key} ({state})")
         sent_ids = [str(m["message_id"]) for m in tg]
-    # A send whose step was never persisted dies with a SIGKILLed driver; the restarted driver runs the
-    # wake-up afresh (new probe) instead of resuming it. Reported apart from sends lost after the fact.
-    for entry in list(v.bot_lost):
-        key = entry.split(" ")[0]
-        asked = w.tap.seen_at.get(key)
-        if asked is not None and any(asked <= k <= asked + 60 for k in driver_kills):
-            v.bot_lost.remove(entry)
-            v.bot_abandoned.append(entry)
     v.bot_sent = len(sent_ids)
     v.bot_duplicates = [t for t, n in texts.items() if n > 1]
     committed = Counter(r.message_id for r in bot_rows)

@@ -8,9 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sqlalchemy import delete
 
 from larkbot.canonical.actions import SendMessageAction
+from larkbot.canonical.llm import AssistantMessage, LLMRequest, ToolCallPart, ToolResultMessage
 from larkbot.driver.adapters.repository import ChatMarks, DriverRepository
+from larkbot.driver.adapters.tables import turn_responses
 from larkbot.driver.core import tools
 from larkbot.driver.harness import CHAT_ID, World, decide, world
 from larkbot.driver.synthetic import response, segment, tool_call
@@ -38,6 +41,8 @@ async def _die_during_the_send(w: World, db: str) -> None:
         assert done.sent
         assert not done.pending
         ahead = replace(done, entries=done.entries[:1], pending=True, sent=False, participation_attempts=0)
+        async with engine.begin() as conn:
+            await conn.execute(delete(turn_responses))
         await repo.add_turn(ahead)
         await repo.save_marks("feishu", CHAT_ID, ChatMarks(0, 0))
     finally:
@@ -99,3 +104,70 @@ async def test_input_after_the_pending_step_still_wakes_the_bot(bus: Bus, nats_u
         assert [d.text for d in w.platform.delivered] == ["exactly once"]
         probes = w.llm.by_purpose("probe")
         assert len(probes) == 2  # the newer message is judged on its own
+
+
+def _dangling_calls(request: LLMRequest) -> list[str]:
+    """Tool calls without a result in the request (providers refuse such a conversation)."""
+    called = [
+        p.id
+        for m in request.messages
+        if isinstance(m, AssistantMessage)
+        for p in m.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    answered = {m.tool_call_id for m in request.messages if isinstance(m, ToolResultMessage)}
+    return [c for c in called if c not in answered]
+
+
+async def test_after_the_redo_a_new_turn_sees_the_redone_step_complete(
+    bus: Bus, nats_url: str, db: str
+) -> None:
+    async with world(bus, nats_url, db) as w:
+        await _die_during_the_send(w, db)
+        await w.pipeline.append(segment(2, at_ms=w.t0 + 1500, text="and one more question", mentions_me=True))
+        w.probe_answers.append(decide("send_message", "a new question"))
+        w.primary_answers.append(response(tool_call(tools.SEND, "s2", text="second answer")))
+        await w.start_replica("b")
+        await w.balanced()
+        await w.tick(3000)
+        assert [d.text for d in w.platform.delivered] == ["exactly once", "second answer"]
+        primary = w.llm.by_purpose("primary")
+        assert len(primary) == 2
+        assert _dangling_calls(primary[1]) == []
+
+
+async def test_a_redone_step_that_keeps_working_continues_its_chain(bus: Bus, nats_url: str, db: str) -> None:
+    async with world(bus, nats_url, db) as w:
+        w.probe_answers.append(decide("send_message", "asked"))
+        w.primary_answers.append(
+            response(tool_call(tools.SEND, "s", text="looking it up", still_working=True))
+        )
+        w.primary_answers.append(response(tool_call(tools.END, "e")))
+        await w.say(1, 0, mentions_me=True)
+        await w.tick(1000)
+        await w.stop_replica("a")
+        engine = create_engine(db)
+        try:
+            repo = DriverRepository(engine)
+            steps = await repo.turns("feishu", CHAT_ID)
+            first = steps[0]
+            assert first.requires_follow_up
+            async with engine.begin() as conn:
+                await conn.execute(delete(turn_responses))
+            await repo.add_turn(
+                replace(first, entries=first.entries[:1], pending=True, sent=False, requires_follow_up=False)
+            )
+            await repo.save_marks("feishu", CHAT_ID, ChatMarks(0, 0))
+        finally:
+            await engine.dispose()
+        w.platform.delivered.clear()
+        w.platform.executed.clear()
+        w.primary_answers.append(response(tool_call(tools.SEND, "s2", text="found it")))
+        await w.start_replica("b")
+        await w.balanced()
+        await w.tick(2000)
+        assert [d.text for d in w.platform.delivered] == ["looking it up", "found it"]
+        primary = w.llm.by_purpose("primary")
+        assert len(primary) == 3  # a, a, then b's continuation (no probe)
+        assert len(w.llm.by_purpose("probe")) == 1
+        assert _dangling_calls(primary[2]) == []

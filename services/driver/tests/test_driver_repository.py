@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from larkbot.canonical.llm import (
     AssistantMessage,
     ReasoningPart,
@@ -13,7 +15,7 @@ from larkbot.canonical.llm import (
     ToolResultMessage,
     Usage,
 )
-from larkbot.driver.adapters.repository import ChatMarks, DriverRepository
+from larkbot.driver.adapters.repository import ChatMarks, DriverRepository, StepConflict
 from larkbot.driver.core.records import ChainUsage, ProbeRecord, TurnRecord, open_chain
 from larkbot.runtime.db import create_engine, current_revision, migrate
 
@@ -111,5 +113,11 @@ async def test_a_complete_step_replaces_its_pending_version_in_place(database_ur
         await repo.add_turn(later)
         await repo.add_turn(complete)
         assert await repo.turns("feishu", "oc_1") == (complete, later)  # storage order kept
+        # A second writer of a stored step (complete or pending) is refused; nothing is overwritten.
+        with pytest.raises(StepConflict):
+            await repo.add_turn(replace(complete, sent=False))
+        with pytest.raises(StepConflict):
+            await repo.add_turn(ahead)
+        assert await repo.turns("feishu", "oc_1") == (complete, later)
     finally:
         await engine.dispose()

@@ -339,31 +339,31 @@ def _pending_send(**over: object) -> TurnRecord:
 
 def test_a_recovered_step_redoes_its_calls_under_the_same_keys_without_a_model_call() -> None:
     pending = _pending_send()
-    run = drive(
-        _plan(first_step=2, recover=pending, usage=ChainUsage(rounds=1, work_calls=1)),
-        [response(tool_call(tools.END))],
-    )
+    run = drive(_plan(first_step=2, recover=pending, usage=ChainUsage(rounds=1, work_calls=1)), [])
+    assert run.calls == []
     assert [t.name for t in run.tools] == [tools.SEND]
     assert run.tools[0].idempotency_key == idempotency_key("feishu", "oc_1", "c1", 2, 0)
     assert run.pending == []
     redone = run.records[0]
     assert (redone.step, redone.requested_at_ms, redone.pending, redone.sent) == (2, T0 - 5_000, False, True)
     assert redone.entries[0] == pending.entries[0]
-    # still_working: the chain goes on with a model call for step 3, which sees the redone step.
-    assert len(run.calls) == 1
-    assert run.calls[0].messages[-3:-1] == redone.entries
-    assert run.records[1].step == 3
+    # still_working: the step leaves its chain open; going on is the runner's next decision.
+    assert redone.requires_follow_up
+    assert run.result.chain_open
     assert run.result.outcome == "sent"
 
 
-def test_a_recovered_step_too_old_to_redo_is_closed_unexecuted() -> None:
-    pending = _pending_send(requested_at_ms=T0 - 11 * 60_000)
-    run = drive(_plan(first_step=2, recover=pending), [])
+def test_a_recovered_step_that_is_abandoned_is_closed_with_delivery_unknown() -> None:
+    pending = _pending_send()
+    run = drive(_plan(first_step=2, recover=pending, recover_abandon=True), [])
     assert run.tools == []
     assert run.calls == []
     closed = run.records[0]
     assert not closed.pending
     assert not closed.sent
     assert not closed.requires_follow_up
-    assert _results(closed)[0].is_error
+    result = _results(closed)[0]
+    assert result.is_error
+    assert "do not repeat it" in result.parts[0].text  # type: ignore[union-attr]
+    assert not run.result.chain_open
     assert run.result.outcome == "silent"

@@ -68,6 +68,8 @@ class ChatState:
         self.stopping = False
         #: Wake-ups this replica ran for the chat since it took the chat over.
         self.wakeups = 0
+        #: Failed attempts at redoing the chat's pending step (see ``WakeRunner._recover``).
+        self.recovery_failures = 0
         self._cond = asyncio.Condition()
         self._idle_at: int | None = None
 

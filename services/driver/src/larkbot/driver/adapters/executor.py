@@ -27,11 +27,10 @@ from larkbot.runtime.bus import BusUnavailable
 
 from ..core import tools
 from ..core.ids import alias_table, mentioned_uids
-from ..core.turn import ToolDone, ToolRun
+from ..core.turn import UNKNOWN_DELIVERY, ToolDone, ToolRun
 from .clients import ACTION_ATTEMPTS, BusClients
 from .clock import Clock
 
-_UNKNOWN = "delivery unknown: it may have been done; do not repeat it"
 _Result = tuple[bool, tuple[UserPart, ...], bool]
 #: Attachment types a media worker renders as a picture; any other type must say ``image/*`` in its mime.
 _IMAGE_TYPES = frozenset({AttachmentType.PHOTO, AttachmentType.STICKER, AttachmentType.ANIMATION})
@@ -76,7 +75,7 @@ class ToolExecutor:
         except BusUnavailable:
             if call.name in tools.PARTICIPATION_TOOLS:
                 # No answer at all after the retries: the platform may have acted.
-                ok, parts, final = False, _text(_UNKNOWN), True
+                ok, parts, final = False, _text(UNKNOWN_DELIVERY), True
             else:
                 ok, parts, final = False, _text("error: the service is unavailable, try later"), False
         return ToolDone(ok, parts, self.clock.now_ms(), final=final)
@@ -196,7 +195,7 @@ def _outcome(result: ActionResult, done: str) -> _Result:
         return True, _text(done), False
     if result.outcome == "unknown":
         # Delivery may have happened: the model must not send it again under a new key.
-        return False, _text(_UNKNOWN), True
+        return False, _text(UNKNOWN_DELIVERY), True
     error = result.error
     code = error.code if error else "failed"
     return False, _text(f"error: {code}" + (" (retryable)" if error and error.retryable else "")), False

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
+from sqlalchemy import false as sql_false
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError
@@ -21,6 +22,11 @@ from ..core.records import ProbeRecord, TurnRecord
 from .tables import chats, probe_responses, turn_responses
 
 _ENTRIES: TypeAdapter[tuple[Message, ...]] = TypeAdapter(tuple[Message, ...])
+
+
+class StepConflict(Exception):
+    """A turn response for the step exists already (not as the pending version this write replaces):
+    another replica drives the chat."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,17 +74,25 @@ class DriverRepository:
             "pending": record.pending,
         }
         key = ("platform", "chat_id", "chain_id", "step")
-        # A complete record replaces its pending (write-ahead) version; the row keeps its id, so the
-        # storage order of the chat's turn responses does not change.
+        # A complete record replaces its pending (write-ahead) version and nothing else; the row keeps its
+        # id, so the storage order of the chat's turn responses does not change. Any other existing row
+        # for the step means a second writer.
         stmt = (
             self._insert(turn_responses)
             .values(**row)
             .on_conflict_do_update(
-                index_elements=list(key), set_={k: v for k, v in row.items() if k not in key}
+                index_elements=list(key),
+                set_={k: v for k, v in row.items() if k not in key},
+                where=turn_responses.c.pending.is_(True) if not record.pending else sql_false(),
             )
         )
         async with self._tx() as conn:
-            await conn.execute(stmt)
+            written = (await conn.execute(stmt)).rowcount
+        if written != 1:
+            raise StepConflict(
+                f"step {record.step} of chain {record.chain_id} in {record.platform}:{record.chat_id} "
+                "was already written by another writer"
+            )
 
     async def turns(
         self, platform: str, chat_id: str, *, since_ms: int = 0, limit: int = 1000

@@ -45,7 +45,7 @@ from .chatstate import ChatState, WakeFailed
 from .clients import BusClients
 from .clock import Clock
 from .executor import ToolExecutor
-from .repository import DriverRepository
+from .repository import DriverRepository, StepConflict
 from .typing_indicator import TypingIndicators
 
 log = logging.getLogger(__name__)
@@ -53,8 +53,10 @@ log = logging.getLogger(__name__)
 #: Turn responses whose reasoning is replayed (the open chain's always is) when the primary endpoint is
 #: not configured here; otherwise its ``reasoning_replay_turns`` (the gateway applies the same rule).
 REASONING_REPLAY_TURNS = 3
-#: A pending step older than this is closed with "not executed" results instead of being redone.
+#: A pending step older than this is closed unredone ("delivery unknown") instead of being redone.
 RECOVER_MAX_AGE_MS = 10 * 60 * 1000
+#: Failed attempts at redoing a pending step (each a transient wake-up failure) before it is closed unredone.
+RECOVER_ATTEMPTS = 3
 
 
 class WakeRunner:
@@ -74,14 +76,23 @@ class WakeRunner:
     async def run(self, chat: ChatState, wake: Wake, input_until_ms: int) -> None:
         wake_id = uuid.uuid4().hex[:16]
         with log_context(chat=chat.key, wake=wake_id):
-            await self._run(chat, wake, wake_id, input_until_ms)
+            try:
+                await self._run(chat, wake, wake_id, input_until_ms)
+            except StepConflict as exc:
+                # Another replica drives the chat (a lease that lapsed during a slow step); it owns the
+                # step and the input now. Nothing is marked processed here.
+                log.error("stopping the wake-up: %s", exc)
 
     async def _run(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> None:
+        latest = await self.repo.latest_turn(chat.platform, chat.chat_id)
+        if latest is not None and latest.pending:
+            if not await self._recover(chat, wake, wake_id, latest, input_until_ms):
+                return
+            if chat.stopping:
+                return  # handed over: the next holder goes on from the stored turn responses
         segments = chat.context.segments
         since = segments[0].received_at_ms if chat.context.cursor > 0 and segments else 0
         turns = await self.repo.turns(chat.platform, chat.chat_id, since_ms=since)
-        if turns and turns[-1].pending and not await self._recover(chat, wake_id, turns, input_until_ms):
-            return
         chain = open_chain(turns)
         if chain:
             chain = await self.repo.chain(chat.platform, chat.chat_id, chain[-1].chain_id)
@@ -107,41 +118,60 @@ class WakeRunner:
                 await chat.processed(self.repo, input_until_ms)
                 return
         metrics.WAKEUPS.labels(wake.kind, path).inc()
-        result = await self._primary(chat, wake_id, turns, chain, activation, input_until_ms)
+        try:
+            result = await self._primary(chat, wake_id, turns, chain, activation, input_until_ms)
+        except StepConflict:
+            raise
+        except Exception as exc:
+            newest = await self.repo.latest_turn(chat.platform, chat.chat_id)
+            if newest is None or not newest.pending:
+                raise
+            # A step was written ahead and its outcome not stored: retry soon, which redoes it.
+            log.warning("wake-up failed with step %d pending; retrying", newest.step, exc_info=True)
+            raise WakeFailed(
+                f"failed mid-step: {type(exc).__name__}", transient=True, activation=None
+            ) from exc
         _raise_failed(result, activation)
         await chat.processed(self.repo, input_until_ms)
 
     async def _recover(
-        self, chat: ChatState, wake_id: str, turns: tuple[TurnRecord, ...], input_until_ms: int
+        self, chat: ChatState, wake: Wake, wake_id: str, pending: TurnRecord, input_until_ms: int
     ) -> bool:
-        """Redo the tool calls of the pending step a dead process left behind (``core.turn``), then
-        continue its chain as an interrupted one. Returns whether the wake-up goes on to its input: only
-        when the chain closed and external input arrived after the pending step's model call (the model
-        never saw it); input it saw is done."""
-        pending = turns[-1]
+        """Redo the tool calls of a step left pending (``core.turn``), or close it unredone when it is too
+        old or redoing it failed ``RECOVER_ATTEMPTS`` times. Returns whether the wake-up goes on: when the
+        step's chain stays open (continued from the stored turn responses) or external input arrived after
+        the step's model call (the model never saw it). Input it saw is done."""
+        abandon = (
+            self.clock.now_ms() - pending.requested_at_ms > RECOVER_MAX_AGE_MS
+            or chat.recovery_failures >= RECOVER_ATTEMPTS
+        )
         log.warning(
-            "step %d of chain %s was left pending by a previous run; redoing its calls",
+            "step %d of chain %s was left pending; %s",
             pending.step,
             pending.chain_id,
+            "closing it unredone" if abandon else "redoing its calls",
         )
-        age_ms = self.clock.now_ms() - pending.requested_at_ms
-        metrics.RECOVERED_STEPS.labels("abandoned" if age_ms > RECOVER_MAX_AGE_MS else "redone").inc()
         chain = await self.repo.chain(chat.platform, chat.chat_id, pending.chain_id)
-        done = tuple(t for t in turns if not t.pending)
-        result = await self._primary(
-            chat,
-            wake_id,
-            done,
-            tuple(t for t in chain if not t.pending),
-            None,
-            input_until_ms,
-            recover=pending,
-        )
-        _raise_failed(result, None)
-        if result.chain_open or chat.latest_external_ms() <= pending.requested_at_ms:
-            await chat.processed(self.repo, input_until_ms)
-            return False
-        return True
+        done = tuple(t for t in chain if not t.pending)
+        try:
+            result = await self._primary(
+                chat, wake_id, (), done, None, input_until_ms, recover=pending, abandon=abandon
+            )
+        except StepConflict:
+            raise
+        except Exception as exc:
+            chat.recovery_failures += 1
+            log.warning("redoing the pending step failed", exc_info=True)
+            raise WakeFailed(
+                f"redoing a step failed: {type(exc).__name__}", transient=True, activation=None
+            ) from exc
+        chat.recovery_failures = 0
+        metrics.RECOVERED_STEPS.labels("abandoned" if abandon else "redone").inc()
+        if result.chain_open or chat.latest_external_ms() > pending.requested_at_ms:
+            return True
+        metrics.WAKEUPS.labels(wake.kind, "recovery").inc()
+        await chat.processed(self.repo, input_until_ms)
+        return False
 
     async def _probe(self, chat: ChatState, wake_id: str) -> Activation | None:
         now = self.clock.now_ms()
@@ -216,6 +246,7 @@ class WakeRunner:
         input_until_ms: int,
         *,
         recover: TurnRecord | None = None,
+        abandon: bool = False,
     ) -> TurnResult:
         started = self.clock.now_ms()
         perf = time.perf_counter()
@@ -248,9 +279,9 @@ class WakeRunner:
                 interrupted=bool(chain) or recover is not None,
                 react_only=activation is not None and activation.decision == "react_only",
             ),
-            shell_tools_exposed=chain[-1].shell_tools_exposed if chain else False,
+            shell_tools_exposed=(recover or chain[-1]).shell_tools_exposed if recover or chain else False,
             recover=recover,
-            recover_max_age_ms=RECOVER_MAX_AGE_MS,
+            recover_abandon=abandon,
         )
         if not plan.react_only and recover is None:
             self.typing.show(chat.platform, chat.chat_id, wake_id, started)

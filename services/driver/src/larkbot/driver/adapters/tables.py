@@ -25,7 +25,6 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    false,
 )
 
 metadata = MetaData()
@@ -56,7 +55,7 @@ turn_responses = Table(
     Column("participation_attempts", Integer, nullable=False),
     Column("sent", Boolean, nullable=False),
     Column("reacted", Boolean, nullable=False),
-    Column("pending", Boolean, nullable=False, server_default=false()),
+    Column("pending", Boolean, nullable=False, server_default="0"),
     UniqueConstraint("platform", "chat_id", "chain_id", "step", name="uq_driver_turn_step"),
     Index("ix_driver_turns_chat", "platform", "chat_id", "id"),
 )

@@ -42,7 +42,8 @@ class TurnPlan:
     shell_tools_exposed: bool = False
     #: A pending (write-ahead) step left by a process that died while running its tools.
     recover: TurnRecord | None = None
-    recover_max_age_ms: int = 10 * 60 * 1000
+    #: Close ``recover`` without running its calls again.
+    recover_abandon: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ Write-ahead: a step whose answer calls ``send_message`` or ``react`` is first pe
 that dies in between leaves the pending step behind; the next wake-up of the chat passes it as
 ``TurnPlan.recover`` and the generator runs that step's tool calls again without a model call, under the
 same idempotency keys, so a send the platform already executed is deduplicated and one that never left
-is sent now. A pending step older than ``TurnPlan.recover_max_age_ms`` is closed with "not executed"
-results instead (a late reply to an old conversation is worse than none, and platform deduplication
-windows are finite).
+is sent now. That one step is the whole turn: whether its chain goes on is the runner's next decision,
+made from the stored turn responses like any other. With ``TurnPlan.recover_abandon`` (the step is too
+old, or redoing it kept failing) the calls are not run again; their results say delivery is unknown.
 
 Per call: unknown tools and invalid arguments get an error result; calls over a count get a not-executed
 result; the deadline is checked before every side effect. ``end_turn`` closes the turn even beside
@@ -64,6 +64,7 @@ from .records import ChainUsage, StepMode, TurnRecord
 
 __all__ = [
     "MAX_FORCED_RETRIES",
+    "UNKNOWN_DELIVERY",
     "Ack",
     "CheckInterrupt",
     "Command",
@@ -81,6 +82,8 @@ __all__ = [
 ]
 
 MAX_FORCED_RETRIES = 2
+#: The result of a side effect whose outcome cannot be known (the model must not repeat it).
+UNKNOWN_DELIVERY = "delivery unknown: it may have been done; do not repeat it"
 
 
 def _text(message: str) -> tuple[UserPart, ...]:
@@ -113,7 +116,7 @@ class _Step:
     attempts: int = 0
     sent: bool = False
     reacted: bool = False
-    #: The tool calls of a recovered step that is too old to redo.
+    #: The tool calls of a recovered step that is not redone.
     abandoned: bool = False
 
 
@@ -157,7 +160,7 @@ def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
             assert isinstance(ack, Ack)
             now = ack.now_ms
         names = {spec.name for spec in offered}
-        st = _Step(now=now, abandoned=recovered is not None and now - call_at > plan.recover_max_age_ms)
+        st = _Step(now=now, abandoned=recovered is not None and plan.recover_abandon)
         for index, tc in enumerate(calls):
             parts, ok, follow = yield from _run_call(plan, st, usage, names, tc, step, index, deadline_ms)
             st.results.append(
@@ -197,7 +200,7 @@ def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
         any_sent = any_sent or st.sent
         any_reacted = any_reacted or st.reacted
         steps = step - plan.first_step + 1
-        if not continues:
+        if not continues or recovered is not None:
             outcome: TurnOutcome = (
                 "sent"
                 if any_sent
@@ -207,7 +210,7 @@ def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
                 if exhausted
                 else "silent"
             )
-            return TurnResult(outcome, steps, False, deadline_reached=st.deadline, usage=usage)
+            return TurnResult(outcome, steps, continues, deadline_reached=st.deadline, usage=usage)
         check = yield CheckInterrupt(step)
         assert isinstance(check, Ack)
         now = check.now_ms
@@ -323,11 +326,7 @@ def _run_call(
         st.over_budget = True
         return _text("not executed: the turn's budget for this kind of call is used up"), False, False
     if st.abandoned:
-        return (
-            _text("not executed: the service restarted during this step, too long ago to redo it"),
-            False,
-            False,
-        )
+        return _text(f"{UNKNOWN_DELIVERY} (the service restarted during this step)"), False, False
     if st.deadline or budget.expired(plan.started_ms, st.now):
         st.deadline = True
         return _text("not executed: the turn's deadline was reached"), False, False

@@ -15,7 +15,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("driver_turn_responses") as batch:
-        batch.add_column(sa.Column("pending", sa.Boolean(), nullable=False, server_default=sa.false()))
+        batch.add_column(sa.Column("pending", sa.Boolean(), nullable=False, server_default="0"))
 
 
 def downgrade() -> None:
