@@ -22,7 +22,6 @@ the record cannot be written the message is nak'ed and comes back.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -49,6 +48,7 @@ from larkbot.canonical.names import (
 
 from . import metrics
 from .logs import log_context, mask
+from .pull import PullStream
 
 log = logging.getLogger(__name__)
 
@@ -214,31 +214,42 @@ class PullConsumer:
         stack = list(middlewares) if middlewares is not None else [log_context_middleware, metrics_middleware]
         self.handle = chain(handler, [*stack, self.policy])
         self._stopping = asyncio.Event()
+        self._pull: PullStream | None = None
         self.idle = asyncio.Event()
 
     def stop(self) -> None:
-        """Stop fetching; the batch in hand is finished first."""
+        """Stop asking for messages. Those already asked for are still handled and acknowledged (at most
+        ``batch``, arriving within ``fetch_timeout_s``); then :meth:`run` returns."""
         self._stopping.set()
+        if self._pull is not None:
+            self._pull.wake()
 
     async def run(self) -> None:
-        sub = await self.js.pull_subscribe_bind(self.durable, stream=self.stream)
+        pull = PullStream(
+            self.js, self.stream, self.durable, batch=self.batch, expires_s=self.fetch_timeout_s
+        )
+        self._pull = pull
+        await pull.start()
         try:
-            while not self._stopping.is_set():
+            while True:
+                stopping = self._stopping.is_set()
+                if stopping and not pull.pending:
+                    break
                 try:
-                    msgs = await sub.fetch(self.batch, timeout=self.fetch_timeout_s)
-                except (nats.errors.TimeoutError, TimeoutError):
-                    # nats-py raises either, depending on where in the fetch the deadline hits.
-                    self.idle.set()
-                    continue
+                    # Returns as soon as anything arrived (see larkbot.runtime.pull for why not nats-py's
+                    # fetch); while stopping, only drains what was already asked for.
+                    msgs = await pull.next_batch(self.fetch_timeout_s, request=not stopping)
                 except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
                     break
+                if not msgs:
+                    self.idle.set()
+                    continue
                 self.idle.clear()
                 for msg in msgs:
                     await self.handle(Delivery.of(msg))
         finally:
             # Unsubscribe before the connection drains, or drain waits for its full timeout.
-            with contextlib.suppress(nats.errors.Error):
-                await sub.unsubscribe()
+            await pull.close()
 
     async def report_lag(self) -> None:
         info = await self.js.consumer_info(self.stream, self.durable)

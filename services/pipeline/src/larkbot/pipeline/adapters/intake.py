@@ -212,18 +212,18 @@ class Intake:
         self._results = await self.bus.nc.subscribe(MEDIA_RESULTS, cb=self._on_result)
         await self.bus.nc.flush()
 
-    async def run_commit(self, linger_s: float = 0.005, busy_s: float = 0.05) -> None:
-        """Flush whenever something arrives. Under load (the previous flush ended less than ``busy_s``
-        ago) wait ``linger_s`` first so that batches grow: per-batch costs (transaction, one context update
-        per chat) dominate small batches. An idle pipeline flushes at once."""
-        last_flush = float("-inf")
+    async def run_commit(self) -> None:
+        """Flush whenever something arrives. Batches grow by themselves under load: what is fed while a
+        commit is in progress goes into the next one. Before flushing the loop yields once, so that
+        readers woken at the same moment feed theirs into the same batch. (It used to wait 5 ms first when
+        the previous flush was recent: with the readers streaming their messages that bought no throughput
+        — 50k events over 200 chats, ~9,000 events/s with and without — and it cost a message arriving
+        soon after another those 5 ms.)"""
         while True:
             await self._wake.wait()
-            if self.clock() - last_flush < busy_s and not self.stopping.is_set():
-                await asyncio.sleep(linger_s)
+            await asyncio.sleep(0)
             self._wake.clear()
             await self.flush()
-            last_flush = self.clock()
             if self.stopping.is_set():
                 return
 

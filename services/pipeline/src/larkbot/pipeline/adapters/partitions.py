@@ -38,6 +38,7 @@ from larkbot.canonical.names import (
 )
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.partitions import PartitionLeases
+from larkbot.runtime.pull import PullStream
 
 from .. import metrics
 from .intake import Delivered, Intake
@@ -160,17 +161,16 @@ class PartitionReader:
                 inactive_threshold=120.0,
             ),
         )
-        sub = await js.pull_subscribe_bind(self.consumer, stream=STREAM_EVENTS)
+        pull = PullStream(js, STREAM_EVENTS, self.consumer, batch=self.batch, expires_s=self.fetch_timeout_s)
+        await pull.start()
         self._set("consuming")
         expected = 1
         try:
             while True:
                 await self.intake.room()
-                try:
-                    msgs = await sub.fetch(self.batch, timeout=self.fetch_timeout_s)
-                except (nats.errors.TimeoutError, TimeoutError):
-                    msgs = []
-                # (A consumer deleted under us answers one empty fetch, then "no responders", which raises.)
+                # Hands over what arrived as soon as anything did (nats-py's fetch could hold a message
+                # until its batch filled or expired: larkbot.runtime.pull). A deleted consumer raises.
+                msgs = await pull.next_batch(self.fetch_timeout_s)
                 if not msgs:
                     if not self.idle:
                         self.idle = True
@@ -187,8 +187,7 @@ class PartitionReader:
                 await self.intake.feed(self.partition, delivered)
                 self._progressed = True
         finally:
-            with contextlib.suppress(nats.errors.Error):
-                await sub.unsubscribe()
+            await pull.close()
 
     async def lag(self) -> int:
         """Messages of the partition not yet committed: not yet delivered, plus delivered and waiting."""
