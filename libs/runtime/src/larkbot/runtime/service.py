@@ -14,6 +14,7 @@ A service is a class with ``start(ctx)`` (declare what it consumes and serves, s
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -207,7 +208,18 @@ def run(name: Service, factory: Callable[[LarkbotConfig], ServiceApp]) -> int:
     except ConfigError as exc:
         print(f"larkbot {name.value}: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    return _run_loop(serve(name, app, config))
+    return _run_loop(serve(name, app, config, started=freeze_startup_heap))
+
+
+def freeze_startup_heap(_ctx: ServiceContext | None = None) -> None:
+    """Move what is alive once the service has started (imported modules, pydantic, SQLAlchemy and
+    aiogram models, the service's own set-up) into the permanent generation, so that full collections
+    no longer walk it; reference counting still frees it. Only for a process that runs one service
+    (``larkbot run``), not in-process tests. Measured in the turn benchmark: full collections of the
+    ingress-telegram process took 90–180 ms each (the driver's and the gateway's ~70 ms) and made its
+    worst turns."""
+    gc.collect()
+    gc.freeze()
 
 
 def _run_loop(main: Coroutine[Any, Any, int]) -> int:
