@@ -8,6 +8,7 @@ including a model call cut by the turn deadline). The chat loop turns them into 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -84,19 +85,28 @@ class WakeRunner:
                 log.error("stopping the wake-up: %s", exc)
 
     async def _run(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> None:
-        latest = await self.repo.latest_turn(chat.platform, chat.chat_id)
+        segments = chat.context.segments
+        since = segments[0].received_at_ms if chat.context.cursor > 0 and segments else 0
+        turns = await self.repo.turns(chat.platform, chat.chat_id, since_ms=since)
+        # The newest turn response is the last of ``turns`` unless all of them are older than the window.
+        latest = (
+            turns[-1]
+            if turns
+            else await self.repo.latest_turn(chat.platform, chat.chat_id)
+            if since
+            else None
+        )
         if latest is not None and latest.pending:
             if not await self._recover(chat, wake, wake_id, latest, input_until_ms):
                 return
             if chat.stopping:
                 return  # handed over: the next holder goes on from the stored turn responses
-        segments = chat.context.segments
-        since = segments[0].received_at_ms if chat.context.cursor > 0 and segments else 0
-        turns = await self.repo.turns(chat.platform, chat.chat_id, since_ms=since)
+            turns = await self.repo.turns(chat.platform, chat.chat_id, since_ms=since)
         chain = open_chain(turns)
         if chain:
             chain = await self.repo.chain(chat.platform, chat.chat_id, chain[-1].chain_id)
         activation: Activation | None
+        recorded: asyncio.Task[None] | None = None
         if chain:
             path, activation = "continuation", None
         elif wake.activation is not None:
@@ -112,11 +122,14 @@ class WakeRunner:
             return
         else:
             path = "probe"
-            activation = await self._probe(chat, wake_id)
+            activation, record = await self._probe(chat, wake_id)
             if activation is None:
+                await self.repo.add_probe(record)
                 metrics.WAKEUPS.labels(wake.kind, path).inc()
                 await chat.processed(self.repo, input_until_ms)
                 return
+            # Stored beside the primary's first model call rather than before it (off the turn's path).
+            recorded = asyncio.create_task(self.repo.add_probe(record), name=f"probe-record-{chat.key}")
         metrics.WAKEUPS.labels(wake.kind, path).inc()
         try:
             result = await self._primary(chat, wake_id, turns, chain, activation, input_until_ms)
@@ -131,6 +144,9 @@ class WakeRunner:
             raise WakeFailed(
                 f"failed mid-step: {type(exc).__name__}", transient=True, activation=None
             ) from exc
+        finally:
+            if recorded is not None:
+                await recorded
         _raise_failed(result, activation)
         await chat.processed(self.repo, input_until_ms)
 
@@ -173,7 +189,8 @@ class WakeRunner:
         await chat.processed(self.repo, input_until_ms)
         return False
 
-    async def _probe(self, chat: ChatState, wake_id: str) -> Activation | None:
+    async def _probe(self, chat: ChatState, wake_id: str) -> tuple[Activation | None, ProbeRecord]:
+        """The probe's verdict and its record (the caller stores it)."""
         now = self.clock.now_ms()
         settings = chat.settings
         segments = chat.context.segments
@@ -214,27 +231,25 @@ class WakeRunner:
             )
         count_usage("probe", reply)
         verdict = read_verdict(reply)
-        await self.repo.add_probe(
-            ProbeRecord(
-                platform=chat.platform,
-                chat_id=chat.chat_id,
-                wake_id=wake_id,
-                requested_at_ms=now,
-                decision=verdict.decision,
-                reason=verdict.reason,
-                activated=verdict.activated,
-                failed_closed=verdict.failed_closed,
-                model_identity=reply.model_identity,
-                usage=reply.usage,
-                window_start=window.start_id,
-                omitted=window.omitted,
-            )
+        record = ProbeRecord(
+            platform=chat.platform,
+            chat_id=chat.chat_id,
+            wake_id=wake_id,
+            requested_at_ms=now,
+            decision=verdict.decision,
+            reason=verdict.reason,
+            activated=verdict.activated,
+            failed_closed=verdict.failed_closed,
+            model_identity=reply.model_identity,
+            usage=reply.usage,
+            window_start=window.start_id,
+            omitted=window.omitted,
         )
         metrics.PROBE_DECISIONS.labels("failed_closed" if verdict.failed_closed else verdict.decision).inc()
         if not verdict.activated:
             log.info("probe suppressed the wake-up: %s", verdict.reason)
-            return None
-        return Activation(verdict.decision, verdict.reason)
+            return None, record
+        return Activation(verdict.decision, verdict.reason), record
 
     async def _primary(
         self,
