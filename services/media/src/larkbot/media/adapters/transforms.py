@@ -115,7 +115,7 @@ class Transformer:
         png = await asyncio.to_thread(images.rendition, data, side)
         key = await self.blobs.put(png, "rendition")
         if request.attachment_type in MOVING:
-            cache_key = images.content_key(data)
+            cache_key = await asyncio.to_thread(images.content_key, data)  # a whole file: off the loop
         else:
             cache_key = images.content_key(await asyncio.to_thread(images.thumbnail, data))
         alt = await self.cache.get(cache_key)
