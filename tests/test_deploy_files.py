@@ -1,9 +1,12 @@
-"""The deployment files: Dockerfile, docker-compose.yml, deploy/ (NATS, PostgreSQL, the compose config).
+"""The deployment files: Dockerfile, docker-compose.yml, deploy/ (NATS, PostgreSQL, the compose config,
+Prometheus and Grafana of the ``observability`` profile).
 
 No container engine is needed: the compose file is parsed with PyYAML (merge keys resolved) and held to
 the facts an operator relies on; the configuration it mounts goes through ``larkbot config check``
 in-process; the NATS configuration through ``nats-server -t`` (the workspace's own binary); the readiness
-healthcheck one-liner runs against a local HTTP server.
+healthcheck one-liner runs against a local HTTP server. The Prometheus configuration must scrape every
+service, and every metric the Grafana dashboard queries must be one the services' ``metrics`` modules
+define (read from ``prometheus_client``'s registry after importing them).
 
 ``test_compose_file_passes_installed_validators`` runs every compose validator found on PATH
 (``docker compose`` when the plugin answers, ``docker-compose``, ``check-jsonschema`` with the vendored
@@ -13,6 +16,8 @@ compose-spec schema); when none is installed, that test alone is skipped with th
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import re
 import shutil
@@ -27,6 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from larkbot.canonical.names import SERVICE_PORTS, StreamSpec
 from larkbot.cli.main import main as larkbot_main
@@ -40,6 +46,9 @@ CONFIG_FILE = ROOT / "deploy" / "config" / "compose.yaml"
 NATS_CONF = ROOT / "deploy" / "nats" / "nats.conf"
 INITDB = ROOT / "deploy" / "postgres" / "initdb.sql"
 ENV_EXAMPLE = ROOT / "deploy" / "env.example"
+PROMETHEUS_CONFIG = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+GRAFANA_DIR = ROOT / "deploy" / "grafana"
+DASHBOARD = GRAFANA_DIR / "dashboards" / "larkbot.json"
 
 SERVICES = {service.value: port for service, port in SERVICE_PORTS.items()}
 CONFIG_MOUNT = "/etc/larkbot/config.yaml"
@@ -56,6 +65,8 @@ DUMMY_ENV = {
 }
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:[-?][^}]*)?\}")
+#: Services of the opt-in profile; everything else starts with a plain ``docker compose up``.
+OBSERVABILITY = {"prometheus", "grafana"}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +90,9 @@ def test_six_services_run_from_one_image_with_their_own_command(compose: dict[st
     for name in SERVICES:
         assert services[name]["command"] == ["run", name]
         assert services[name]["restart"] == "unless-stopped"
-    assert set(services) == {*SERVICES, "bootstrap", "nats", "postgres"}
+    default = {name for name, service in services.items() if not service.get("profiles")}
+    assert default == {*SERVICES, "bootstrap", "nats", "postgres"}
+    assert set(services) - default == OBSERVABILITY
 
 
 def test_every_larkbot_container_mounts_the_checked_config(compose: dict[str, Any]) -> None:
@@ -195,9 +208,18 @@ def test_postgres_creates_the_databases_the_config_names(compose: dict[str, Any]
 
 
 def test_no_secret_is_written_inline(compose: dict[str, Any]) -> None:
+    documented = env_example_names()
     for name, service in services_of(compose).items():
         for key, value in (service.get("environment") or {}).items():
-            if _SECRET_NAME.search(key):
+            if not _SECRET_NAME.search(key):
+                continue
+            if service.get("profiles"):
+                # Compose interpolates services of inactive profiles too: a `:?` would stop the default
+                # `up`, so an opt-in service takes a variable documented in deploy/env.example instead.
+                ref = re.fullmatch(r"\$\{([A-Z_]+):-[^}]*\}", str(value))
+                assert ref is not None, f"{name}: {key}={value}"
+                assert ref.group(1) in documented, f"{name}: {ref.group(1)} is not in deploy/env.example"
+            else:
                 assert re.fullmatch(rf"\$\{{{key}:\?[^}}]+\}}", str(value)), f"{name}: {key}={value}"
     raw = yaml.safe_load(CONFIG_FILE.read_text(encoding="utf-8"))
     secrets = [
@@ -229,6 +251,171 @@ def test_media_scales_without_port_conflicts(compose: dict[str, Any]) -> None:
         assert "ports" not in services[name], f"{name} publishes a host port"
         assert "container_name" not in services[name], name
     assert all(str(p).startswith("127.0.0.1:") for p in services["nats"]["ports"])
+
+
+def env_example_names() -> set[str]:
+    """Variables deploy/env.example lists, set or commented out (``# NAME=value``)."""
+    text = ENV_EXAMPLE.read_text(encoding="utf-8")
+    return set(re.findall(r"^(?:# )?([A-Z][A-Z0-9_]*)=", text, re.MULTILINE))
+
+
+def test_observability_profile_stays_out_of_the_default_set(compose: dict[str, Any]) -> None:
+    services = services_of(compose)
+    for name in OBSERVABILITY:
+        service = services[name]
+        assert service["profiles"] == ["observability"], name
+        assert service["restart"] == "unless-stopped", name
+        loopback = all(str(p).startswith("127.0.0.1:") for p in service["ports"])
+        assert loopback, f"{name} listens beyond loopback"
+        for mount in service["volumes"]:
+            source = mount.split(":")[0]
+            if source.startswith("./"):
+                assert (ROOT / source).exists(), f"{name}: {source} does not exist"
+    assert re.fullmatch(r"prom/prometheus:v\d+\.\d+\.\d+", services["prometheus"]["image"])
+    assert re.fullmatch(r"grafana/grafana:\d+\.\d+\.\d+", services["grafana"]["image"])
+    # A default service needing an opt-in one would drag it in (or fail) on a plain `up`.
+    for name, service in services.items():
+        if not service.get("profiles"):
+            assert not set(service.get("depends_on") or {}) & OBSERVABILITY, name
+    prometheus = services["prometheus"]
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    assert "./deploy/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prometheus["volumes"]
+    assert {"GRAFANA_ADMIN_USER", "GRAFANA_ADMIN_PASSWORD"} <= env_example_names()
+    assert services["grafana"]["environment"]["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+
+
+def test_prometheus_scrapes_every_service(compose: dict[str, Any]) -> None:
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text(encoding="utf-8"))
+    static: set[str] = set()
+    discovered: dict[str, dict[str, Any]] = {}
+    for job in config["scrape_configs"]:
+        assert job.get("metrics_path", "/metrics") == "/metrics", job["job_name"]
+        for group in job.get("static_configs", []):
+            static.update(group["targets"])
+        for sd in job.get("dns_sd_configs", []):
+            for host in sd["names"]:
+                discovered[host] = sd
+    for name, port in SERVICES.items():
+        assert f"{name}:{port}" in static or name in discovered, f"{name} is not scraped"
+    # Media scales: one static target would reach one replica, DNS discovery finds them all.
+    assert discovered["media"]["type"] == "A"
+    assert discovered["media"]["port"] == SERVICES["media"]
+    assert "media:9105" not in static
+    hosts = {target.rsplit(":", 1)[0] for target in static} | set(discovered)
+    assert hosts <= set(services_of(compose)), hosts - set(services_of(compose))
+    jobs = [job["job_name"] for job in config["scrape_configs"]]
+    assert len(jobs) == len(set(jobs))
+
+
+def test_grafana_provisions_prometheus_and_the_dashboard(compose: dict[str, Any]) -> None:
+    grafana = services_of(compose)["grafana"]
+    assert "./deploy/grafana/provisioning:/etc/grafana/provisioning:ro" in grafana["volumes"]
+    mounts = dict(v.split(":")[:2] for v in grafana["volumes"])
+    sources = yaml.safe_load((GRAFANA_DIR / "provisioning/datasources/prometheus.yml").read_text("utf-8"))
+    (datasource,) = sources["datasources"]
+    assert datasource["type"] == "prometheus"
+    prometheus_port = str(services_of(compose)["prometheus"]["ports"][0]).rsplit(":", 1)[1]
+    assert datasource["url"] == f"http://prometheus:{prometheus_port}"
+    providers = yaml.safe_load((GRAFANA_DIR / "provisioning/dashboards/larkbot.yml").read_text("utf-8"))
+    (provider,) = providers["providers"]
+    assert provider["type"] == "file"
+    assert provider["options"]["path"] == mounts["./deploy/grafana/dashboards"]
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    assert dashboard["uid"] == "larkbot"
+    for panel in panels_of(dashboard):
+        if panel["type"] != "row":
+            assert panel["datasource"] == {"type": "prometheus", "uid": datasource["uid"]}, panel["title"]
+    ids = [panel["id"] for panel in panels_of(dashboard)]
+    assert len(ids) == len(set(ids))
+
+
+def panels_of(dashboard: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    for panel in dashboard["panels"]:
+        yield panel
+        yield from panel.get("panels", [])
+
+
+#: PromQL words that look like identifiers but name no series.
+_PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool"}
+_PROMQL_KEYWORDS |= {"and", "or", "unless", "inf", "nan"}
+
+
+def metric_names_in(expr: str) -> set[str]:
+    """The series names a PromQL expression selects (functions, labels, strings and ranges removed)."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    text = re.sub(r"\{[^}]*\}", "", text)
+    text = re.sub(r"\[[^\]]*\]", "", text)
+    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
+    names = set()
+    for match in re.finditer(r"(?<![\w.])[A-Za-z_:][A-Za-z0-9_:]*", text):
+        word = match.group(0)
+        if word.lower() in _PROMQL_KEYWORDS or text[match.end() :].lstrip().startswith("("):
+            continue
+        names.add(word)
+    return names
+
+
+def test_promql_name_extraction() -> None:
+    expr = 'histogram_quantile(0.95, sum by (model, le) (rate(a_bucket{x="y(z)"}[$__rate_interval])))'
+    assert metric_names_in(expr) == {"a_bucket"}
+    assert metric_names_in("sum(rate(b_total[5m])) / on (job) c offset 1h > bool 0") == {"b_total", "c"}
+
+
+def defined_series() -> set[str]:
+    """Every series name the services expose, from the registry their ``metrics`` modules fill."""
+    modules = ["larkbot.runtime.metrics", *(f"larkbot.{name.replace('-', '_')}.metrics" for name in SERVICES)]
+    for module in modules:
+        importlib.import_module(module)
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_sum", "_count", "_created"),
+        "summary": ("", "_sum", "_count", "_created"),
+        "info": ("_info",),
+    }
+    names: set[str] = set()
+    for family in REGISTRY.collect():
+        names.update(family.name + suffix for suffix in suffixes.get(family.type, ("",)))
+        names.update(sample.name for sample in family.samples)
+    return names
+
+
+def test_dashboard_queries_only_metrics_the_services_define() -> None:
+    defined = defined_series()
+    assert {
+        "larkbot_driver_turns_total",
+        "larkbot_driver_turn_seconds_bucket",
+        "larkbot_service_ready",
+    } <= defined
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    used: set[str] = set()
+    for panel in panels_of(dashboard):
+        for target in panel.get("targets", []):
+            names = metric_names_in(target["expr"])
+            assert names, f"{panel['title']}: {target['expr']}"
+            assert names <= defined, f"{panel['title']}: no such metric {sorted(names - defined)}"
+            used |= names
+    # What an operator of the bot needs on one page.
+    assert {
+        "larkbot_ingress_feishu_events_total",
+        "larkbot_telegram_updates_total",
+        "larkbot_pipeline_events_total",
+        "larkbot_pipeline_commit_seconds_bucket",
+        "larkbot_driver_context_updates_total",
+        "larkbot_driver_wakeups_total",
+        "larkbot_driver_probe_decisions_total",
+        "larkbot_driver_turns_total",
+        "larkbot_driver_turn_seconds_bucket",
+        "larkbot_driver_tool_calls_total",
+        "larkbot_driver_llm_cache_hit_ratio",
+        "larkbot_driver_wake_failures_total",
+        "larkbot_driver_recovered_steps_total",
+        "larkbot_driver_partitions",
+        "larkbot_llm_requests_total",
+        "larkbot_llm_request_duration_seconds_bucket",
+        "larkbot_llm_input_tokens_total",
+        "larkbot_media_jobs_total",
+        "larkbot_bus_consumer_pending_messages",
+    } <= used
 
 
 def strings_in(value: Any) -> Iterator[str]:
