@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
@@ -121,3 +122,15 @@ async def test_a_complete_step_replaces_its_pending_version_in_place(database_ur
         assert await repo.turns("feishu", "oc_1") == (complete, later)
     finally:
         await engine.dispose()
+
+
+async def test_replicas_starting_together_migrate_one_after_the_other(database_url: str) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("concurrent start-up against one database is a PostgreSQL deployment")
+    engines = [create_engine(database_url) for _ in range(3)]
+    try:
+        await asyncio.gather(*(migrate(engine, MIGRATIONS) for engine in engines))
+        assert {await current_revision(engine) for engine in engines} == {"0002"}
+    finally:
+        for engine in engines:
+            await engine.dispose()

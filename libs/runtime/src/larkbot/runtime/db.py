@@ -7,12 +7,13 @@ service's own Alembic script directory; there is no runtime fallback for older d
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.url import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -64,13 +65,27 @@ def alembic_config(script_location: Path, connection: Connection | None = None) 
 
 
 async def migrate(engine: AsyncEngine, script_location: Path, revision: str = "head") -> None:
-    """Upgrade the database to ``revision`` with the service's migrations."""
+    """Upgrade the database to ``revision`` with the service's migrations.
+
+    On PostgreSQL the upgrade holds a transaction-scoped advisory lock named after the script directory,
+    so replicas starting together on an empty database migrate one after the other (the second finds the
+    schema at head) instead of racing to create the same tables."""
 
     def upgrade(sync_conn: Connection) -> None:
         command.upgrade(alembic_config(script_location, sync_conn), revision)
 
     async with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            await conn.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": _lock_key(script_location)}
+            )
         await conn.run_sync(upgrade)
+
+
+def _lock_key(script_location: Path) -> int:
+    """A stable signed 64-bit advisory-lock key per migration directory (``<package>/migrations``)."""
+    name = f"larkbot-migrations:{script_location.parent.name}/{script_location.name}"
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 async def current_revision(engine: AsyncEngine) -> str | None:
