@@ -1,5 +1,5 @@
 """The deployment files: Dockerfile, docker-compose.yml, deploy/ (NATS, PostgreSQL, the compose config,
-Prometheus and Grafana of the ``observability`` profile).
+Prometheus and Grafana of the ``observability`` profile, the Kubernetes base under deploy/k8s).
 
 No container engine is needed: the compose file is parsed with PyYAML (merge keys resolved) and held to
 the facts an operator relies on; the configuration it mounts goes through ``larkbot config check``
@@ -11,12 +11,15 @@ define (read from ``prometheus_client``'s registry after importing them).
 ``test_compose_file_passes_installed_validators`` runs every compose validator found on PATH
 (``docker compose`` when the plugin answers, ``docker-compose``, ``check-jsonschema`` with the vendored
 compose-spec schema); when none is installed, that test alone is skipped with the reason, and
-``test_dockerfile_passes_hadolint`` likewise without ``hadolint``. The structural tests always run.
+``test_dockerfile_passes_hadolint`` likewise without ``hadolint``, ``test_k8s_base_renders_with_kustomize``
+without ``kubectl``. The structural tests always run; the Kubernetes manifests are checked statically
+(parsed with PyYAML and held to the compose file), never against a cluster.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import re
@@ -36,8 +39,9 @@ from prometheus_client import REGISTRY
 
 from larkbot.canonical.names import SERVICE_PORTS, StreamSpec
 from larkbot.cli.main import main as larkbot_main
-from larkbot.runtime.config import LarkbotConfig, load_config
+from larkbot.runtime.config import LarkbotConfig, NatsSettings, load_config
 from larkbot.runtime.natsserver import find_binary
+from larkbot.runtime.service import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -49,6 +53,10 @@ ENV_EXAMPLE = ROOT / "deploy" / "env.example"
 PROMETHEUS_CONFIG = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 GRAFANA_DIR = ROOT / "deploy" / "grafana"
 DASHBOARD = GRAFANA_DIR / "dashboards" / "larkbot.json"
+K8S_DIR = ROOT / "deploy" / "k8s"
+K8S_KUSTOMIZATION = K8S_DIR / "kustomization.yaml"
+K8S_CONFIG = K8S_DIR / "larkbot.yaml"
+K8S_SECRET_EXAMPLE = K8S_DIR / "secret.example.yaml"
 
 SERVICES = {service.value: port for service, port in SERVICE_PORTS.items()}
 CONFIG_MOUNT = "/etc/larkbot/config.yaml"
@@ -514,3 +522,295 @@ def test_dockerfile_passes_hadolint() -> None:
         pytest.skip("hadolint is not on PATH")
     result = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout.decode()
+
+
+# -- Kubernetes: the kustomize base under deploy/k8s ------------------------------------------------------
+
+#: Files of deploy/k8s that are not resources: the kustomization itself, the LarkBot configuration its
+#: configMapGenerator reads, and the example Secret the operator copies (never applied by the base).
+K8S_NOT_RESOURCES = {"kustomization.yaml", "larkbot.yaml", "secret.example.yaml"}
+K8S_SECRET = "larkbot-secrets"
+K8S_CONFIG_MAP = "larkbot-config"
+#: The value every secret of secret.example.yaml carries instead of a real one.
+PLACEHOLDER = "replace-me"
+INGRESSES = {"ingress-feishu", "ingress-telegram"}
+#: Run several replicas safely because they split the 16 partitions through leases (docs/pipeline.md,
+#: docs/driver.md).
+LEASED = {"pipeline", "driver"}
+
+
+def k8s_yaml_files() -> list[Path]:
+    return sorted(p for p in K8S_DIR.rglob("*") if p.suffix in (".yaml", ".yml"))
+
+
+def k8s_resources() -> dict[str, list[dict[str, Any]]]:
+    """The documents of every resource file of the base, by file name."""
+    return {
+        path.name: [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc is not None]
+        for path in k8s_yaml_files()
+        if path.name not in K8S_NOT_RESOURCES
+    }
+
+
+def k8s_objects(kind: str) -> dict[str, dict[str, Any]]:
+    found = [doc for docs in k8s_resources().values() for doc in docs if doc["kind"] == kind]
+    by_name = {doc["metadata"]["name"]: doc for doc in found}
+    assert len(by_name) == len(found), f"two {kind} objects share a name"
+    return by_name
+
+
+def k8s_example_secret() -> dict[str, str]:
+    (secret,) = yaml.safe_load_all(K8S_SECRET_EXAMPLE.read_text(encoding="utf-8"))
+    values: dict[str, str] = secret["stringData"]
+    return values
+
+
+def compose_image(compose: Mapping[str, Any]) -> str:
+    """The image compose runs by default: ``larkbot:local`` out of ``${LARKBOT_IMAGE:-larkbot:local}``."""
+    image = str(services_of(compose)["pipeline"]["image"])
+    match = re.fullmatch(r"\$\{LARKBOT_IMAGE:-([^}]+)\}", image)
+    return match.group(1) if match else image
+
+
+def pod_specs() -> dict[str, dict[str, Any]]:
+    """The pod spec of every Deployment and Job, by object name."""
+    objects = {**k8s_objects("Deployment"), **k8s_objects("Job")}
+    return {name: obj["spec"]["template"]["spec"] for name, obj in objects.items()}
+
+
+def test_k8s_yaml_parses_into_named_objects() -> None:
+    files = k8s_yaml_files()
+    assert {p.name for p in files} >= K8S_NOT_RESOURCES | {f"{name}.yaml" for name in SERVICES}
+    for path in files:
+        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+        assert docs, path.name
+        if path.name == "larkbot.yaml":
+            continue  # the LarkBot configuration, checked below
+        for doc in docs:
+            assert doc.get("apiVersion"), path.name
+            assert doc.get("kind"), path.name
+            if path.name == "kustomization.yaml":
+                assert doc["kind"] == "Kustomization"
+                continue
+            assert doc.get("metadata", {}).get("name"), f"{path.name}: {doc['kind']} without a name"
+            # Namespace-agnostic: the operator (or an overlay) picks the namespace.
+            assert "namespace" not in doc["metadata"], f"{path.name}: {doc['kind']} pins a namespace"
+
+
+def test_kustomization_lists_every_manifest_but_the_example_secret() -> None:
+    kustomization = yaml.safe_load(K8S_KUSTOMIZATION.read_text(encoding="utf-8"))
+    listed = kustomization["resources"]
+    assert len(listed) == len(set(listed))
+    on_disk = {p.relative_to(K8S_DIR).as_posix() for p in k8s_yaml_files()} - K8S_NOT_RESOURCES
+    assert set(listed) == on_disk
+    assert "namespace" not in kustomization
+    assert "secretGenerator" not in kustomization
+    (generator,) = kustomization["configMapGenerator"]
+    assert generator["name"] == K8S_CONFIG_MAP
+    assert generator["files"] == [f"{Path(CONFIG_MOUNT).name}={K8S_CONFIG.name}"]
+    assert not k8s_objects("Secret"), "the base must not carry a Secret"
+
+
+def test_k8s_deployment_runs_each_compose_service(compose: dict[str, Any]) -> None:
+    deployments = k8s_objects("Deployment")
+    services = services_of(compose)
+    assert set(deployments) == set(SERVICES)
+    image = compose_image(compose)
+    assert image == "larkbot:local"
+    for name, spec in pod_specs().items():
+        (container,) = spec["containers"]
+        assert container["image"] == image, name
+        assert "command" not in container, f"{name}: the image's entrypoint is `larkbot`"
+        if name in SERVICES:
+            assert container["args"] == services[name]["command"] == ["run", name]
+        else:
+            assert name == "larkbot-bootstrap"
+            assert container["args"][0] == services["bootstrap"]["command"][0] == "bootstrap"
+            assert spec["restartPolicy"] in ("OnFailure", "Never")
+
+
+def test_k8s_pods_read_the_config_map_and_the_secret() -> None:
+    for name, spec in pod_specs().items():
+        (container,) = spec["containers"]
+        env = {e["name"]: e for e in container.get("env", [])}
+        assert env["LARKBOT_CONFIG"]["value"] == CONFIG_MOUNT, name
+        assert container["envFrom"] == [{"secretRef": {"name": K8S_SECRET}}], name
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        config = mounts[str(Path(CONFIG_MOUNT).parent)]
+        assert config.get("readOnly") is True, name
+        assert volumes[config["name"]]["configMap"]["name"] == K8S_CONFIG_MAP, name
+
+
+def test_k8s_probes_and_scrape_annotations_use_the_ops_port() -> None:
+    deployments = k8s_objects("Deployment")
+    for name, port in SERVICES.items():
+        template = deployments[name]["spec"]["template"]
+        (container,) = template["spec"]["containers"]
+        (ops,) = container["ports"]
+        assert (ops["name"], ops["containerPort"]) == ("metrics", port), name
+        for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+            get = container[probe]["httpGet"]
+            assert get["path"] == path, f"{name} {probe}"
+            assert get["port"] in ("metrics", port), f"{name} {probe}"
+        annotations = template["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true", name
+        assert annotations["prometheus.io/port"] == str(port), name
+        assert annotations["prometheus.io/path"] == "/metrics", name
+
+
+def test_k8s_services_expose_each_ops_port() -> None:
+    deployments = k8s_objects("Deployment")
+    services = k8s_objects("Service")
+    assert set(services) == set(SERVICES)
+    for name, port in SERVICES.items():
+        service = services[name]["spec"]
+        assert service.get("type", "ClusterIP") == "ClusterIP"
+        (ops,) = service["ports"]
+        assert (ops["name"], ops["port"]) == ("metrics", port), name
+        assert ops.get("targetPort", port) in ("metrics", port), name
+        pod_labels = deployments[name]["spec"]["template"]["metadata"]["labels"]
+        assert service["selector"].items() <= pod_labels.items(), name
+        assert deployments[name]["spec"]["selector"]["matchLabels"] == service["selector"], name
+    # No webhook receiver is configured, hence no Service for one: webhook mode would need a port
+    # (ingress-feishu 9111, ingress-telegram LARKBOT_TELEGRAM_WEBHOOK_PORT) added here.
+    raw = yaml.safe_load(K8S_CONFIG.read_text(encoding="utf-8"))
+    assert (raw["feishu"]["mode"], raw["telegram"]["mode"]) == ("long_connection", "polling")
+
+
+def test_k8s_replicas_follow_what_each_service_allows() -> None:
+    deployments = k8s_objects("Deployment")
+    for name in INGRESSES:
+        spec = deployments[name]["spec"]
+        # One platform connection / poller: never two pods at once, not even during an update.
+        assert spec["replicas"] == 1, name
+        assert spec["strategy"] == {"type": "Recreate"}, name
+    for name in LEASED:
+        spec = deployments[name]["spec"]
+        assert spec["replicas"] == 2, name
+        assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0, name
+    # The autoscaler owns media's replica count; a `replicas` field would reset it on every apply.
+    assert "replicas" not in deployments["media"]["spec"]
+    (hpa,) = k8s_objects("HorizontalPodAutoscaler").values()
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "media"}
+    assert hpa["spec"]["minReplicas"] == 1 < hpa["spec"]["maxReplicas"]
+    (metric,) = hpa["spec"]["metrics"]
+    assert (metric["type"], metric["resource"]["name"]) == ("Resource", "cpu")
+    (container,) = deployments["media"]["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["requests"]["cpu"], "CPU utilization is relative to the request"
+
+
+def test_k8s_pods_run_locked_down_with_a_long_enough_grace_period(compose: dict[str, Any]) -> None:
+    # serve(): the service's stop (stop_timeout_s), background tasks (5 s), then the NATS drain.
+    stop_budget = inspect.signature(serve).parameters["stop_timeout_s"].default + 5
+    stop_budget += NatsSettings().drain_timeout_s
+    compose_grace = int(str(services_of(compose)["pipeline"]["stop_grace_period"]).rstrip("s"))
+    for name, spec in pod_specs().items():
+        security = spec["securityContext"]
+        assert security["runAsNonRoot"] is True, name
+        assert security["runAsUser"] == 10001, name  # the image's user
+        assert spec.get("automountServiceAccountToken") is False, name
+        (container,) = spec["containers"]
+        context = container["securityContext"]
+        assert context["readOnlyRootFilesystem"] is True, name
+        assert context["allowPrivilegeEscalation"] is False, name
+        assert context["capabilities"]["drop"] == ["ALL"], name
+        resources = container["resources"]
+        for kind in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(resources[kind]), f"{name}: {kind}"
+        # With a read-only root, every writable mount is an emptyDir (or a claim), never the host.
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        for mount in container["volumeMounts"]:
+            volume = volumes[mount["name"]]
+            if not mount.get("readOnly"):
+                assert "emptyDir" in volume or "persistentVolumeClaim" in volume, f"{name}: {mount}"
+        if name in SERVICES:
+            assert spec["terminationGracePeriodSeconds"] > stop_budget, name
+            assert spec["terminationGracePeriodSeconds"] >= compose_grace, name
+            mounted = {m["mountPath"] for m in container["volumeMounts"]}
+            assert {"/var/lib/larkbot", "/tmp"} <= mounted, name
+
+
+def test_k8s_manifests_carry_no_secret_value() -> None:
+    for file, docs in k8s_resources().items():
+        for doc in docs:
+            assert doc["kind"] != "Secret", file
+            if doc["kind"] not in ("Deployment", "Job"):
+                continue
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                for entry in container.get("env", []):
+                    secret_like = _SECRET_NAME.search(entry["name"]) or "DATABASE_URL" in entry["name"]
+                    assert not (secret_like and "value" in entry), f"{file}: {entry['name']} inline"
+                    ref = entry.get("valueFrom", {}).get("secretKeyRef")
+                    assert ref is None or ref["name"] == K8S_SECRET, file
+    raw = yaml.safe_load(K8S_CONFIG.read_text(encoding="utf-8"))
+    secrets = [
+        raw["nats"]["token"],
+        raw["feishu"]["app_secret"],
+        raw["telegram"]["bot_token"],
+        *(endpoint["api_key"] for endpoint in raw["llm"]["endpoints"].values()),
+        *(raw["services"][name]["database_url"] for name in LEASED),
+    ]
+    assert all(re.fullmatch(r"\$\{[A-Z_]+\}", s) for s in secrets), secrets
+
+
+def test_k8s_example_secret_holds_placeholders_for_every_variable() -> None:
+    (secret,) = yaml.safe_load_all(K8S_SECRET_EXAMPLE.read_text(encoding="utf-8"))
+    assert (secret["kind"], secret["metadata"]["name"]) == ("Secret", K8S_SECRET)
+    assert "data" not in secret, "base64 values hide what they are; use stringData"
+    values = k8s_example_secret()
+    raw = yaml.safe_load(K8S_CONFIG.read_text(encoding="utf-8"))
+    refs = [m for text in strings_in(raw) for m in _ENV_REF.finditer(text)]
+    required = {m.group(1) for m in refs if m.group(2) is None}
+    assert required <= set(values) <= {m.group(1) for m in refs}
+    assert {"NATS_URL", "PIPELINE_DATABASE_URL", "DRIVER_DATABASE_URL"} <= required  # external services
+    for key, value in values.items():
+        if _SECRET_NAME.search(key):
+            assert value == PLACEHOLDER, f"secret.example.yaml carries a value for {key}"
+        if key.endswith("_URL"):
+            host = re.sub(r"^[a-z+]+://(?:[^@/]*@)?", "", value).split("/")[0].split(":")[0]
+            assert host.endswith(("example.com", "example.svc.cluster.local")), f"{key}: {value}"
+        if key.endswith("DATABASE_URL"):
+            assert f":{PLACEHOLDER}@" in value, f"{key} carries a password"
+
+
+def test_k8s_config_passes_config_check() -> None:
+    env = k8s_example_secret()
+    config = load_config(K8S_CONFIG, env=env)
+    assert config.nats.url == env["NATS_URL"]
+    assert config.data_dir == "/var/lib/larkbot"
+    for name, port in SERVICES.items():
+        settings = config.services.for_service(name)
+        assert settings.http_host == "0.0.0.0", f"{name}: probes and scrapes come from outside the pod"
+        assert settings.http_port in (None, port), name
+    for name in LEASED:
+        url = config.services.for_service(name).database_url
+        assert url is not None, name
+        assert url.get_secret_value() == env[f"{name.upper()}_DATABASE_URL"]
+    # The compose configuration with the in-cluster addresses: same platforms, roles and chats.
+    compose_raw = yaml.safe_load(CONFIG_FILE.read_text(encoding="utf-8"))
+    k8s_raw = yaml.safe_load(K8S_CONFIG.read_text(encoding="utf-8"))
+    for key in ("data_dir", "maintainers", "feishu", "telegram", "llm", "chats"):
+        assert k8s_raw[key] == compose_raw[key], key
+
+
+def test_k8s_base_renders_with_kustomize() -> None:
+    """``kubectl kustomize`` (no cluster needed) when kubectl is on PATH; skipped otherwise."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not on PATH")
+    result = subprocess.run(
+        [kubectl, "kustomize", str(K8S_DIR)], capture_output=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    rendered = [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+    (config_map,) = [doc for doc in rendered if doc["kind"] == "ConfigMap"]
+    generated = config_map["metadata"]["name"]
+    assert generated.startswith(f"{K8S_CONFIG_MAP}-")  # hashed: a changed file rolls the pods
+    assert config_map["data"][Path(CONFIG_MOUNT).name] == K8S_CONFIG.read_text(encoding="utf-8")
+    pods = [doc for doc in rendered if doc["kind"] in ("Deployment", "Job")]
+    assert len(pods) == len(SERVICES) + 1
+    for doc in pods:
+        volumes = doc["spec"]["template"]["spec"]["volumes"]
+        assert {"name": generated} in [v.get("configMap") for v in volumes], doc["metadata"]["name"]
