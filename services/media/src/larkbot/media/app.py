@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from pathlib import Path
 
 import nats
 
@@ -41,9 +42,26 @@ log = logging.getLogger(__name__)
 
 
 def default_concurrency() -> int:
-    """Jobs in flight per worker: one per core, plus one so that a job waiting on the network leaves no
-    core idle."""
-    return (os.cpu_count() or 1) + 1
+    """Jobs in flight per worker: one per core it may use, plus one so that a job waiting on the network
+    leaves no core idle."""
+    return usable_cpus() + 1
+
+
+def usable_cpus(cgroup_cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """Cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota (a container's CPU
+    limit, e.g. Kubernetes ``limits.cpu``; rounded up). ``os.cpu_count`` reports the whole node."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        quota, period = cgroup_cpu_max.read_text(encoding="ascii").split()[:2]
+    except (OSError, ValueError):
+        return max(1, cores)
+    if quota == "max":
+        return max(1, cores)
+    try:
+        limit = -(-int(quota) // int(period))
+    except (ValueError, ZeroDivisionError):
+        return max(1, cores)
+    return max(1, min(cores, limit))
 
 
 class MediaService:
