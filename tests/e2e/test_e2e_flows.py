@@ -19,10 +19,11 @@ from tests.harness.world import World, until
 
 from larkbot.canonical.actions import ReactAction, SendMessageAction
 from larkbot.canonical.names import Platform
+from larkbot.ingress_feishu.fake.samples import payload
 
 from .conftest import FEISHU_CHATS, MEMBER, TELEGRAM_CHATS
 
-REPLY, SILENT, REACT, _IMAGE = FEISHU_CHATS
+REPLY, SILENT, REACT, _IMAGE, LONG = FEISHU_CHATS
 TG_REPLY, TG_SILENT, TG_REACT = TELEGRAM_CHATS
 
 
@@ -181,3 +182,34 @@ async def test_image_waits_for_media_and_its_alt_text_enters_the_context(
     assert len(image) == 1
     assert "<image" in image[0].xml
     assert not image[0].image_parts  # alt text replaces the thumbnail
+
+
+async def test_a_120_kb_feishu_text_mentioning_the_bot_gets_a_reply(e2e: tuple[World, BotScript]) -> None:
+    """Regression: a message larger than the probe window crashed the wake-up (IndexError) and the bot
+    never answered. It is clipped for the model, with a marker, and answered like any other."""
+    w, script = e2e
+    filler = "".join(f"line {i:05d}: the build log goes on and on\n" for i in range(3000))
+    text = f"@_user_1 #send toklong please read this {filler}so what broke?"
+    assert len(text.encode()) >= 120_000
+    envelope = feishu_text(LONG, 1, text, sender=MEMBER, create_time_ms=now_ms())
+    bot_mention = payload("message_text")["event"]["message"]["mentions"][0]
+    assert bot_mention["id"]["open_id"] == w.feishu.bot_open_id
+    envelope["event"]["message"]["mentions"] = [bot_mention]
+    await push(w, envelope)
+
+    await until(lambda: any(s.chat_id == LONG for s in w.feishu.sent.values()), "the reply to the long text")
+    sent = [s for s in w.feishu.sent.values() if s.chat_id == LONG]
+    assert len(sent) == 1
+    assert "toklong" in sent[0].content
+    probes, primaries = script.calls_mentioning("toklong")
+    assert (probes, primaries) == (1, 1)
+    primary = next(c for c in script.primaries if "toklong" in c.raw.decode())
+    raw = primary.raw.decode()
+    assert "<clipped omitted-chars=" in raw
+    assert "so what broke?" in raw  # the end of the message is kept
+    assert len(primary.raw) < 60_000  # the 120 KB did not reach the model whole
+    snap = await w.snapshot(Platform.FEISHU, LONG)
+    original = next(s for s in snap.segments if s.message_id == feishu_message_id(LONG, 1))
+    assert original.mentions_me
+    # The pipeline keeps the whole message; only the model's copy is clipped.
+    assert "line 02999" in original.xml

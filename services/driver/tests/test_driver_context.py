@@ -18,15 +18,15 @@ def _update(seq: int, base: int, *ops: AppendOp | ReplaceOp | ResetOp) -> Contex
 
 
 def test_updates_apply_in_sequence_and_gaps_are_detected() -> None:
-    ctx = apply_update(ChatContext(), _update(1, 0, AppendOp(segments=(segment(1), segment(2)))))
-    ctx = apply_update(ctx, _update(3, 1, ReplaceOp(segment=segment(1, text="edited"))))
+    ctx = apply_update(ChatContext(), _update(1, 0, AppendOp(segments=(segment(1), segment(2)))), 4000)
+    ctx = apply_update(ctx, _update(3, 1, ReplaceOp(segment=segment(1, text="edited"))), 4000)
     assert ctx.segments[0].xml.endswith(">edited</message>")
     assert ctx.seq == 3
     with pytest.raises(Gap):
-        apply_update(ctx, _update(5, 4, AppendOp(segments=(segment(3),))))
+        apply_update(ctx, _update(5, 4, AppendOp(segments=(segment(3),))), 4000)
     with pytest.raises(Gap):
-        apply_update(ctx, _update(4, 3, ReplaceOp(segment=segment(9))))
-    reset = apply_update(ctx, _update(4, 3, ResetOp(segments=(segment(2),))))
+        apply_update(ctx, _update(4, 3, ReplaceOp(segment=segment(9))), 4000)
+    reset = apply_update(ctx, _update(4, 3, ResetOp(segments=(segment(2),))), 4000)
     assert [s.segment_id for s in reset.segments] == ["om_2"]
 
 

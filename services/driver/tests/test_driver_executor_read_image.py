@@ -63,7 +63,7 @@ def executor(clients: ScriptedClients) -> ToolExecutor:
         segment(2).model_copy(update={"attachments": (PNG_FILE,)}),
         segment(3).model_copy(update={"is_deleted": True}),  # a deleted message shows no attachment
     )
-    return ToolExecutor(clients, ManualClock(T0), "feishu", "oc_chat", live)
+    return ToolExecutor(clients, ManualClock(T0), "feishu", "oc_chat", live, max_segment_tokens=4000)
 
 
 def call(name: str, n: int = 0, **args: Any) -> ToolRun:

@@ -87,3 +87,14 @@ def test_empty_context() -> None:
     window = select_window((), 0, 100, None)
     assert window.segments == ()
     assert window.start_id is None
+
+
+@pytest.mark.parametrize("others", [0, 3], ids=["alone", "after-others"])
+def test_newest_segment_larger_than_the_budget_is_kept_not_a_crash(others: int) -> None:
+    # Regression: a segment over the budget as the only unprocessed input raised IndexError.
+    segments = (*_chat(others), segment(others + 1, at_ms=T0 + 60_000, text="y" * 50_000, mentions_me=True))
+    window = select_window(segments, T0 + 30_000, 10 * SIZE, None)
+    assert _ids(window.tail) == [others + 1]
+    assert window.pinned == ()
+    assert window.omitted == 0
+    assert window.start_id == f"om_{others + 1}"

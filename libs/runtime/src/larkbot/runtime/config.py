@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.names import Platform
@@ -146,6 +154,9 @@ class ChatSettings(_Section):
     probe_timeout_s: float = Field(default=15.0, gt=0)
     max_context_est_tokens: int = Field(default=60000, gt=0)
     working_window_est_tokens: int = Field(default=30000, gt=0)
+    #: A segment (one message, event or runtime output) larger than this is clipped for the model: its
+    #: beginning and end are kept around a ``<clipped omitted-chars="N"/>`` marker.
+    max_segment_est_tokens: int = Field(default=4000, ge=200)
     max_tool_rounds: int = Field(default=2, ge=1)
     max_work_tool_calls: int = Field(default=4, ge=0)
     max_send_attempts: int = Field(default=3, ge=0)
@@ -164,6 +175,18 @@ class ChatSettings(_Section):
     maintainer_window_sec: int = Field(default=600, ge=0)
     shell_enabled: bool = False
     ban_spammer_enabled: bool = False
+
+    @model_validator(mode="after")
+    def _segment_fits_windows(self) -> ChatSettings:
+        # A clipped segment must fit half of every window it is shown in: the probe window keeps its
+        # newest half-budget, and the working window must hold more than one message.
+        limit = min(self.probe_context_est_tokens, self.working_window_est_tokens) // 2
+        if self.max_segment_est_tokens > limit:
+            raise ValueError(
+                f"max_segment_est_tokens ({self.max_segment_est_tokens}) must be at most half of "
+                f"probe_context_est_tokens and of working_window_est_tokens ({limit})"
+            )
+        return self
 
 
 class LarkbotConfig(_Section):

@@ -58,6 +58,11 @@ WAKE_FAILURES = Counter(
     "Failed wake-ups by class (transient_retried, transient_exhausted, superseded, permanent)",
     ["outcome"],
 )
+WAKE_CRASHES = Counter(
+    "larkbot_driver_wake_crashes_total",
+    "Wake-ups that ended in an unexpected exception (a bug; alert on any), by exception type",
+    ["exception"],
+)
 CHATS = Gauge("larkbot_driver_chats", "Chats this replica drives (the configured chats of its partitions)")
 PARTITIONS = Gauge("larkbot_driver_partitions", "Context partitions this replica holds the lease of")
 HANDOVERS = Counter(

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from larkbot.runtime.config import ChatSettings
+from larkbot.runtime.logs import log_context
 
 from .. import metrics
 from ..core import scheduler
@@ -41,7 +43,8 @@ class WakeFailed(Exception):
         self.activation = activation
 
 
-RunWake = Callable[["ChatState", scheduler.Wake, int], Awaitable[None]]
+#: ``(chat, wake, wake_id, input_until_ms)``.
+RunWake = Callable[["ChatState", scheduler.Wake, str, int], Awaitable[None]]
 
 
 class ChatState:
@@ -130,17 +133,22 @@ class ChatState:
             # those inputs with it whatever its kind (a resume wake-up's own bound is 0).
             self.schedule = scheduler.begin(self.schedule, replace(action, input_until_ms=input_until))
             self.wakeups += 1
-            try:
-                await run_wake(self, action, input_until)
-            except WakeFailed as exc:
-                await self._failed(exc, action, input_until, repo)
-            except Exception:
-                log.exception("wake-up crashed; the context is latched until new input")
-                metrics.TURNS.labels("failed").inc()
-                crashed = WakeFailed("crashed", transient=False, activation=None)
-                await self._failed(crashed, action, input_until, repo)
-            else:
-                self.schedule = scheduler.succeeded(self.schedule)
+            wake_id = uuid.uuid4().hex[:16]
+            # Every line logged for this wake-up, its failure included, carries the chat and wake id.
+            with log_context(chat=self.key, wake=wake_id):
+                try:
+                    await run_wake(self, action, wake_id, input_until)
+                except WakeFailed as exc:
+                    await self._failed(exc, action, input_until, repo)
+                except Exception as exc:
+                    # A bug, not a provider or platform failure: counted where an alert can see it.
+                    log.exception("wake-up crashed; the context is latched until new input")
+                    metrics.WAKE_CRASHES.labels(type(exc).__name__[:64]).inc()
+                    metrics.TURNS.labels("failed").inc()
+                    crashed = WakeFailed("crashed", transient=False, activation=None)
+                    await self._failed(crashed, action, input_until, repo)
+                else:
+                    self.schedule = scheduler.succeeded(self.schedule)
 
     async def _failed(
         self, exc: WakeFailed, wake: scheduler.Wake, input_until: int, repo: DriverRepository

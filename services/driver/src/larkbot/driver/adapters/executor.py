@@ -26,6 +26,8 @@ from larkbot.canonical.names import Platform
 from larkbot.runtime.bus import BusUnavailable
 
 from ..core import tools
+from ..core.clip import clip_xml
+from ..core.estimate import CHARS_PER_TOKEN
 from ..core.ids import alias_table, mentioned_uids
 from ..core.turn import UNKNOWN_DELIVERY, ToolDone, ToolRun
 from .clients import ACTION_ATTEMPTS, BusClients
@@ -52,9 +54,11 @@ class ToolExecutor:
         segments: tuple[Segment, ...],
         *,
         action_attempts: int = ACTION_ATTEMPTS,
+        max_segment_tokens: int,
     ) -> None:
         self.clients = clients
         self.action_attempts = action_attempts
+        self.max_segment_tokens = max_segment_tokens
         self.clock = clock
         self.platform = Platform(platform)
         self.chat_id = chat_id
@@ -139,7 +143,8 @@ class ToolExecutor:
         self._remember(found.found)
         parts: list[UserPart] = []
         for item in found.found:
-            parts.append(TextPart(text=item.xml))
+            # Old messages are clipped like live ones: a looked-up message must not overflow the turn.
+            parts.append(TextPart(text=clip_xml(item.xml, self.max_segment_tokens * CHARS_PER_TOKEN)))
             parts.extend(item.image_parts)
         if found.missing:
             parts.append(TextPart(text="not found: " + ", ".join(found.missing)))

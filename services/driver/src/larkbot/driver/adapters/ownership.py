@@ -206,7 +206,8 @@ class ChatHost:
     async def _take_over(self, held: _Partition) -> None:
         for state in held.chats:
             with log_context(chat=state.key):
-                self.adopt(state, from_snapshot(await self._snapshot(state)))
+                snapshot = await self._snapshot(state)
+                self.adopt(state, from_snapshot(snapshot, state.settings.max_segment_est_tokens))
             held.loops.append(self.spawn(state.loop(self.runner.run, self.repo), f"chat-{state.key}"))
         held.ready = True
         await self.notify()
@@ -251,11 +252,12 @@ class ChatHost:
                 metrics.CONTEXT_UPDATES.labels("stale").inc()
                 return
             try:
-                context = apply_update(state.context, update)
+                context = apply_update(state.context, update, state.settings.max_segment_est_tokens)
                 metrics.CONTEXT_UPDATES.labels("applied").inc()
             except Gap as gap:
                 log.info("context gap (%s); fetching a snapshot", gap)
-                context = from_snapshot(await self.clients.snapshot(platform, update.chat_id))
+                snapshot = await self.clients.snapshot(platform, update.chat_id)
+                context = from_snapshot(snapshot, state.settings.max_segment_est_tokens)
                 metrics.CONTEXT_UPDATES.labels("gap").inc()
             self.adopt(state, context)
         await self.notify()

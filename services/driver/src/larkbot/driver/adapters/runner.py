@@ -20,7 +20,6 @@ from larkbot.canonical.llm import (
     LLMResponse,
 )
 from larkbot.runtime.config import LlmSettings
-from larkbot.runtime.logs import log_context
 
 from .. import metrics
 from ..core import prompt
@@ -74,15 +73,14 @@ class WakeRunner:
         self.utc_offset_min = utc_offset_min
         self.typing = TypingIndicators(clients)
 
-    async def run(self, chat: ChatState, wake: Wake, input_until_ms: int) -> None:
-        wake_id = uuid.uuid4().hex[:16]
-        with log_context(chat=chat.key, wake=wake_id):
-            try:
-                await self._run(chat, wake, wake_id, input_until_ms)
-            except StepConflict as exc:
-                # Another replica drives the chat (a lease that lapsed during a slow step); it owns the
-                # step and the input now. Nothing is marked processed here.
-                log.error("stopping the wake-up: %s", exc)
+    async def run(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> None:
+        """One wake-up; the caller binds the chat and ``wake_id`` to the log context."""
+        try:
+            await self._run(chat, wake, wake_id, input_until_ms)
+        except StepConflict as exc:
+            # Another replica drives the chat (a lease that lapsed during a slow step); it owns the
+            # step and the input now. Nothing is marked processed here.
+            log.error("stopping the wake-up: %s", exc)
 
     async def _run(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> None:
         segments = chat.context.segments
@@ -307,6 +305,7 @@ class WakeRunner:
             chat.chat_id,
             segments,
             action_attempts=chat.settings.action_attempts,
+            max_segment_tokens=chat.settings.max_segment_est_tokens,
         )
         gen = primary_turn(plan)
         command = next(gen)

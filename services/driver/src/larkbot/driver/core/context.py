@@ -2,6 +2,7 @@
 
 An update applies only on top of the sequence it was built on (``base_seq``); anything else is a gap and
 the caller asks ``pipeline.snapshot`` for a full copy. A ``ReplaceOp`` of an unknown segment is a gap too.
+Segments too large for the model are clipped as they enter the copy (``core.clip``).
 
 *External input* is what may wake the bot: message and runtime nodes from someone other than the bot.
 The bot's own messages and self-sent echoes never wake it; system events (reactions, joins, renames)
@@ -13,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from larkbot.canonical.context import AppendOp, ContextSnapshot, ContextUpdate, ReplaceOp, ResetOp, Segment
+
+from .clip import clip_segment
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +30,12 @@ class Gap(Exception):
     """The update does not apply to what we hold; fetch a snapshot."""
 
 
-def from_snapshot(snapshot: ContextSnapshot) -> ChatContext:
+def from_snapshot(snapshot: ContextSnapshot, max_segment_tokens: int) -> ChatContext:
     return ChatContext(
-        seq=snapshot.seq, cursor=snapshot.cursor, title=snapshot.title, segments=snapshot.segments
+        seq=snapshot.seq,
+        cursor=snapshot.cursor,
+        title=snapshot.title,
+        segments=tuple(clip_segment(s, max_segment_tokens) for s in snapshot.segments),
     )
 
 
@@ -38,21 +44,22 @@ def is_stale(ctx: ChatContext, update: ContextUpdate) -> bool:
     return update.seq <= ctx.seq
 
 
-def apply_update(ctx: ChatContext, update: ContextUpdate) -> ChatContext:
-    """Apply ``update`` (raises :class:`Gap` when it does not follow ``ctx``)."""
+def apply_update(ctx: ChatContext, update: ContextUpdate, max_segment_tokens: int) -> ChatContext:
+    """Apply ``update`` (raises :class:`Gap` when it does not follow ``ctx``); new segments are clipped to
+    ``max_segment_tokens`` (``core.clip``)."""
     if update.base_seq != ctx.seq:
         raise Gap(f"update {update.seq} is based on {update.base_seq}, we hold {ctx.seq}")
     segments = list(ctx.segments)
     for op in update.ops:
         if isinstance(op, AppendOp):
-            segments.extend(op.segments)
+            segments.extend(clip_segment(s, max_segment_tokens) for s in op.segments)
         elif isinstance(op, ReplaceOp):
             index = next((i for i, s in enumerate(segments) if s.segment_id == op.segment.segment_id), None)
             if index is None:
                 raise Gap(f"replace of unknown segment in update {update.seq}")
-            segments[index] = op.segment
+            segments[index] = clip_segment(op.segment, max_segment_tokens)
         elif isinstance(op, ResetOp):
-            segments = list(op.segments)
+            segments = [clip_segment(s, max_segment_tokens) for s in op.segments]
     title = update.title if update.title is not None else ctx.title
     return replace(ctx, seq=update.seq, cursor=update.cursor, title=title, segments=tuple(segments))
 

@@ -80,7 +80,9 @@ def select_window(
     if sticky is not None and sticky > mandatory and size(sticky) <= budget_tokens:
         start = sticky
     else:
-        start = _half_budget_start(suffix, mandatory + 1, budget_tokens)
+        # The newest segment is always shown, even when it alone exceeds the budget (it is clipped as it
+        # enters the driver's context, ``core.clip``, so that happens only with a budget below the cap).
+        start = _half_budget_start(suffix, min(mandatory + 1, len(segments) - 1), budget_tokens)
     pinned = pinned_before(start)
     omitted = start - mandatory - len(pinned)
     return Window(pinned, omitted, segments[start:], segments[start].segment_id)
