@@ -225,11 +225,12 @@ class LLMResponse(WireModel):
 class LLMError(WireModel):
     """A failed call. ``category``: ``transient`` (timeouts, connection errors, 408/409/425/429/5xx —
     retry), ``deadline`` (the request's deadline passed), ``invalid_request`` / ``permanent`` (do not
-    retry the same input), ``config`` (unknown endpoint, missing key). ``message`` is redacted."""
+    retry the same input), ``context_length`` (the request exceeds the model's context window: shorten
+    it, then retry), ``config`` (unknown endpoint, missing key). ``message`` is redacted."""
 
     kind: Literal["error"] = "error"
     request_id: Id
-    category: Literal["transient", "permanent", "deadline", "invalid_request", "config"]
+    category: Literal["transient", "permanent", "deadline", "invalid_request", "context_length", "config"]
     message: str
     status: int | None = None
     retry_after_s: Annotated[float, Field(ge=0)] | None = None

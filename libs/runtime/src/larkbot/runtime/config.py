@@ -122,6 +122,10 @@ class LlmEndpoint(_Section):
     reasoning_replay_turns: int = Field(default=3, ge=0)
     #: Used when a request names no limit (anthropic-messages requires one).
     default_max_output_tokens: int = Field(default=4096, ge=1)
+    #: The model's context window in its own tokens (input + output). When set, the driver never sends a
+    #: request whose calibrated estimate plus ``default_max_output_tokens`` exceeds it: it compacts or
+    #: trims first.
+    context_window_tokens: int | None = Field(default=None, gt=0)
     #: Merged into every request body (e.g. a thinking budget or reasoning effort).
     extra_body: dict[str, Any] = {}
     fake: bool = False
@@ -152,8 +156,16 @@ class ChatSettings(_Section):
     probe_enabled: bool = True
     probe_context_est_tokens: int = Field(default=20000, gt=0)
     probe_timeout_s: float = Field(default=15.0, gt=0)
+    #: Compaction (SPEC §4.5): when the history after the cursor (rendered context + turn responses)
+    #: exceeds ``max_context_est_tokens``, its oldest part is summarized down to
+    #: ``working_window_est_tokens``; the summary is capped at ``summary_max_est_tokens``.
     max_context_est_tokens: int = Field(default=60000, gt=0)
     working_window_est_tokens: int = Field(default=30000, gt=0)
+    summary_max_est_tokens: int = Field(default=3000, ge=100)
+    compaction_enabled: bool = True
+    #: A failed compaction waits this long before the next attempt, doubling up to the maximum.
+    compaction_retry_initial_s: float = Field(default=300.0, gt=0)
+    compaction_retry_max_s: float = Field(default=3600.0, gt=0)
     #: A segment (one message, event or runtime output) larger than this is clipped for the model: its
     #: beginning and end are kept around a ``<clipped omitted-chars="N"/>`` marker.
     max_segment_est_tokens: int = Field(default=4000, ge=200)
@@ -175,6 +187,17 @@ class ChatSettings(_Section):
     maintainer_window_sec: int = Field(default=600, ge=0)
     shell_enabled: bool = False
     ban_spammer_enabled: bool = False
+
+    @model_validator(mode="after")
+    def _windows_consistent(self) -> ChatSettings:
+        if self.working_window_est_tokens >= self.max_context_est_tokens:
+            raise ValueError(
+                f"working_window_est_tokens ({self.working_window_est_tokens}) must be below "
+                f"max_context_est_tokens ({self.max_context_est_tokens})"
+            )
+        if self.compaction_retry_max_s < self.compaction_retry_initial_s:
+            raise ValueError("compaction_retry_max_s must be at least compaction_retry_initial_s")
+        return self
 
     @model_validator(mode="after")
     def _segment_fits_windows(self) -> ChatSettings:

@@ -63,6 +63,42 @@ WAKE_CRASHES = Counter(
     "Wake-ups that ended in an unexpected exception (a bug; alert on any), by exception type",
     ["exception"],
 )
+COMPACTIONS = Counter(
+    "larkbot_driver_compactions_total",
+    "Compactions by outcome (ok, failed, backing_off: a request needed one during the back-off, "
+    "nothing_to_summarize)",
+    ["outcome"],
+)
+SUMMARY_TOKENS = Histogram(
+    "larkbot_driver_compaction_summary_tokens",
+    "Output tokens of each stored summary",
+    buckets=(100, 250, 500, 1000, 2000, 4000, 8000),
+)
+COMPACTION_SECONDS = Histogram(
+    "larkbot_driver_compaction_seconds",
+    "Wall time of a successful compaction (plan, model call, store)",
+    buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120),
+)
+CURSOR_LAG_EVENTS = Histogram(
+    "larkbot_driver_cursor_lag_events",
+    "Segments after the compaction cursor, observed at each compaction check",
+    buckets=(10, 50, 100, 250, 500, 1000, 2500, 5000, 10000),
+)
+CURSOR_LAG_TOKENS = Histogram(
+    "larkbot_driver_cursor_lag_est_tokens",
+    "Estimated tokens of the history after the cursor (RC + TR), observed at each compaction check",
+    buckets=(1000, 5000, 10000, 20000, 40000, 60000, 100000, 200000),
+)
+REQUESTS_TRIMMED = Counter(
+    "larkbot_driver_requests_trimmed_total",
+    "Primary requests sent with a trimmed history (it did not fit and could not be compacted)",
+)
+CONTEXT_LENGTH = Counter(
+    "larkbot_driver_context_length_errors_total",
+    "Primary requests refused as too long, by source (provider: the model said so; preflight: the "
+    "estimate exceeded the configured window and the request was not sent)",
+    ["source"],
+)
 CHATS = Gauge("larkbot_driver_chats", "Chats this replica drives (the configured chats of its partitions)")
 PARTITIONS = Gauge("larkbot_driver_partitions", "Context partitions this replica holds the lease of")
 HANDOVERS = Counter(

@@ -15,11 +15,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
+from larkbot.canonical.context import Segment
 from larkbot.runtime.config import ChatSettings
 from larkbot.runtime.logs import log_context
 
 from .. import metrics
 from ..core import scheduler
+from ..core.compaction import Summary
 from ..core.context import ChatContext, latest_external_ms, new_external
 from ..core.records import Activation
 from .clock import Clock
@@ -32,6 +34,17 @@ log = logging.getLogger(__name__)
 class Persona:
     name: str
     texts: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class CompactionState:
+    """The chat's compaction controller state (``adapters.compactor``): the compaction in progress and
+    the back-off after failures."""
+
+    task: asyncio.Task[bool] | None = None
+    retry_at_ms: int = 0
+    delay_s: float = 0.0
+    failures: int = 0
 
 
 class WakeFailed(Exception):
@@ -71,15 +84,23 @@ class ChatState:
         self.stopping = False
         #: Wake-ups this replica ran for the chat since it took the chat over.
         self.wakeups = 0
-        #: Failed attempts at redoing the chat's pending step (see ``WakeRunner._recover``).
+        #: Failed attempts at redoing the chat's pending step (``core.wake``).
         self.recovery_failures = 0
+        #: The newest compaction summary (loaded at take-over, replaced by each compaction).
+        self.summary: Summary | None = None
+        #: The sticky start of a trimmed history (``prompt.select_history``); cleared by a compaction.
+        self.trim_from_ms: int | None = None
+        #: When the wake-up in progress started (compaction keeps what it may still store).
+        self.running_since_ms: int | None = None
+        self.compaction = CompactionState()
         self._cond = asyncio.Condition()
         self._idle_at: int | None = None
 
     # -- inputs ---------------------------------------------------------------------------------------
-    def load(self, marks: ChatMarks | None, chain_open: bool) -> None:
+    def load(self, marks: ChatMarks | None, chain_open: bool, summary: Summary | None = None) -> None:
         if marks is not None:
             self.marks = marks
+        self.summary = summary
         self.schedule = replace(self.schedule, resume=chain_open)
         self._changed()
 
@@ -91,6 +112,16 @@ class ChatState:
         self.context = context
         self._changed()
 
+    def adopt(self, context: ChatContext) -> None:
+        """Move the copy forward to ``context``; an older copy (a snapshot that lost the race with a newer
+        one taken on a gap) is ignored."""
+        if context.seq > self.context.seq:
+            self.set_context(context)
+
+    def adopt_summary(self, summary: Summary) -> None:
+        self.summary = summary
+        self.trim_from_ms = None
+
     def typing(self, at_ms: int) -> None:
         self.schedule = scheduler.on_typing(self.schedule, at_ms)
         self._changed()
@@ -99,6 +130,14 @@ class ChatState:
         self.changed.set()
 
     # -- reads ----------------------------------------------------------------------------------------
+    def shown_segments(self) -> tuple[Segment, ...]:
+        """The context after the summary's cursor (the pipeline's copy may lag behind a new summary)."""
+        segments = self.context.segments
+        if self.summary is None or self.context.cursor >= self.summary.cursor:
+            return segments
+        cursor = self.summary.cursor
+        return tuple(s for s in segments if s.event_seq > cursor)
+
     def latest_external_ms(self) -> int:
         return latest_external_ms(self.context.segments)
 
@@ -133,6 +172,7 @@ class ChatState:
             # those inputs with it whatever its kind (a resume wake-up's own bound is 0).
             self.schedule = scheduler.begin(self.schedule, replace(action, input_until_ms=input_until))
             self.wakeups += 1
+            self.running_since_ms = now
             wake_id = uuid.uuid4().hex[:16]
             # Every line logged for this wake-up, its failure included, carries the chat and wake id.
             with log_context(chat=self.key, wake=wake_id):
@@ -149,6 +189,8 @@ class ChatState:
                     await self._failed(crashed, action, input_until, repo)
                 else:
                     self.schedule = scheduler.succeeded(self.schedule)
+                finally:
+                    self.running_since_ms = None
 
     async def _failed(
         self, exc: WakeFailed, wake: scheduler.Wake, input_until: int, repo: DriverRepository

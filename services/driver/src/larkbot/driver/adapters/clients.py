@@ -13,7 +13,13 @@ import nats
 
 from larkbot.canonical.actions import ActionRequest, ActionResult, TypingAction
 from larkbot.canonical.codec import decode
-from larkbot.canonical.context import ContextSnapshot, HistoryRequest, HistoryResponse, SnapshotRequest
+from larkbot.canonical.context import (
+    ContextSnapshot,
+    CursorMove,
+    HistoryRequest,
+    HistoryResponse,
+    SnapshotRequest,
+)
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.llm import LLM_REPLY_ADAPTER, LLMError, LLMReply, LLMRequest
 from larkbot.canonical.media import ReadImageRequest, ReadImageResponse
@@ -21,6 +27,7 @@ from larkbot.canonical.names import (
     KV_IDENTITY,
     SUBJECT_LLM_GENERATE,
     SUBJECT_MEDIA_READ_IMAGE,
+    SUBJECT_PIPELINE_CURSOR,
     SUBJECT_PIPELINE_HISTORY,
     SUBJECT_PIPELINE_SNAPSHOT,
     Platform,
@@ -91,6 +98,12 @@ class BusClients:
         request = SnapshotRequest(platform=Platform(platform), chat_id=chat_id)
         return await self.bus.request(
             SUBJECT_PIPELINE_SNAPSHOT, request, ContextSnapshot, timeout_s=self.lookup_timeout_s
+        )
+
+    async def move_cursor(self, move: CursorMove) -> ContextSnapshot:
+        """Ask the pipeline to re-render the chat from ``move.cursor``; the answer is the new context."""
+        return await self.bus.request(
+            SUBJECT_PIPELINE_CURSOR, move, ContextSnapshot, timeout_s=self.lookup_timeout_s
         )
 
     async def history(self, request: HistoryRequest) -> HistoryResponse:

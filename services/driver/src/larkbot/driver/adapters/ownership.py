@@ -49,7 +49,7 @@ from larkbot.runtime.consume import Delivery, PullConsumer
 from larkbot.runtime.logs import log_context
 
 from .. import metrics
-from ..core.context import ChatContext, Gap, apply_update, from_snapshot, is_stale
+from ..core.context import Gap, apply_update, from_snapshot, is_stale
 from .chatstate import ChatState, Persona
 from .clients import BusClients
 from .clock import Clock
@@ -200,14 +200,15 @@ class ChatHost:
         state = ChatState(platform, chat_id, settings, persona, self.clock)
         latest = await self.repo.latest_turn(platform, chat_id)
         resume = latest is not None and (latest.requires_follow_up or latest.pending)
-        state.load(await self.repo.marks(platform, chat_id), resume)
+        marks = await self.repo.marks(platform, chat_id)
+        state.load(marks, resume, await self.repo.latest_summary(platform, chat_id))
         return state
 
     async def _take_over(self, held: _Partition) -> None:
         for state in held.chats:
             with log_context(chat=state.key):
                 snapshot = await self._snapshot(state)
-                self.adopt(state, from_snapshot(snapshot, state.settings.max_segment_est_tokens))
+                state.adopt(from_snapshot(snapshot, state.settings.max_segment_est_tokens))
             held.loops.append(self.spawn(state.loop(self.runner.run, self.repo), f"chat-{state.key}"))
         held.ready = True
         await self.notify()
@@ -227,13 +228,6 @@ class ChatHost:
                 continue
             metrics.TAKEOVER_SNAPSHOTS.labels("ok").inc()
             return snapshot
-
-    @staticmethod
-    def adopt(state: ChatState, context: ChatContext) -> None:
-        """Move the chat's copy forward to ``context``; an older copy (a snapshot that lost the race with
-        a newer one taken on a gap) is ignored."""
-        if context.seq > state.context.seq:
-            state.set_context(context)
 
     # -- context updates ------------------------------------------------------------------------------
     async def on_context(self, delivery: Delivery) -> None:
@@ -259,5 +253,5 @@ class ChatHost:
                 snapshot = await self.clients.snapshot(platform, update.chat_id)
                 context = from_snapshot(snapshot, state.settings.max_segment_est_tokens)
                 metrics.CONTEXT_UPDATES.labels("gap").inc()
-            self.adopt(state, context)
+            state.adopt(context)
         await self.notify()

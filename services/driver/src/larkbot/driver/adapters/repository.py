@@ -18,8 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.llm import Message, Usage
 
+from ..core.compaction import Summary
 from ..core.records import ProbeRecord, TurnRecord
-from .tables import chats, probe_responses, turn_responses
+from .tables import chats, compactions, probe_responses, turn_responses
 
 _ENTRIES: TypeAdapter[tuple[Message, ...]] = TypeAdapter(tuple[Message, ...])
 
@@ -94,24 +95,27 @@ class DriverRepository:
                 "was already written by another writer"
             )
 
-    async def turns(
-        self, platform: str, chat_id: str, *, since_ms: int = 0, limit: int = 1000
-    ) -> tuple[TurnRecord, ...]:
-        """The newest ``limit`` turn responses requested at or after ``since_ms``, oldest first."""
+    async def turns(self, platform: str, chat_id: str, *, since_ms: int = 0) -> tuple[TurnRecord, ...]:
+        """Every turn response requested at or after ``since_ms`` (the summary's turn boundary), in
+        storage order. No count limit: compaction keeps what lies after the boundary within the window."""
         t = turn_responses
         stmt = (
             select(t)
             .where(t.c.platform == platform, t.c.chat_id == chat_id, t.c.requested_at_ms >= since_ms)
-            .order_by(t.c.id.desc())
-            .limit(limit)
+            .order_by(t.c.id)
         )
         async with self._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
-        return tuple(_turn(row) for row in reversed(rows))
+        return tuple(_turn(row) for row in rows)
 
     async def latest_turn(self, platform: str, chat_id: str) -> TurnRecord | None:
-        found = await self.turns(platform, chat_id, limit=1)
-        return found[0] if found else None
+        t = turn_responses
+        stmt = (
+            select(t).where(t.c.platform == platform, t.c.chat_id == chat_id).order_by(t.c.id.desc()).limit(1)
+        )
+        async with self._tx() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        return _turn(row) if row is not None else None
 
     async def chain(self, platform: str, chat_id: str, chain_id: str) -> tuple[TurnRecord, ...]:
         t = turn_responses
@@ -152,6 +156,44 @@ class DriverRepository:
         async with self._tx() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         return tuple(_probe(row) for row in rows)
+
+    async def add_summary(self, summary: Summary) -> None:
+        row: dict[str, Any] = {
+            "platform": summary.platform,
+            "chat_id": summary.chat_id,
+            "cursor": summary.cursor,
+            "turns_from_ms": summary.turns_from_ms,
+            "summary": summary.text,
+            "created_at_ms": summary.created_at_ms,
+            "model_identity": summary.model_identity,
+            "input_tokens": summary.usage.input_tokens,
+            "output_tokens": summary.usage.output_tokens,
+            "cache_read_tokens": summary.usage.cache_read_tokens,
+            "cache_write_tokens": summary.usage.cache_write_tokens,
+            "segments": summary.segments,
+            "turns": summary.turns,
+            "tokens_before": summary.tokens_before,
+            "tokens_after": summary.tokens_after,
+        }
+        async with self._tx() as conn:
+            await conn.execute(compactions.insert().values(**row))
+
+    async def summaries(
+        self, platform: str, chat_id: str, *, latest_only: bool = False
+    ) -> tuple[Summary, ...]:
+        """The chat's summaries, oldest first (only the newest with ``latest_only``)."""
+        c = compactions
+        where = (c.c.platform == platform, c.c.chat_id == chat_id)
+        stmt = select(c).where(*where).order_by(c.c.id.desc() if latest_only else c.c.id)
+        if latest_only:
+            stmt = stmt.limit(1)
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return tuple(_summary(row) for row in rows)
+
+    async def latest_summary(self, platform: str, chat_id: str) -> Summary | None:
+        found = await self.summaries(platform, chat_id, latest_only=True)
+        return found[0] if found else None
 
     async def marks(self, platform: str, chat_id: str) -> ChatMarks | None:
         stmt = select(chats.c.processed_until_ms, chats.c.last_action_ms).where(
@@ -228,4 +270,26 @@ def _probe(row: Any) -> ProbeRecord:
         usage=usage,
         window_start=row["window_start"],
         omitted=row["omitted"],
+    )
+
+
+def _summary(row: Any) -> Summary:
+    return Summary(
+        platform=row["platform"],
+        chat_id=row["chat_id"],
+        cursor=int(row["cursor"]),
+        turns_from_ms=int(row["turns_from_ms"]),
+        text=row["summary"],
+        created_at_ms=int(row["created_at_ms"]),
+        model_identity=row["model_identity"],
+        usage=Usage(
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            cache_read_tokens=row["cache_read_tokens"],
+            cache_write_tokens=row["cache_write_tokens"],
+        ),
+        segments=row["segments"],
+        turns=row["turns"],
+        tokens_before=int(row["tokens_before"]),
+        tokens_after=int(row["tokens_after"]),
     )

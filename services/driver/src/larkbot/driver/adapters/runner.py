@@ -1,9 +1,10 @@
-"""Runs one wake-up of a chat: probe (unless continuing a chain or reusing an activation), then the
-primary turn, driving the sans-I/O generator with real model calls, tool executions and persistence.
+"""Runs one wake-up of a chat: the ``core.wake`` flow, driven by the interpreter against the real ports —
+the LLM gateway, the tool executor, the repository, the compactor and the chat's state.
 
-Failures leave through :class:`WakeFailed` only, classified once here: ``transient`` (gateway
-``transient`` errors, an unanswered bus request before the turn deadline) or permanent (everything else,
-including a model call cut by the turn deadline). The chat loop turns them into retries or the latch.
+Failures leave through :class:`WakeFailed` only, classified in the flow: ``transient`` (gateway
+``transient`` errors, an unanswered bus request before the turn deadline, a step left pending by a failure)
+or permanent (everything else, including a model call cut by the turn deadline). The chat loop turns them
+into retries or the latch. After every wake-up the chat is handed to the compactor.
 """
 
 from __future__ import annotations
@@ -14,38 +15,36 @@ import time
 import uuid
 from typing import Literal
 
-from larkbot.canonical.llm import (
-    LLMError,
-    LLMRequest,
-    LLMResponse,
-)
+from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse
 from larkbot.runtime.config import LlmSettings
 
 from .. import metrics
-from ..core import prompt
 from ..core.budget import TurnBudget
-from ..core.participation import bot_loop_brake, participation
-from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC, read_verdict
-from ..core.records import Activation, ChainUsage, ProbeRecord, TurnRecord, open_chain
+from ..core.estimate import request_tokens
+from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC
+from ..core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
+from ..core.records import TurnRecord
 from ..core.scheduler import Wake
-from ..core.turn import (
-    Ack,
-    CheckInterrupt,
-    Feedback,
-    ModelAnswer,
-    ModelCall,
-    Persist,
-    TurnPlan,
-    TurnResult,
-    primary_turn,
+from ..core.wake import (
+    ChatView,
+    Note,
+    ProbeCall,
+    Remember,
+    StoreProbe,
+    WakeFailure,
+    WakeInput,
+    WakeSettings,
+    wake_up,
 )
-from ..core.window import select_window
 from .accounting import count_record, count_usage
 from .chatstate import ChatState, WakeFailed
 from .clients import BusClients
 from .clock import Clock
+from .compactor import Compactor
 from .executor import ToolExecutor
+from .interpreter import interpret
 from .repository import DriverRepository, StepConflict
+from .sizing import Sizing
 from .typing_indicator import TypingIndicators
 
 log = logging.getLogger(__name__)
@@ -53,296 +52,149 @@ log = logging.getLogger(__name__)
 #: Turn responses whose reasoning is replayed (the open chain's always is) when the primary endpoint is
 #: not configured here; otherwise its ``reasoning_replay_turns`` (the gateway applies the same rule).
 REASONING_REPLAY_TURNS = 3
-#: A pending step older than this is closed unredone ("delivery unknown") instead of being redone.
-RECOVER_MAX_AGE_MS = 10 * 60 * 1000
-#: Failed attempts at redoing a pending step (each a transient wake-up failure) before it is closed unredone.
-RECOVER_ATTEMPTS = 3
 
 
 class WakeRunner:
     def __init__(
-        self, clients: BusClients, repo: DriverRepository, clock: Clock, llm: LlmSettings, utc_offset_min: int
+        self,
+        clients: BusClients,
+        repo: DriverRepository,
+        clock: Clock,
+        llm: LlmSettings,
+        utc_offset_min: int,
+        sizing: Sizing | None = None,
     ) -> None:
         self.clients = clients
         self.repo = repo
         self.clock = clock
-        self.probe_endpoint = llm.probe or "probe"
-        self.primary_endpoint = llm.primary or "primary"
-        endpoint = llm.endpoints.get(self.primary_endpoint)
+        self.sizing = sizing or Sizing(llm)
+        endpoint = llm.endpoints.get(self.sizing.primary_endpoint)
         self.reasoning_replay = endpoint.reasoning_replay_turns if endpoint else REASONING_REPLAY_TURNS
         self.utc_offset_min = utc_offset_min
         self.typing = TypingIndicators(clients)
+        self.compactor = Compactor(clients, repo, clock, self.sizing, utc_offset_min)
+
+    def inputs(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> WakeInput:
+        settings = chat.settings
+        persona = chat.persona
+        limits = self.sizing.limits(settings, persona.name, chat.platform, persona.texts)
+        return WakeInput(
+            platform=chat.platform,
+            chat_id=chat.chat_id,
+            wake_id=wake_id,
+            wake=wake,
+            input_until_ms=input_until_ms,
+            persona_name=persona.name,
+            persona_texts=persona.texts,
+            utc_offset_min=chat.utc_offset_min(self.utc_offset_min),
+            settings=WakeSettings(
+                probe_enabled=settings.probe_enabled,
+                bot_exchange_cap=settings.bot_exchange_cap,
+                budget=TurnBudget.of(settings),
+                probe_budget_tokens=limits.probe_budget,
+                probe_summary_max_tokens=settings.probe_summary_max_est_tokens,
+                probe_timeout_ms=round(settings.probe_timeout_s * 1000),
+                request_limit_tokens=limits.request_limit,
+                trim_budget_tokens=limits.target,
+                reasoning_replay=self.reasoning_replay,
+            ),
+            new_chain_id=uuid.uuid4().hex[:16],
+        )
 
     async def run(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> None:
         """One wake-up; the caller binds the chat and ``wake_id`` to the log context."""
+        inputs = self.inputs(chat, wake, wake_id, input_until_ms)
+        ports = ChatPorts(self, chat, inputs)
         try:
-            await self._run(chat, wake, wake_id, input_until_ms)
+            outcome = await interpret(wake_up(inputs), ports)
         except StepConflict as exc:
             # Another replica drives the chat (a lease that lapsed during a slow step); it owns the
             # step and the input now. Nothing is marked processed here.
             log.error("stopping the wake-up: %s", exc)
-
-    async def _run(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> None:
-        segments = chat.context.segments
-        since = segments[0].received_at_ms if chat.context.cursor > 0 and segments else 0
-        turns = await self.repo.turns(chat.platform, chat.chat_id, since_ms=since)
-        # The newest turn response is the last of ``turns`` unless all of them are older than the window.
-        latest = (
-            turns[-1]
-            if turns
-            else await self.repo.latest_turn(chat.platform, chat.chat_id)
-            if since
-            else None
-        )
-        if latest is not None and latest.pending:
-            if not await self._recover(chat, wake, wake_id, latest, input_until_ms):
-                return
-            if chat.stopping:
-                return  # handed over: the next holder goes on from the stored turn responses
-            turns = await self.repo.turns(chat.platform, chat.chat_id, since_ms=since)
-        chain = open_chain(turns)
-        if chain:
-            chain = await self.repo.chain(chat.platform, chat.chat_id, chain[-1].chain_id)
-        activation: Activation | None
-        recorded: asyncio.Task[None] | None = None
-        if chain:
-            path, activation = "continuation", None
-        elif wake.activation is not None:
-            path, activation = "activation", wake.activation
-        elif not chat.settings.probe_enabled:
-            path, activation = "activation", Activation("send_message", "probe disabled for this chat")
-        elif bot_loop_brake(
-            segments, chat.marks.processed_until_ms, self.clock.now_ms(), chat.settings.bot_exchange_cap
-        ):
-            metrics.WAKEUPS.labels(wake.kind, "braked").inc()
-            log.info("bot-to-bot exchange reached its cap; not waking")
-            await chat.processed(self.repo, input_until_ms)
             return
-        else:
-            path = "probe"
-            activation, record = await self._probe(chat, wake_id)
-            if activation is None:
-                await self.repo.add_probe(record)
-                metrics.WAKEUPS.labels(wake.kind, path).inc()
-                await chat.processed(self.repo, input_until_ms)
-                return
-            # Stored beside the primary's first model call rather than before it (off the turn's path).
-            recorded = asyncio.create_task(self.repo.add_probe(record), name=f"probe-record-{chat.key}")
-        metrics.WAKEUPS.labels(wake.kind, path).inc()
-        try:
-            result = await self._primary(chat, wake_id, turns, chain, activation, input_until_ms)
-        except StepConflict:
-            raise
-        except Exception as exc:
-            newest = await self.repo.latest_turn(chat.platform, chat.chat_id)
-            if newest is None or not newest.pending:
-                raise
-            # A step was written ahead and its outcome not stored: retry soon, which redoes it.
-            log.warning("wake-up failed with step %d pending; retrying", newest.step, exc_info=True)
-            raise WakeFailed(
-                f"failed mid-step: {type(exc).__name__}", transient=True, activation=None
-            ) from exc
         finally:
-            if recorded is not None:
-                await recorded
-        _raise_failed(result, activation)
-        await chat.processed(self.repo, input_until_ms)
-
-    async def _recover(
-        self, chat: ChatState, wake: Wake, wake_id: str, pending: TurnRecord, input_until_ms: int
-    ) -> bool:
-        """Redo the tool calls of a step left pending (``core.turn``), or close it unredone when it is too
-        old or redoing it failed ``RECOVER_ATTEMPTS`` times. Returns whether the wake-up goes on: when the
-        step's chain stays open (continued from the stored turn responses) or external input arrived after
-        the step's model call (the model never saw it). Input it saw is done."""
-        abandon = (
-            self.clock.now_ms() - pending.requested_at_ms > RECOVER_MAX_AGE_MS
-            or chat.recovery_failures >= RECOVER_ATTEMPTS
-        )
-        log.warning(
-            "step %d of chain %s was left pending; %s",
-            pending.step,
-            pending.chain_id,
-            "closing it unredone" if abandon else "redoing its calls",
-        )
-        chain = await self.repo.chain(chat.platform, chat.chat_id, pending.chain_id)
-        done = tuple(t for t in chain if not t.pending)
-        try:
-            result = await self._primary(
-                chat, wake_id, (), done, None, input_until_ms, recover=pending, abandon=abandon
-            )
-        except StepConflict:
-            raise
-        except Exception as exc:
-            chat.recovery_failures += 1
-            log.warning("redoing the pending step failed", exc_info=True)
-            raise WakeFailed(
-                f"redoing a step failed: {type(exc).__name__}", transient=True, activation=None
-            ) from exc
-        chat.recovery_failures = 0
-        metrics.RECOVERED_STEPS.labels("abandoned" if abandon else "redone").inc()
-        if result.chain_open or chat.latest_external_ms() > pending.requested_at_ms:
-            return True
-        metrics.WAKEUPS.labels(wake.kind, "recovery").inc()
-        await chat.processed(self.repo, input_until_ms)
-        return False
-
-    async def _probe(self, chat: ChatState, wake_id: str) -> tuple[Activation | None, ProbeRecord]:
-        """The probe's verdict and its record (the caller stores it)."""
-        now = self.clock.now_ms()
-        settings = chat.settings
-        segments = chat.context.segments
-        window = select_window(
-            segments, chat.last_action_ms(), settings.probe_context_est_tokens, chat.probe_start
-        )
-        chat.probe_start = window.start_id
-        if window.omitted:
-            log.warning("probe window omitted %d messages of unprocessed input", window.omitted)
-        persona = chat.persona
-        offset = chat.utc_offset_min(self.utc_offset_min)
-        request = LLMRequest(
-            request_id=f"{wake_id}-probe",
-            purpose="probe",
-            endpoint=self.probe_endpoint,
-            system=prompt.probe_system_prompt(persona.name, chat.platform, persona.texts),
-            messages=prompt.probe_messages(
-                window,
-                None,
-                now_ms=now,
-                utc_offset_min=offset,
-                stats=participation(segments, now),
-                summary_max_est_tokens=settings.probe_summary_max_est_tokens,
-            ),
-            tools=(DECIDE_SPEC,),
-            tool_choice=DECIDE_CHOICE,
-            deadline_ms=now + round(settings.probe_timeout_s * 1000),
-            prompt_cache_key=f"{chat.key}:probe",
-            chat_key=chat.key,
-        )
-        reply = await self.clients.generate(request, settings.probe_timeout_s)
-        if isinstance(reply, LLMError):
-            metrics.PROBE_DECISIONS.labels("error").inc()
-            raise WakeFailed(
-                f"probe failed: {reply.category}",
-                transient=reply.category in ("transient", "deadline"),
-                activation=None,
-            )
-        count_usage("probe", reply)
-        verdict = read_verdict(reply)
-        record = ProbeRecord(
-            platform=chat.platform,
-            chat_id=chat.chat_id,
-            wake_id=wake_id,
-            requested_at_ms=now,
-            decision=verdict.decision,
-            reason=verdict.reason,
-            activated=verdict.activated,
-            failed_closed=verdict.failed_closed,
-            model_identity=reply.model_identity,
-            usage=reply.usage,
-            window_start=window.start_id,
-            omitted=window.omitted,
-        )
-        metrics.PROBE_DECISIONS.labels("failed_closed" if verdict.failed_closed else verdict.decision).inc()
-        if not verdict.activated:
-            log.info("probe suppressed the wake-up: %s", verdict.reason)
-            return None, record
-        return Activation(verdict.decision, verdict.reason), record
-
-    async def _primary(
-        self,
-        chat: ChatState,
-        wake_id: str,
-        turns: tuple[TurnRecord, ...],
-        chain: tuple[TurnRecord, ...],
-        activation: Activation | None,
-        input_until_ms: int,
-        *,
-        recover: TurnRecord | None = None,
-        abandon: bool = False,
-    ) -> TurnResult:
-        started = self.clock.now_ms()
-        perf = time.perf_counter()
-        segments = chat.context.segments
-        persona = chat.persona
-        model = turns[-1].model_identity if turns else ""
-        plan = TurnPlan(
-            platform=chat.platform,
-            chat_id=chat.chat_id,
-            wake_id=wake_id,
-            chain_id=recover.chain_id if recover else chain[-1].chain_id if chain else uuid.uuid4().hex[:16],
-            first_step=recover.step if recover else chain[-1].step + 1 if chain else 0,
-            usage=ChainUsage.of(chain),
-            budget=TurnBudget.of(chat.settings),
-            react_only=activation is not None and activation.decision == "react_only",
-            started_ms=started,
-            system=prompt.system_prompt(persona.name, chat.platform, persona.texts),
-            history=prompt.history(
-                segments,
-                turns,
-                model_identity=model,
-                reasoning_replay=self.reasoning_replay,
-                open_chain_id=recover.chain_id if recover else chain[-1].chain_id if chain else None,
-            ),
-            late_binding=prompt.late_binding(
-                now_ms=started,
-                utc_offset_min=chat.utc_offset_min(self.utc_offset_min),
-                stats=participation(segments, started),
-                probe_reason=activation.reason if activation else None,
-                interrupted=bool(chain) or recover is not None,
-                react_only=activation is not None and activation.decision == "react_only",
-            ),
-            shell_tools_exposed=(recover or chain[-1]).shell_tools_exposed if recover or chain else False,
-            recover=recover,
-            recover_abandon=abandon,
-        )
-        if not plan.react_only and recover is None:
-            self.typing.show(chat.platform, chat.chat_id, wake_id, started)
-        executor = ToolExecutor(
-            self.clients,
-            self.clock,
-            chat.platform,
-            chat.chat_id,
-            segments,
-            action_attempts=chat.settings.action_attempts,
-            max_segment_tokens=chat.settings.max_segment_est_tokens,
-        )
-        gen = primary_turn(plan)
-        command = next(gen)
-        try:
-            while True:
-                feedback: Feedback
-                if isinstance(command, ModelCall):
-                    feedback = await self._call_model(chat, wake_id, command)
-                elif isinstance(command, Persist):
-                    await self.repo.add_turn(command.record)
-                    if not command.record.pending:
-                        count_record(command.record)
-                    if command.record.sent or command.record.reacted:
-                        chat.acted(command.record.requested_at_ms)
-                    feedback = Ack(self.clock.now_ms())
-                elif isinstance(command, CheckInterrupt):
-                    # New input, or the chat is being handed over / the service stops: the chain stays
-                    # open and whoever drives the chat next continues it.
-                    interrupted = chat.stopping or chat.latest_external_ms() > input_until_ms
-                    feedback = Ack(self.clock.now_ms(), interrupted)
-                else:
-                    feedback = await executor.run(command)
-                command = gen.send(feedback)
-        except StopIteration as stop:
-            result: TurnResult = stop.value
-        metrics.TURNS.labels(result.outcome).inc()
-        metrics.TURN_SECONDS.observe(time.perf_counter() - perf)
-        return result
+            await ports.finish()
+            self.compactor.poke(chat)
+        if isinstance(outcome, WakeFailure):
+            raise WakeFailed(outcome.reason, transient=outcome.transient, activation=outcome.activation)
 
     async def close(self) -> None:
         await self.typing.close()
+        await self.compactor.close()
 
-    async def _call_model(self, chat: ChatState, wake_id: str, call: ModelCall) -> ModelAnswer:
+
+class ChatPorts:
+    """The interpreter's ports for one wake-up of one chat."""
+
+    def __init__(self, runner: WakeRunner, chat: ChatState, inputs: WakeInput):
+        self.runner = runner
+        self.chat = chat
+        self.wake = inputs.wake
+        self.wake_id = inputs.wake_id
+        self.input_until_ms = inputs.input_until_ms
+        self.request_limit = inputs.settings.request_limit_tokens
+        self._background: list[asyncio.Task[None]] = []
+        self._executor: ToolExecutor | None = None
+        self._turn_started: float | None = None
+
+    # -- reads ----------------------------------------------------------------------------------------
+    async def read_chat(self) -> ChatView:
+        chat = self.chat
+        return ChatView(
+            segments=chat.shown_segments(),
+            summary=chat.summary,
+            last_action_ms=chat.last_action_ms(),
+            processed_until_ms=chat.marks.processed_until_ms,
+            latest_external_ms=chat.latest_external_ms(),
+            probe_start=chat.probe_start,
+            trim_from_ms=chat.trim_from_ms,
+            recovery_failures=chat.recovery_failures,
+            stopping=chat.stopping,
+            now_ms=self.runner.clock.now_ms(),
+        )
+
+    async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:
+        return await self.runner.repo.turns(self.chat.platform, self.chat.chat_id, since_ms=since_ms)
+
+    async def load_chain(self, chain_id: str) -> tuple[TurnRecord, ...]:
+        return await self.runner.repo.chain(self.chat.platform, self.chat.chat_id, chain_id)
+
+    async def load_latest(self) -> TurnRecord | None:
+        return await self.runner.repo.latest_turn(self.chat.platform, self.chat.chat_id)
+
+    # -- model calls ----------------------------------------------------------------------------------
+    async def probe(self, call: ProbeCall) -> ModelAnswer:
+        chat = self.chat
+        runner = self.runner
         request = LLMRequest(
-            request_id=f"{wake_id}-{call.step}-{uuid.uuid4().hex[:8]}",
+            request_id=f"{self.wake_id}-probe",
+            purpose="probe",
+            endpoint=runner.sizing.probe_endpoint,
+            system=call.system,
+            messages=call.messages,
+            tools=(DECIDE_SPEC,),
+            tool_choice=DECIDE_CHOICE,
+            deadline_ms=call.deadline_ms,
+            prompt_cache_key=f"{chat.key}:probe",
+            chat_key=chat.key,
+        )
+        estimate = request_tokens(request.system, request.tools, request.messages)
+        reply = await runner.clients.generate(request, chat.settings.probe_timeout_s)
+        if isinstance(reply, LLMResponse):
+            count_usage("probe", reply)
+            runner.sizing.observe(request.endpoint, estimate, reply)
+        return ModelAnswer(reply, runner.clock.now_ms())
+
+    async def model(self, call: ModelCall) -> ModelAnswer:
+        chat = self.chat
+        runner = self.runner
+        clock = runner.clock
+        if self._turn_started is None:
+            self._turn_started = time.perf_counter()
+        request = LLMRequest(
+            request_id=f"{self.wake_id}-{call.step}-{uuid.uuid4().hex[:8]}",
             purpose="primary",
-            endpoint=self.primary_endpoint,
+            endpoint=runner.sizing.primary_endpoint,
             system=call.system,
             messages=call.messages,
             tools=call.tools,
@@ -351,25 +203,122 @@ class WakeRunner:
             prompt_cache_key=chat.key,
             chat_key=chat.key,
         )
-        reply = await self.clients.generate(request, (call.deadline_ms - self.clock.now_ms()) / 1000)
-        now = self.clock.now_ms()
-        if isinstance(reply, LLMError) and reply.category == "transient" and now >= call.deadline_ms:
-            # The wait was cut to the turn deadline: that is the deadline, not a provider hiccup.
-            reply = replace_category(reply, "deadline")
-        if isinstance(reply, LLMResponse):
+        limit = self.request_limit
+        estimate = request_tokens(request.system, request.tools, request.messages)
+        if limit is not None and estimate > limit:
+            # Never sent: a request over the configured window is answered as the provider would.
+            metrics.CONTEXT_LENGTH.labels("preflight").inc()
+            error = LLMError(
+                request_id=request.request_id,
+                category="context_length",
+                message=f"estimated {estimate} tokens, over the window's {limit}",
+            )
+            return ModelAnswer(error, clock.now_ms())
+        reply = await runner.clients.generate(request, (call.deadline_ms - clock.now_ms()) / 1000)
+        now = clock.now_ms()
+        if isinstance(reply, LLMError):
+            if reply.category == "transient" and now >= call.deadline_ms:
+                # The wait was cut to the turn deadline: that is the deadline, not a provider hiccup.
+                reply = replace_category(reply, "deadline")
+            elif reply.category == "context_length":
+                metrics.CONTEXT_LENGTH.labels("provider").inc()
+        else:
             count_usage("primary", reply)
+            runner.sizing.observe(request.endpoint, estimate, reply)
         return ModelAnswer(reply, now)
 
+    # -- tools, persistence, interruption ---------------------------------------------------------------
+    async def tool(self, run: ToolRun) -> ToolDone:
+        if self._executor is None:
+            chat = self.chat
+            self._executor = ToolExecutor(
+                self.runner.clients,
+                self.runner.clock,
+                chat.platform,
+                chat.chat_id,
+                chat.context.segments,
+                action_attempts=chat.settings.action_attempts,
+                max_segment_tokens=chat.settings.max_segment_est_tokens,
+            )
+        return await self._executor.run(run)
 
-def _raise_failed(result: TurnResult, activation: Activation | None) -> None:
-    if result.outcome != "failed":
-        return
-    error = result.error
-    raise WakeFailed(
-        f"primary failed: {error.category if error else 'unknown'}",
-        transient=error is not None and error.category == "transient",
-        activation=activation,
-    )
+    async def persist(self, record: TurnRecord) -> Ack:
+        await self.runner.repo.add_turn(record)
+        if not record.pending:
+            count_record(record)
+        if record.sent or record.reacted:
+            self.chat.acted(record.requested_at_ms)
+        return Ack(self.runner.clock.now_ms())
+
+    async def check_interrupt(self, check: CheckInterrupt) -> Ack:
+        # New input, or the chat is being handed over / the service stops: the chain stays open and
+        # whoever drives the chat next continues it.
+        chat = self.chat
+        interrupted = chat.stopping or chat.latest_external_ms() > self.input_until_ms
+        return Ack(self.runner.clock.now_ms(), interrupted)
+
+    # -- the rest -------------------------------------------------------------------------------------
+    async def store_probe(self, command: StoreProbe) -> None:
+        if command.beside_primary:
+            # Stored beside the primary's first model call rather than before it (off the turn's path).
+            task = asyncio.create_task(self.runner.repo.add_probe(command.record), name="probe-record")
+            self._background.append(task)
+        else:
+            await self.runner.repo.add_probe(command.record)
+
+    async def compact(self) -> bool:
+        return await self.runner.compactor.now(self.chat)
+
+    def remember(self, command: Remember) -> None:
+        chat = self.chat
+        if command.probe_start != "keep":
+            chat.probe_start = command.probe_start
+        if command.trim_from_ms != "keep":
+            chat.trim_from_ms = command.trim_from_ms
+        if command.recovery_failures is not None:
+            chat.recovery_failures = command.recovery_failures
+
+    def show_typing(self, started_ms: int) -> None:
+        self.runner.typing.show(self.chat.platform, self.chat.chat_id, self.wake_id, started_ms)
+
+    async def mark_processed(self, until_ms: int) -> None:
+        await self.chat.processed(self.runner.repo, until_ms)
+
+    def note(self, note: Note) -> None:
+        kind, detail = note.kind, note.detail
+        if kind == "path":
+            metrics.WAKEUPS.labels(self.wake.kind, detail).inc()
+        elif kind == "probe":
+            metrics.PROBE_DECISIONS.labels(detail).inc()
+        elif kind == "suppressed":
+            log.info("probe suppressed the wake-up: %s", detail)
+        elif kind == "probe_omitted":
+            log.warning("probe window omitted %s messages of unprocessed input", detail)
+        elif kind == "braked":
+            log.info("bot-to-bot exchange reached its cap; not waking")
+        elif kind == "recovering":
+            log.warning("a step was left pending: %s", detail)
+        elif kind == "recovered":
+            metrics.RECOVERED_STEPS.labels(detail).inc()
+        elif kind == "recover_failed":
+            log.warning("redoing the pending step failed: %s", detail)
+        elif kind == "context_length":
+            log.warning("the request did not fit the model's window; compacting or trimming")
+        elif kind == "trimmed":
+            metrics.REQUESTS_TRIMMED.inc()
+            log.warning("the history was trimmed: %s messages left out", detail)
+        elif kind == "turn":
+            metrics.TURNS.labels(detail).inc()
+            if self._turn_started is not None:
+                metrics.TURN_SECONDS.observe(time.perf_counter() - self._turn_started)
+                self._turn_started = None
+
+    def fatal(self, exc: Exception) -> bool:
+        return isinstance(exc, StepConflict)
+
+    async def finish(self) -> None:
+        if self._background:
+            await asyncio.gather(*self._background)
 
 
 def replace_category(error: LLMError, category: Literal["deadline"]) -> LLMError:

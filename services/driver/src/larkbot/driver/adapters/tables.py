@@ -7,6 +7,9 @@ pipeline.
   ``pending`` row is a step written ahead of its side effects (the complete row replaces it).
 - ``driver_probe_responses``: one row per probe (decision, reason, activation, fail-closed flag, usage,
   the window start and omitted count).
+- ``driver_compactions``: append-only summaries, one per compaction: the cursor (an ``event_seq``) and the
+  turn boundary they cover up to, the text, the compaction call's usage and model, how much was
+  summarized and the history's estimate before and after.
 - ``driver_chats``: per chat, the arrival time up to which external input has been handled (so a restart
   does not wake the bot for old messages) and the bot's last real action (the probe window's start).
 """
@@ -90,4 +93,26 @@ chats = Table(
     Column("processed_until_ms", BigInteger, nullable=False),
     Column("last_action_ms", BigInteger, nullable=False),
     PrimaryKeyConstraint("platform", "chat_id", name="pk_driver_chats"),
+)
+
+compactions = Table(
+    "driver_compactions",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("platform", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("cursor", BigInteger, nullable=False),
+    Column("turns_from_ms", BigInteger, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("model_identity", String(128), nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_read_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("segments", Integer, nullable=False),
+    Column("turns", Integer, nullable=False),
+    Column("tokens_before", BigInteger, nullable=False),
+    Column("tokens_after", BigInteger, nullable=False),
+    Index("ix_driver_compactions_chat", "platform", "chat_id", "id"),
 )

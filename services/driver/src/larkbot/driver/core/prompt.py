@@ -3,6 +3,9 @@
 Cache discipline (the prefix of consecutive requests must stay byte-identical):
 
 - The system prompt depends only on the bot's name, the platform and the persona texts.
+- The compaction summary (when there is one) heads the history as its own user message; it changes only
+  when a compaction moves the cursor. A trimmed history (``select_history``) is headed by an
+  ``<omitted messages="N"/>`` marker after it.
 - The history is the rendered context merged with stored turn responses by time — a segment by its
   ``received_at_ms``, a turn response by its ``requested_at_ms``, the segment first on equal times (role
   alternation), then context order. Consecutive segments form one user message, one part per segment, so
@@ -18,6 +21,7 @@ turn responses (and the open chain); older reasoning is stripped here, stored re
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
 from larkbot.canonical.context import Segment
@@ -30,14 +34,15 @@ from larkbot.canonical.llm import (
     UserPart,
 )
 
-from .estimate import keep_last_tokens
+from .compaction import summary_message
+from .estimate import keep_last_tokens, messages_tokens, segment_tokens
 from .participation import Participation
 from .records import TurnRecord
 from .templates import PERSONA_HEADER, PRIMARY_RULES, PROBE_RULES
 from .window import Window
 
-#: Cap of the compaction summary in the probe request, outside the window's budget (SPEC §4.2 "capped").
-#: Not configurable yet: a candidate for ``ChatSettings.probe_summary_max_est_tokens``.
+#: Default cap of the compaction summary in the probe request, outside the window's budget (SPEC §4.2
+#: "capped"); chats set ``probe_summary_max_est_tokens``.
 PROBE_SUMMARY_MAX_EST_TOKENS = 2000
 
 
@@ -79,6 +84,75 @@ def _strip_reasoning(message: Message, model_identity: str, keep: bool) -> Messa
     )
 
 
+def merged(
+    segments: tuple[Segment, ...], turns: tuple[TurnRecord, ...]
+) -> list[tuple[int, int, int, Segment | TurnRecord]]:
+    """``(time, kind, index, item)`` in history order: segments by arrival, turn responses by request
+    time, a segment first on equal times, then context / storage order. Self-sent echoes are left out."""
+    items: list[tuple[int, int, int, Segment | TurnRecord]] = [
+        (s.received_at_ms, 0, i, s) for i, s in enumerate(segments) if not s.is_self_sent
+    ]
+    items += [(t.requested_at_ms, 1, i, t) for i, t in enumerate(turns)]
+    items.sort(key=lambda item: (item[0], item[1], item[2]))
+    return items
+
+
+@dataclass(frozen=True, slots=True)
+class Selected:
+    """The part of the history a trimmed request shows; ``from_ms`` is the sticky start to remember."""
+
+    segments: tuple[Segment, ...]
+    turns: tuple[TurnRecord, ...]
+    omitted: int
+    from_ms: int | None
+
+
+def select_history(
+    segments: tuple[Segment, ...],
+    turns: tuple[TurnRecord, ...],
+    *,
+    budget_tokens: int,
+    sticky_from_ms: int | None,
+    keep_from_ms: int | None = None,
+) -> Selected:
+    """The newest part of the history within ``budget_tokens``, for a chat whose history does not fit
+    and could not be compacted. Like the probe window, the start is sticky: held while what follows it
+    fits the budget, then moved to where half the budget remains, so consecutive requests still share
+    their prefix between jumps. Turn responses from ``keep_from_ms`` on (an open chain) are always kept.
+    """
+    items = merged(segments, turns)
+    sizes = [
+        segment_tokens(item) if isinstance(item, Segment) else messages_tokens(item.entries)
+        for _at, _kind, _i, item in items
+    ]
+    suffix = [0] * (len(items) + 1)
+    for i in range(len(items) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + sizes[i]
+    if suffix[0] <= budget_tokens and sticky_from_ms is None:
+        return Selected(segments, turns, 0, None)
+    latest_start = len(items) - 1 if items else 0
+    if keep_from_ms is not None:
+        latest_start = min(latest_start, next((i for i, it in enumerate(items) if it[0] >= keep_from_ms), 0))
+    sticky = None
+    if sticky_from_ms is not None:
+        sticky = next((i for i, it in enumerate(items) if it[0] >= sticky_from_ms), None)
+    if sticky is not None and suffix[sticky] <= budget_tokens and sticky <= latest_start:
+        start = sticky
+    else:
+        start = next((i for i in range(len(items)) if suffix[i] <= budget_tokens // 2), latest_start)
+        start = min(start, latest_start)
+    kept = items[start:]
+    kept_segments = tuple(item for _a, _k, _i, item in kept if isinstance(item, Segment))
+    kept_ids = {id(t) for _a, _k, _i, t in kept if isinstance(t, TurnRecord)}
+    omitted = sum(1 for _a, _k, _i, item in items[:start] if isinstance(item, Segment))
+    return Selected(
+        kept_segments,
+        tuple(t for t in turns if id(t) in kept_ids),
+        omitted,
+        items[start][0] if start < len(items) else None,
+    )
+
+
 def history(
     segments: tuple[Segment, ...],
     turns: tuple[TurnRecord, ...],
@@ -86,17 +160,18 @@ def history(
     model_identity: str,
     reasoning_replay: int,
     open_chain_id: str | None = None,
+    summary: str | None = None,
+    omitted: int = 0,
 ) -> tuple[Message, ...]:
     """RC merged with turn responses (see the module docstring). ``turns`` are in storage order."""
-    items: list[tuple[int, int, int, Segment | TurnRecord]] = [
-        (s.received_at_ms, 0, i, s) for i, s in enumerate(segments) if not s.is_self_sent
-    ]
-    items += [(t.requested_at_ms, 1, i, t) for i, t in enumerate(turns)]
-    items.sort(key=lambda item: (item[0], item[1], item[2]))
     replay_from = max(0, len(turns) - reasoning_replay)
     out: list[Message] = []
+    if summary:
+        out.append(summary_message(summary))
+    if omitted:
+        out.append(UserMessage(parts=(TextPart(text=f'<omitted messages="{omitted}"/>'),)))
     pending: list[UserPart] = []
-    for _at, _kind, index, item in items:
+    for _at, _kind, index, item in merged(segments, turns):
         if isinstance(item, Segment):
             pending.extend(segment_parts(item))
             continue

@@ -1,0 +1,540 @@
+"""One wake-up of a chat as a sans-I/O generator (SPEC §4): redo a step left pending, pick the path
+(continuation, activation, brake, probe), run the primary turn, keep the request within the model's window,
+and mark the input processed.
+
+:func:`wake_up` yields commands and receives their results; one interpreter
+(``adapters.interpreter.interpret``) drives it for the service, the benchmark and the tests alike. The
+primary turn's own commands (:mod:`.turn`) pass through the same interpreter (``yield from``).
+
+Commands and what they answer:
+
+================  =================================================================================
+``ReadChat``      :class:`ChatView`: the chat's current context copy, summary, marks and sticky state
+``LoadTurns``     the turn responses requested at or after ``since_ms``, storage order
+``LoadChain``     every step of a chain
+``LoadLatest``    the newest turn response (or ``None``)
+``ProbeCall``     ``ModelAnswer`` of the probe request
+``StoreProbe``    ``None`` (the interpreter may store it beside the primary's first call)
+``Compact``       whether a compaction moved the cursor (it waits for one in progress, or runs one now
+                  unless the chat's compaction is backing off)
+``Remember``      ``None``: keeps sticky per-chat state (probe window start, trim start, recovery count)
+``ShowTyping``    ``None``: the best-effort typing indicator
+``MarkProcessed`` ``None``: input up to ``until_ms`` is handled
+``Note``          ``None``: an event to count and log
+================  =================================================================================
+
+An exception from a command's execution is thrown back into the generator at that command. During the
+primary turn it is answered by looking at the newest turn response: a pending step means "retry soon,
+which redoes it" (transient); otherwise it propagates (a bug). During a recovery it is transient and
+counted against the recovery attempts.
+
+Overflow is an answer, not a latch: before the first call, a request whose estimate exceeds the model's
+window makes the wake-up wait for a compaction (``Compact``), then trim the history if it still does not
+fit; a provider's ``context_length`` error leads the same way (compact and retry once, then trim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Literal
+
+from larkbot.canonical.context import Segment
+from larkbot.canonical.llm import LLMResponse, Message
+
+from . import prompt, tools
+from .actions import action_segments, with_actions
+from .budget import TurnBudget
+from .compaction import Summary
+from .estimate import request_tokens
+from .participation import bot_loop_brake, participation
+from .probe import read_verdict
+from .protocol import Command as TurnCommand
+from .protocol import Feedback as TurnFeedback
+from .protocol import ModelAnswer, TurnPlan, TurnResult
+from .records import Activation, ChainUsage, ProbeRecord, TurnRecord, open_chain
+from .scheduler import Wake
+from .turn import primary_turn
+from .window import select_window
+
+Path = Literal["continuation", "activation", "probe", "braked", "suppressed", "recovery"]
+
+
+# -- inputs -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class WakeSettings:
+    """The chat's settings as the wake-up uses them, limits already in estimate units (calibrated)."""
+
+    probe_enabled: bool
+    bot_exchange_cap: int
+    budget: TurnBudget
+    probe_budget_tokens: int
+    probe_summary_max_tokens: int
+    probe_timeout_ms: int
+    #: The largest primary request (estimate units) the model accepts; ``None``: not configured.
+    request_limit_tokens: int | None
+    #: What a trimmed history keeps at most (estimate units).
+    trim_budget_tokens: int
+    reasoning_replay: int
+    recover_max_age_ms: int = 10 * 60 * 1000
+    recover_attempts: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class WakeInput:
+    platform: str
+    chat_id: str
+    wake_id: str
+    wake: Wake
+    input_until_ms: int
+    persona_name: str
+    persona_texts: tuple[str, ...]
+    utc_offset_min: int
+    settings: WakeSettings
+    #: The chain id of a new chain (the interpreter draws it; the core has no randomness).
+    new_chain_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChatView:
+    segments: tuple[Segment, ...]
+    summary: Summary | None
+    last_action_ms: int
+    processed_until_ms: int
+    latest_external_ms: int
+    probe_start: str | None
+    trim_from_ms: int | None
+    recovery_failures: int
+    stopping: bool
+    now_ms: int
+
+    @property
+    def turns_from_ms(self) -> int:
+        return self.summary.turns_from_ms if self.summary is not None else 0
+
+    @property
+    def shown(self) -> tuple[Segment, ...]:
+        """Segments after the summary's cursor (the pipeline may not have moved its copy yet)."""
+        if self.summary is None:
+            return self.segments
+        cursor = self.summary.cursor
+        return tuple(s for s in self.segments if s.event_seq > cursor)
+
+
+# -- commands -----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ReadChat:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class LoadTurns:
+    since_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadChain:
+    chain_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadLatest:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeCall:
+    system: str
+    messages: tuple[Message, ...]
+    deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreProbe:
+    record: ProbeRecord
+    #: The interpreter may store it beside the primary's first model call instead of before it.
+    beside_primary: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Compact:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Remember:
+    probe_start: str | Literal["keep"] | None = "keep"
+    trim_from_ms: int | Literal["keep"] | None = "keep"
+    recovery_failures: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShowTyping:
+    started_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class MarkProcessed:
+    until_ms: int
+
+
+NoteKind = Literal[
+    "path",
+    "probe",
+    "suppressed",
+    "probe_omitted",
+    "braked",
+    "recovering",
+    "recovered",
+    "recover_failed",
+    "context_length",
+    "trimmed",
+    "turn",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    kind: NoteKind
+    detail: str = ""
+
+
+WakeCommand = (
+    ReadChat
+    | LoadTurns
+    | LoadChain
+    | LoadLatest
+    | ProbeCall
+    | StoreProbe
+    | Compact
+    | Remember
+    | ShowTyping
+    | MarkProcessed
+    | Note
+    | TurnCommand
+)
+WakeFeedback = ChatView | tuple[TurnRecord, ...] | TurnRecord | bool | None | TurnFeedback
+
+
+# -- outcomes -----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class WakeDone:
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class WakeFailure:
+    """``transient`` failures are retried (carrying ``activation``); the others latch the context."""
+
+    reason: str
+    transient: bool
+    activation: Activation | None
+
+
+WakeOutcome = WakeDone | WakeFailure
+Flow = Generator[WakeCommand, WakeFeedback, WakeOutcome]
+
+
+# -- the flow -----------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Loaded:
+    view: ChatView
+    turns: tuple[TurnRecord, ...]
+    chain: tuple[TurnRecord, ...]
+
+
+def _load(w: WakeInput) -> Generator[WakeCommand, WakeFeedback, _Loaded]:
+    view = yield ReadChat()
+    assert isinstance(view, ChatView)
+    turns = yield LoadTurns(view.turns_from_ms)
+    assert isinstance(turns, tuple)
+    chain = open_chain(turns)
+    if chain:
+        loaded = yield LoadChain(chain[-1].chain_id)
+        assert isinstance(loaded, tuple)
+        chain = loaded
+    return _Loaded(view, turns, chain)
+
+
+def wake_up(w: WakeInput) -> Flow:
+    state = yield from _load(w)
+    latest = state.turns[-1] if state.turns else None
+    if latest is not None and latest.pending:
+        recovered = yield from _recover(w, state.view, latest)
+        if recovered is not None:
+            return recovered
+        state = yield from _load(w)
+        if state.view.stopping:
+            return WakeDone("recovery")  # handed over: the next holder goes on from the stored turns
+    activation: Activation | None
+    if state.chain:
+        path: Path = "continuation"
+        activation = None
+    elif w.wake.activation is not None:
+        path, activation = "activation", w.wake.activation
+    elif not w.settings.probe_enabled:
+        path, activation = "activation", Activation("send_message", "probe disabled for this chat")
+    elif bot_loop_brake(
+        state.view.shown, state.view.processed_until_ms, state.view.now_ms, w.settings.bot_exchange_cap
+    ):
+        yield Note("path", "braked")
+        yield Note("braked")
+        yield MarkProcessed(w.input_until_ms)
+        return WakeDone("braked")
+    else:
+        path = "probe"
+        probed = yield from _probe(w, state)
+        if isinstance(probed, WakeFailure):
+            return probed
+        activation = probed
+        if activation is None:
+            yield Note("path", "probe")
+            yield MarkProcessed(w.input_until_ms)
+            return WakeDone("suppressed")
+    yield Note("path", path)
+    result = yield from _primary_within_window(w, state, activation)
+    if isinstance(result, WakeFailure):
+        return result
+    if result.outcome == "failed":
+        error = result.error
+        return WakeFailure(
+            f"primary failed: {error.category if error else 'unknown'}",
+            transient=error is not None and error.category == "transient",
+            activation=activation,
+        )
+    yield MarkProcessed(w.input_until_ms)
+    return WakeDone(path)
+
+
+def _recover(
+    w: WakeInput, view: ChatView, pending: TurnRecord
+) -> Generator[WakeCommand, WakeFeedback, WakeOutcome | None]:
+    """Redo the tool calls of a step left pending (``core.turn``), or close it unredone when it is too
+    old or redoing it failed ``recover_attempts`` times. ``None``: the wake-up goes on (the step's chain
+    stays open, or external input arrived after the step's model call, which the model never saw)."""
+    settings = w.settings
+    abandon = (
+        view.now_ms - pending.requested_at_ms > settings.recover_max_age_ms
+        or view.recovery_failures >= settings.recover_attempts
+    )
+    closing = " (closing it unredone)" if abandon else ""
+    yield Note("recovering", f"step {pending.step} of chain {pending.chain_id}{closing}")
+    chain = yield LoadChain(pending.chain_id)
+    assert isinstance(chain, tuple)
+    done = tuple(t for t in chain if not t.pending)
+    plan = _plan(w, view, (), done, None, recover=pending, abandon=abandon)
+    try:
+        result = yield from primary_turn(plan)
+        yield Note("turn", result.outcome)
+    except Exception as exc:
+        # Any failure to redo is retried, and counted against the attempts.
+        yield Note("recover_failed", repr(exc))
+        yield Remember(recovery_failures=view.recovery_failures + 1)
+        return WakeFailure(f"redoing a step failed: {type(exc).__name__}", transient=True, activation=None)
+    yield Remember(recovery_failures=0)
+    yield Note("recovered", "abandoned" if abandon else "redone")
+    if result.chain_open or view.latest_external_ms > pending.requested_at_ms:
+        return None
+    yield Note("path", "recovery")
+    yield MarkProcessed(w.input_until_ms)
+    return WakeDone("recovery")
+
+
+def _probe(
+    w: WakeInput, state: _Loaded
+) -> Generator[WakeCommand, WakeFeedback, Activation | WakeFailure | None]:
+    """The probe's activation, ``None`` when it suppressed the wake-up, or the failure of its call."""
+    view, settings = state.view, w.settings
+    now = view.now_ms
+    shown = with_actions(view.shown, action_segments(state.turns, w.utc_offset_min))
+    window = select_window(shown, view.last_action_ms, settings.probe_budget_tokens, view.probe_start)
+    yield Remember(probe_start=window.start_id)
+    if window.omitted:
+        yield Note("probe_omitted", str(window.omitted))
+    call = ProbeCall(
+        system=prompt.probe_system_prompt(w.persona_name, w.platform, w.persona_texts),
+        messages=prompt.probe_messages(
+            window,
+            view.summary.text if view.summary is not None else None,
+            now_ms=now,
+            utc_offset_min=w.utc_offset_min,
+            stats=participation(view.shown, now),
+            summary_max_est_tokens=settings.probe_summary_max_tokens,
+        ),
+        deadline_ms=now + settings.probe_timeout_ms,
+    )
+    answer = yield call
+    assert isinstance(answer, ModelAnswer)
+    reply = answer.reply
+    if not isinstance(reply, LLMResponse):
+        yield Note("probe", "error")
+        return WakeFailure(
+            f"probe failed: {reply.category}",
+            transient=reply.category in ("transient", "deadline"),
+            activation=None,
+        )
+    verdict = read_verdict(reply)
+    record = ProbeRecord(
+        platform=w.platform,
+        chat_id=w.chat_id,
+        wake_id=w.wake_id,
+        requested_at_ms=now,
+        decision=verdict.decision,
+        reason=verdict.reason,
+        activated=verdict.activated,
+        failed_closed=verdict.failed_closed,
+        model_identity=reply.model_identity,
+        usage=reply.usage,
+        window_start=window.start_id,
+        omitted=window.omitted,
+    )
+    yield Note("probe", "failed_closed" if verdict.failed_closed else verdict.decision)
+    yield StoreProbe(record, beside_primary=verdict.activated)
+    if not verdict.activated:
+        yield Note("suppressed", verdict.reason)
+        return None
+    return Activation(verdict.decision, verdict.reason)
+
+
+def _plan(
+    w: WakeInput,
+    view: ChatView,
+    turns: tuple[TurnRecord, ...],
+    chain: tuple[TurnRecord, ...],
+    activation: Activation | None,
+    *,
+    recover: TurnRecord | None = None,
+    abandon: bool = False,
+    selected: prompt.Selected | None = None,
+) -> TurnPlan:
+    started = view.now_ms
+    segments = view.shown
+    model = turns[-1].model_identity if turns else ""
+    react_only = activation is not None and activation.decision == "react_only"
+    continuing = recover or (chain[-1] if chain else None)
+    shown_segments = selected.segments if selected is not None else segments
+    shown_turns = selected.turns if selected is not None else turns
+    return TurnPlan(
+        platform=w.platform,
+        chat_id=w.chat_id,
+        wake_id=w.wake_id,
+        chain_id=continuing.chain_id if continuing else w.new_chain_id,
+        first_step=recover.step if recover else chain[-1].step + 1 if chain else 0,
+        usage=ChainUsage.of(chain),
+        budget=w.settings.budget,
+        react_only=react_only,
+        started_ms=started,
+        system=prompt.system_prompt(w.persona_name, w.platform, w.persona_texts),
+        history=prompt.history(
+            shown_segments,
+            shown_turns,
+            model_identity=model,
+            reasoning_replay=w.settings.reasoning_replay,
+            open_chain_id=continuing.chain_id if continuing else None,
+            summary=view.summary.text if view.summary is not None else None,
+            omitted=selected.omitted if selected is not None else 0,
+        ),
+        late_binding=prompt.late_binding(
+            now_ms=started,
+            utc_offset_min=w.utc_offset_min,
+            stats=participation(segments, started),
+            probe_reason=activation.reason if activation else None,
+            interrupted=bool(chain) or recover is not None,
+            react_only=react_only,
+        ),
+        shell_tools_exposed=continuing.shell_tools_exposed if continuing else False,
+        recover=recover,
+        recover_abandon=abandon,
+    )
+
+
+def first_request_tokens(plan: TurnPlan) -> int:
+    mode = plan.budget.step_mode(plan.usage, plan.react_only)
+    return request_tokens(plan.system, tools.exposed(mode), (*plan.history, plan.late_binding))
+
+
+def _primary_within_window(
+    w: WakeInput, state: _Loaded, activation: Activation | None
+) -> Generator[WakeCommand, WakeFeedback, TurnResult | WakeFailure]:
+    """The primary turn, compacting or trimming first when its request would not fit, and once more
+    (compact, then trim) when the provider says the context is too long."""
+    limit = w.settings.request_limit_tokens
+    compacted = trimmed = False
+    typing_shown = False
+    while True:
+        view = state.view
+        selected: prompt.Selected | None = None
+        if trimmed or view.trim_from_ms is not None:
+            keep = state.chain[0].requested_at_ms if state.chain else None
+            selected = prompt.select_history(
+                view.shown,
+                state.turns,
+                budget_tokens=w.settings.trim_budget_tokens,
+                sticky_from_ms=view.trim_from_ms,
+                keep_from_ms=keep,
+            )
+            if selected.omitted:
+                yield Note("trimmed", str(selected.omitted))
+            yield Remember(trim_from_ms=selected.from_ms)
+        plan = _plan(w, view, state.turns, state.chain, activation, selected=selected)
+        if limit is not None and first_request_tokens(plan) > limit:
+            if not compacted:
+                compacted = True
+                if (yield Compact()):
+                    state = yield from _load(w)
+                    continue
+            if not trimmed:
+                trimmed = True
+                continue
+            return WakeFailure("the request does not fit the model's window even trimmed", False, activation)
+        if not plan.react_only and not typing_shown:
+            typing_shown = True
+            yield ShowTyping(plan.started_ms)
+        try:
+            result = yield from primary_turn(plan)
+            yield Note("turn", result.outcome)
+        except Exception:
+            newest = yield LoadLatest()
+            if not isinstance(newest, TurnRecord) or not newest.pending:
+                raise
+            # A step was written ahead and its outcome not stored: retry soon, which redoes it.
+            return WakeFailure(f"failed mid-step {newest.step}", transient=True, activation=None)
+        error = result.error
+        if result.outcome != "failed" or error is None or error.category != "context_length":
+            return result
+        yield Note("context_length")
+        if compacted and trimmed:
+            return result
+        if not compacted:
+            compacted = True
+            if not (yield Compact()):
+                trimmed = True
+        else:
+            trimmed = True
+        # Steps stored before the overflow left their chain open: the retry continues it.
+        state = yield from _load(w)
+
+
+__all__ = [
+    "ChatView",
+    "Compact",
+    "LoadChain",
+    "LoadLatest",
+    "LoadTurns",
+    "MarkProcessed",
+    "Note",
+    "ProbeCall",
+    "ReadChat",
+    "Remember",
+    "ShowTyping",
+    "StoreProbe",
+    "WakeCommand",
+    "WakeDone",
+    "WakeFailure",
+    "WakeFeedback",
+    "WakeInput",
+    "WakeOutcome",
+    "WakeSettings",
+    "first_request_tokens",
+    "wake_up",
+]
