@@ -27,9 +27,11 @@ from larkbot.canonical.context import (
     AppendOp,
     ContextSnapshot,
     ContextUpdate,
+    CursorMove,
     HistoryItem,
     HistoryRequest,
     HistoryResponse,
+    ResetOp,
     Segment,
     SnapshotRequest,
 )
@@ -42,6 +44,7 @@ from larkbot.canonical.names import (
     QUEUE_PIPELINE,
     SUBJECT_LLM_GENERATE,
     SUBJECT_MEDIA_READ_IMAGE,
+    SUBJECT_PIPELINE_CURSOR,
     SUBJECT_PIPELINE_HISTORY,
     SUBJECT_PIPELINE_SNAPSHOT,
     Platform,
@@ -100,6 +103,9 @@ class ChatLog:
 
     segments: list[Segment] = field(default_factory=list)
     seq: int = 0
+    cursor: int = 0
+    #: Every ``pipeline.cursor`` request received, in order.
+    moves: list[int] = field(default_factory=list)
 
 
 class FakePipeline:
@@ -130,7 +136,17 @@ class FakePipeline:
             self._history,
             lambda _d, _e: HistoryResponse(found=()),
         )
-        self.endpoints: list[Endpoint[Any]] = [snapshot, history]
+        cursor: Endpoint[CursorMove] = Endpoint(
+            bus,
+            SUBJECT_PIPELINE_CURSOR,
+            QUEUE_PIPELINE,
+            model_decoder(CursorMove),
+            self._cursor,
+            lambda _d, _e: ContextSnapshot(
+                platform=self.platform, chat_id=self.chat_id, seq=0, cursor=0, segments=()
+            ),
+        )
+        self.endpoints: list[Endpoint[Any]] = [snapshot, history, cursor]
 
     def log(self, chat_id: str | None = None) -> ChatLog:
         return self.chats.setdefault(chat_id or self.chat_id, ChatLog())
@@ -165,7 +181,7 @@ class FakePipeline:
                 chat_id=chat,
                 seq=log.seq,
                 base_seq=base,
-                cursor=0,
+                cursor=log.cursor,
                 ops=(AppendOp(segments=segments),),
             )
             await self.bus.publish(context_subject(self.platform.value, chat), update)
@@ -173,14 +189,37 @@ class FakePipeline:
 
     async def _snapshot(self, request: SnapshotRequest) -> BaseModel:
         self.snapshots += 1
-        log = self.log(request.chat_id)
+        return self.context(request.chat_id)
+
+    def context(self, chat_id: str) -> ContextSnapshot:
+        log = self.log(chat_id)
         return ContextSnapshot(
             platform=self.platform,
-            chat_id=request.chat_id,
+            chat_id=chat_id,
             seq=log.seq,
-            cursor=0,
+            cursor=log.cursor,
             segments=tuple(log.segments),
         )
+
+    async def _cursor(self, request: CursorMove) -> BaseModel:
+        """As the pipeline does: drop what the cursor passed, publish a reset, answer the new context."""
+        log = self.log(request.chat_id)
+        log.moves.append(request.cursor)
+        if request.cursor > log.cursor:
+            log.cursor = request.cursor
+            log.segments = [s for s in log.segments if s.event_seq > request.cursor]
+            base = log.seq
+            log.seq += 1
+            update = ContextUpdate(
+                platform=self.platform,
+                chat_id=request.chat_id,
+                seq=log.seq,
+                base_seq=base,
+                cursor=log.cursor,
+                ops=(ResetOp(segments=tuple(log.segments)),),
+            )
+            await self.bus.publish(context_subject(self.platform.value, request.chat_id), update)
+        return self.context(request.chat_id)
 
     async def _history(self, request: HistoryRequest) -> BaseModel:
         found = []

@@ -8,13 +8,15 @@ and the clock, and split the partitions through the real lease bucket (heartbeat
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from larkbot.canonical.events import TypingSignal
-from larkbot.canonical.llm import LLMReply, LLMRequest
+from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.canonical.names import PARTITIONS, Platform, Service, typing_subject
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
@@ -43,6 +45,17 @@ def decide(decision: str, reason: str = "because") -> LLMReply:
 
 def end_turn() -> LLMReply:
     return response(tool_call(tools.END, "end"))
+
+
+def summarize(request: LLMRequest) -> LLMReply:
+    """A compaction's default answer: names the first and last message ids it was given."""
+    log = request.messages[0]
+    text = (
+        "".join(p.text for p in log.parts if isinstance(p, TextPart)) if isinstance(log, UserMessage) else ""
+    )
+    ids = re.findall(r'<message id="([^"]+)"', text)
+    covered = f"{ids[0]}..{ids[-1]}" if ids else "nothing"
+    return response(text=f"summary of {covered} ({len(ids)} messages)")
 
 
 def share(replica: str, replicas: Sequence[str]) -> int:
@@ -84,7 +97,13 @@ class World:
     async def _answer(self, request: LLMRequest) -> LLMReply:
         chat_id = (request.chat_key or "").partition(":")[2]
         queue = self.queue(request.purpose, chat_id)
-        default = decide("no_action", "nothing to add") if request.purpose == "probe" else end_turn()
+        default = (
+            decide("no_action", "nothing to add")
+            if request.purpose == "probe"
+            else summarize(request)
+            if request.purpose == "compaction"
+            else end_turn()
+        )
         answer = queue.popleft() if queue else default
         if callable(answer):
             return await answer(request)
@@ -158,6 +177,11 @@ class World:
         for driver, _stack in list(self.replicas.values()):
             for state in list(driver.chats.values()):
                 await state.settled()
+                # A compaction started by the wake-up runs beside it; wait for it, and for what its
+                # new context wakes.
+                while (task := state.compaction.task) is not None and not task.done():
+                    await asyncio.wait_for(asyncio.shield(task), 60)
+                    await state.settled()
 
 
 @asynccontextmanager
@@ -168,12 +192,16 @@ async def world(
     *,
     chats: Sequence[str] = (CHAT_ID,),
     replicas: Sequence[str] = ("a",),
+    llm: dict[str, Any] | None = None,
     **chat: Any,
 ) -> AsyncIterator[World]:
+    """``llm``: the configuration's ``llm`` section (endpoints with their windows); ``chat``: settings
+    of every chat."""
     config = LarkbotConfig.model_validate(
         {
             "services": {"driver": {"database_url": database_url, "http_host": "127.0.0.1"}},
             "utc_offset_min": 480,
+            "llm": llm or {},
             "chats": {
                 "default": {"display_name": "Lark", **chat},
                 **{f"{PLATFORM.value}:{chat_id}": {} for chat_id in chats},
