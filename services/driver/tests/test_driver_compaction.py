@@ -19,7 +19,7 @@ from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
 
 #: Small windows so a few dozen synthetic messages (~30 estimated tokens each) overflow them.
-SMALL = {
+SMALL: dict[str, Any] = {
     "max_context_est_tokens": 1600,
     "working_window_est_tokens": 800,
     "max_segment_est_tokens": 200,
