@@ -17,6 +17,7 @@ from larkbot.canonical.llm import (
     Usage,
 )
 from larkbot.driver.adapters.repository import ChatMarks, DriverRepository, StepConflict
+from larkbot.driver.core.compaction import Summary
 from larkbot.driver.core.records import ChainUsage, ProbeRecord, TurnRecord, open_chain
 from larkbot.runtime.db import create_engine, current_revision, migrate
 
@@ -134,3 +135,43 @@ async def test_replicas_starting_together_migrate_one_after_the_other(database_u
     finally:
         for engine in engines:
             await engine.dispose()
+
+
+async def test_summaries_are_appended_and_turns_have_no_count_limit(database_url: str) -> None:
+    engine = create_engine(database_url)
+    try:
+        await migrate(engine, MIGRATIONS)
+        repo = DriverRepository(engine)
+        # Regression: the read stopped at the newest 1,000 turn responses, and older ones vanished from
+        # the context. The summary's turn boundary bounds the read now, not a count.
+        for i in range(1200):
+            await repo.add_turn(_turn(f"c{i}", 0, False, 100 + i))
+        assert len(await repo.turns("feishu", "oc_1")) == 1200
+        assert len(await repo.turns("feishu", "oc_1", since_ms=1100)) == 200
+        latest = await repo.latest_turn("feishu", "oc_1")
+        assert latest is not None
+        assert latest.chain_id == "c1199"
+
+        assert await repo.latest_summary("feishu", "oc_1") is None
+        first = Summary(
+            platform="feishu",
+            chat_id="oc_1",
+            cursor=40,
+            turns_from_ms=500,
+            text="Alice 和 Bob planned the launch",
+            created_at_ms=1_000,
+            model_identity="m",
+            usage=Usage(input_tokens=900, output_tokens=40, cache_read_tokens=100),
+            segments=40,
+            turns=3,
+            tokens_before=1600,
+            tokens_after=700,
+        )
+        second = replace(first, cursor=90, turns_from_ms=900, text="later", created_at_ms=2_000)
+        await repo.add_summary(first)
+        await repo.add_summary(second)
+        await repo.add_summary(replace(first, chat_id="oc_2"))
+        assert await repo.summaries("feishu", "oc_1") == (first, second)
+        assert await repo.latest_summary("feishu", "oc_1") == second
+    finally:
+        await engine.dispose()
