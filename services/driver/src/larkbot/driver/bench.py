@@ -10,8 +10,9 @@ as breaks by construction.
 
 Two replays of the same chat:
 
-- :func:`cacheable_prefix_ratio` — pure and deterministic (no I/O, no clock): the prompt assembly and the
-  turn generator with a scripted model, over synthetic segments; fast enough for a unit test.
+- :func:`cacheable_prefix_ratio` — pure and deterministic (no I/O, no clock): the wake-up flow
+  (``core.wake``) through the service's interpreter on in-memory ports (``scripted.ScriptedPorts``), with
+  a scripted model, over synthetic segments; fast enough for a unit test.
 - ``larkbot.cli.prefixbench.measure`` — what ``larkbot bench`` reports: :func:`conversation` published as
   canonical events to ``EVENTS``, through the real pipeline and the driver service on the bus, the bot's
   sends coming back through the pipeline as self-sent messages; the requests taken as the LLM gateway
@@ -21,19 +22,21 @@ Two replays of the same chat:
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from larkbot.canonical.context import Segment
-from larkbot.canonical.llm import LLMRequest, Message, ToolSpec
+from larkbot.canonical.llm import LLMRequest, LLMResponse, Message, ToolSpec
 
 from .core import prompt, tools
 from .core.budget import TurnBudget
-from .core.participation import participation
-from .core.records import ChainUsage, TurnRecord
-from .core.turn import Ack, CheckInterrupt, ModelAnswer, ModelCall, Persist, ToolDone, TurnPlan, primary_turn
+from .core.protocol import ModelCall, ToolDone, ToolRun
+from .core.records import Activation
+from .core.scheduler import Wake
+from .core.wake import ProbeCall, WakeInput, WakeSettings
+from .scripted import ScriptedPorts
 from .synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
@@ -93,102 +96,89 @@ def prefix_report(requests: Sequence[tuple[bytes, bytes]]) -> PrefixReport:
 
 def cacheable_prefix_ratio(messages: int = 500, *, burst: int = 3, reply_every: int = 4) -> PrefixReport:
     """Replay ``messages`` member messages in bursts of up to ``burst``; the bot is activated by every
-    mention and every ``reply_every``-th burst, reads old messages on every third activation, and replies."""
-    segments: list[Segment] = []
-    turns: list[TurnRecord] = []
+    mention and every ``reply_every``-th burst, reads old messages on every third activation, and replies.
+    Each activation is one wake-up of ``core.wake`` through the interpreter, on in-memory ports."""
     requests: list[tuple[bytes, bytes]] = []
-    system = prompt.system_prompt("Lark", "feishu", ("You are curious and brief.",))
-    now = T0
-    n = 0
-    activations = 0
-    bursts = 0
+    script: list[LLMResponse] = []
+
+    def model(call: ModelCall | ProbeCall) -> LLMResponse:
+        assert isinstance(call, ModelCall)
+        requests.append(
+            (
+                prompt_bytes(call.system, call.tools, call.messages),
+                prompt_bytes(call.system, call.tools, call.messages[:-1]),
+            )
+        )
+        return script.pop(0)
+
+    ports = ScriptedPorts(script=model, now_ms=T0, call_ms=200)
+
+    def send(run: ToolRun) -> ToolDone:
+        if run.name == tools.SEND:
+            ports.segments.append(
+                segment(
+                    100_000 + len(ports.segments),
+                    sender="ou_bot",
+                    name="Lark",
+                    at_ms=ports.now_ms,
+                    text=run.args["text"],
+                    myself=True,
+                    self_sent=True,
+                )
+            )
+        return ToolDone(True, prompt.segment_parts(ports.segments[-1])[:1], ports.now_ms)
+
+    ports.tool_script = send
+    n = activations = bursts = 0
     while n < messages:
         for _ in range(1 + bursts % burst):
             if n >= messages:
                 break
             n += 1
             sender, name = SENDERS[n % len(SENDERS)]
-            now += 7_000
+            ports.now_ms += 7_000
             mention = n % 11 == 0
             text = ("@Lark " if mention else "") + PHRASES[n % len(PHRASES)] + f" ({n})"
-            segments.append(segment(n, sender=sender, name=name, at_ms=now, text=text, mentions_me=mention))
+            ports.segments.append(
+                segment(n, sender=sender, name=name, at_ms=ports.now_ms, text=text, mentions_me=mention)
+            )
         bursts += 1
-        if not (any(s.mentions_me for s in segments[-burst:]) or bursts % reply_every == 0):
+        if not (any(s.mentions_me for s in ports.segments[-burst:]) or bursts % reply_every == 0):
             continue
         activations += 1
-        now += 1_000
-        now = _turn(segments, turns, requests, system, now, activations, read_first=activations % 3 == 0)
+        ports.now_ms += 1_000
+        if activations % 3 == 0:
+            script.append(response(tool_call(tools.READ_OLD, "r", message_ids=[f"m{max(1, n - 40)}"])))
+        script.append(response(tool_call(tools.SEND, "s", text=f"answer {activations}")))
+        wake = Wake("debounced", ports.now_ms, 0, Activation("send_message", "someone asked"))
+        asyncio.run(ports.run(_inputs(wake, activations)))
     report = prefix_report(requests)
     return PrefixReport(messages, report.requests, report.request_bytes, report.shared_bytes, report.breaks)
 
 
-def _turn(
-    segments: list[Segment],
-    turns: list[TurnRecord],
-    requests: list[tuple[bytes, bytes]],
-    system: str,
-    now: int,
-    activation: int,
-    *,
-    read_first: bool,
-) -> int:
-    snapshot = tuple(segments)
-    plan = TurnPlan(
+def _inputs(wake: Wake, activation: int) -> WakeInput:
+    return WakeInput(
         platform="feishu",
         chat_id="oc_bench",
         wake_id=f"w{activation}",
-        chain_id=f"c{activation}",
-        first_step=0,
-        usage=ChainUsage(),
-        budget=TurnBudget(),
-        react_only=False,
-        started_ms=now,
-        system=system,
-        history=prompt.history(snapshot, tuple(turns), model_identity="fake-model", reasoning_replay=3),
-        late_binding=prompt.late_binding(
-            now_ms=now,
-            utc_offset_min=480,
-            stats=participation(snapshot, now),
-            probe_reason="someone asked",
-            interrupted=False,
-            react_only=False,
+        wake=wake,
+        input_until_ms=wake.input_until_ms,
+        persona_name="Lark",
+        persona_texts=("You are curious and brief.",),
+        utc_offset_min=480,
+        settings=WakeSettings(
+            probe_enabled=True,
+            bot_exchange_cap=4,
+            budget=TurnBudget(),
+            probe_budget_tokens=20_000,
+            probe_summary_max_tokens=2_000,
+            probe_timeout_ms=15_000,
+            request_limit_tokens=None,
+            trim_budget_tokens=30_000,
+            reasoning_replay=3,
         ),
+        new_chain_id=f"c{activation}",
     )
-    script = [tool_call(tools.SEND, "s", text=f"answer {activation}")]
-    if read_first:
-        script.insert(0, tool_call(tools.READ_OLD, "r", message_ids=[f"m{max(1, len(segments) - 40)}"]))
-    gen = primary_turn(plan)
-    command = next(gen)
-    while True:
-        if isinstance(command, ModelCall):
-            full = prompt_bytes(command.system, command.tools, command.messages)
-            stable = prompt_bytes(command.system, command.tools, command.messages[:-1])
-            requests.append((full, stable))
-            feedback: ModelAnswer | ToolDone | Ack = ModelAnswer(response(script.pop(0)), now)
-        elif isinstance(command, Persist):
-            turns.append(command.record)
-            feedback = Ack(now)
-        elif isinstance(command, CheckInterrupt):
-            feedback = Ack(now)
-        else:
-            now += 200
-            if command.name == tools.SEND:
-                segments.append(
-                    segment(
-                        100_000 + activation,
-                        sender="ou_bot",
-                        name="Lark",
-                        at_ms=now,
-                        text=command.args["text"],
-                        myself=True,
-                        self_sent=True,
-                    )
-                )
-            feedback = ToolDone(True, prompt.segment_parts(segments[-1])[:1], now)
-        try:
-            command = gen.send(feedback)
-        except StopIteration:
-            return now
 
 
 # -- through the bus -------------------------------------------------------------------------------------

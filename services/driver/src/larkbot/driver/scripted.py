@@ -1,0 +1,138 @@
+"""In-memory ports for the wake-up flow: a chat held in lists, a scripted model and scripted tools, a clock
+that moves only when told. The pure prefix benchmark and the flow's unit tests drive ``core.wake`` through
+the same interpreter as the service, with these ports in place of the bus and the database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from larkbot.canonical.context import Segment
+from larkbot.canonical.llm import LLMError, LLMResponse, TextPart
+
+from .adapters.interpreter import interpret
+from .core.compaction import Summary
+from .core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
+from .core.records import ProbeRecord, TurnRecord
+from .core.wake import ChatView, Note, ProbeCall, Remember, StoreProbe, WakeInput, WakeOutcome, wake_up
+
+Answer = LLMResponse | LLMError
+ModelScript = Callable[[ModelCall | ProbeCall], Answer]
+ToolScript = Callable[[ToolRun], ToolDone]
+
+
+def _ok(run: ToolRun) -> ToolDone:
+    return ToolDone(True, (TextPart(text=f"{run.name} done"),), 0)
+
+
+@dataclass
+class ScriptedPorts:
+    """One chat in memory. ``script`` answers probe and primary calls; ``tool_script`` runs tools (its
+    ``now_ms`` is replaced by the clock's); ``compact_with`` stands for the compactor (whether the cursor
+    moved)."""
+
+    script: ModelScript
+    now_ms: int
+    segments: list[Segment] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)
+    summary: Summary | None = None
+    tool_script: ToolScript = _ok
+    compact_with: Callable[[ScriptedPorts], bool] = lambda _ports: False
+    #: Milliseconds each model call and each tool run take on the clock.
+    call_ms: int = 0
+    processed_until_ms: int = 0
+    last_action_ms: int = 0
+    probe_start: str | None = None
+    trim_from_ms: int | None = None
+    recovery_failures: int = 0
+    interrupted: bool = False
+    calls: list[ModelCall | ProbeCall] = field(default_factory=list)
+    probes: list[ProbeRecord] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    compactions: int = 0
+
+    async def read_chat(self) -> ChatView:
+        externals = [s.received_at_ms for s in self.segments if not s.is_myself and s.node_type != "event"]
+        return ChatView(
+            segments=tuple(self.segments),
+            summary=self.summary,
+            last_action_ms=self.last_action_ms,
+            processed_until_ms=self.processed_until_ms,
+            latest_external_ms=max(externals, default=0),
+            probe_start=self.probe_start,
+            trim_from_ms=self.trim_from_ms,
+            recovery_failures=self.recovery_failures,
+            stopping=False,
+            now_ms=self.now_ms,
+        )
+
+    async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:
+        return tuple(t for t in self.turns if t.requested_at_ms >= since_ms)
+
+    async def load_chain(self, chain_id: str) -> tuple[TurnRecord, ...]:
+        return tuple(sorted((t for t in self.turns if t.chain_id == chain_id), key=lambda t: t.step))
+
+    async def load_latest(self) -> TurnRecord | None:
+        return self.turns[-1] if self.turns else None
+
+    async def probe(self, call: ProbeCall) -> ModelAnswer:
+        return self._answer(call)
+
+    async def model(self, call: ModelCall) -> ModelAnswer:
+        return self._answer(call)
+
+    def _answer(self, call: ModelCall | ProbeCall) -> ModelAnswer:
+        self.calls.append(call)
+        self.now_ms += self.call_ms
+        return ModelAnswer(self.script(call), self.now_ms)
+
+    async def store_probe(self, command: StoreProbe) -> None:
+        self.probes.append(command.record)
+
+    async def compact(self) -> bool:
+        self.compactions += 1
+        return self.compact_with(self)
+
+    def remember(self, command: Remember) -> None:
+        if command.probe_start != "keep":
+            self.probe_start = command.probe_start
+        if command.trim_from_ms != "keep":
+            self.trim_from_ms = command.trim_from_ms
+        if command.recovery_failures is not None:
+            self.recovery_failures = command.recovery_failures
+
+    def show_typing(self, started_ms: int) -> None:
+        return None
+
+    async def mark_processed(self, until_ms: int) -> None:
+        self.processed_until_ms = max(self.processed_until_ms, until_ms)
+
+    def note(self, note: Note) -> None:
+        self.notes.append(note)
+
+    async def tool(self, run: ToolRun) -> ToolDone:
+        self.now_ms += self.call_ms
+        done = self.tool_script(run)
+        return ToolDone(done.ok, done.parts, self.now_ms, final=done.final)
+
+    async def persist(self, record: TurnRecord) -> Ack:
+        index = next(
+            (i for i, t in enumerate(self.turns) if (t.chain_id, t.step) == (record.chain_id, record.step)),
+            None,
+        )
+        if index is None:
+            self.turns.append(record)
+        else:
+            self.turns[index] = record
+        if record.sent or record.reacted:
+            self.last_action_ms = max(self.last_action_ms, record.requested_at_ms)
+        return Ack(self.now_ms)
+
+    async def check_interrupt(self, check: CheckInterrupt) -> Ack:
+        return Ack(self.now_ms, self.interrupted)
+
+    def fatal(self, exc: Exception) -> bool:
+        return False
+
+    async def run(self, inputs: WakeInput) -> WakeOutcome:
+        return await interpret(wake_up(inputs), self)
