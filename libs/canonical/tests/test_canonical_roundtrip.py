@@ -465,6 +465,12 @@ CASES: dict[str, BaseModel] = {
         status=529,
         retry_after_s=5.0,
     ),
+    "llm_error-context_length": LLMError(
+        request_id="req-8812-3",
+        category="context_length",
+        message="provider answered HTTP 400: prompt is too long: 208310 tokens > 200000 maximum",
+        status=400,
+    ),
     # media
     "media_job": MediaJob(
         job_id="thumbnail:feishu:om_dc13:0",

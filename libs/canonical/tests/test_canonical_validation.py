@@ -15,6 +15,7 @@ from larkbot.canonical import (
     ContextUpdate,
     DeleteEvent,
     ImagePart,
+    LLMError,
     LLMRequest,
     MediaError,
     MediaJob,
@@ -104,6 +105,7 @@ INVALID: dict[str, Callable[[], object]] = {
     "extra-not-object": lambda: AssistantMessage(
         parts=(), provider_extra="1", provider_extra_format="responses"
     ),
+    "unknown-error-category": lambda: LLMError(request_id="r", category="too_long", message="m"),  # type: ignore[arg-type]
     "cache-exceeds-input": lambda: Usage(
         input_tokens=10, output_tokens=1, cache_read_tokens=8, cache_write_tokens=3
     ),

@@ -9,6 +9,7 @@ import pytest
 from larkbot.canonical.errors import ConfigError
 from larkbot.runtime.config import load_config, parse_config
 
+ENDPOINT = {"format": "openai-chat", "base_url": "https://api.openai.com/v1", "model": "gpt-5"}
 BASE = {
     "feishu": {"app_id": "cli_a1b2", "app_secret": "${FEISHU_SECRET}"},
     "maintainers": ["ou_maint"],
@@ -76,6 +77,36 @@ def test_env_fallback_syntax() -> None:
             {},
             "llm.endpoints.main.format",
         ),
+        (
+            {"llm": {"endpoints": {"main": {**ENDPOINT, "accepts": {"temperature": "sometimes"}}}}},
+            {},
+            "llm.endpoints.main.accepts.temperature",
+        ),
+        (
+            {"llm": {"endpoints": {"main": {**ENDPOINT, "accepts": {"max_tokens_field": "max_output"}}}}},
+            {},
+            "llm.endpoints.main.accepts.max_tokens_field",
+        ),
+        (
+            {"llm": {"endpoints": {"main": {**ENDPOINT, "accepts": {"top_p": False}}}}},
+            {},
+            "llm.endpoints.main.accepts.top_p",
+        ),
+        (
+            {
+                "llm": {
+                    "endpoints": {
+                        "main": {
+                            **ENDPOINT,
+                            "format": "responses",
+                            "accepts": {"max_tokens_field": "max_tokens"},
+                        }
+                    }
+                }
+            },
+            {},
+            "llm.endpoints.main",
+        ),
     ],
 )
 def test_bad_config_names_the_key_path(raw: dict[str, object], env: dict[str, str], path: str) -> None:
@@ -105,3 +136,40 @@ def test_secret_never_in_config_error_message() -> None:
         parse_config(raw, {})
     assert "SECRET-TOKEN-VALUE" not in str(info.value)
     assert info.value.path == "telegram.mode"
+
+
+def test_endpoint_accepts_resolve_per_family_and_configuration() -> None:
+    raw = {
+        "llm": {
+            "endpoints": {
+                "reasoning": ENDPOINT,
+                "local": {
+                    "format": "openai-chat",
+                    "base_url": "http://127.0.0.1:11434/v1",
+                    "model": "qwen3:8b",
+                },
+                "claude": {
+                    "format": "anthropic-messages",
+                    "base_url": "https://api.anthropic.com/v1",
+                    "model": "claude-sonnet-4-5",
+                    "extra_body": {"thinking": {"type": "enabled", "budget_tokens": 2048}},
+                    "accepts": {"forced_tool_choice": True},
+                },
+            }
+        }
+    }
+    endpoints = parse_config(raw, {}).llm.endpoints
+    reasoning = endpoints["reasoning"].resolved_accepts()
+    assert (reasoning.max_tokens_field, reasoning.temperature) == ("max_completion_tokens", False)
+    local = endpoints["local"].resolved_accepts()
+    assert (local.max_tokens_field, local.temperature, local.forced_tool_choice) == ("max_tokens", True, True)
+    claude = endpoints["claude"].resolved_accepts()
+    assert (claude.temperature, claude.forced_tool_choice) == (False, True)  # configured beats the family
+
+
+@pytest.mark.parametrize("name", ["example.yaml", "local.yaml"])
+def test_shipped_configuration_files_stay_valid(name: str) -> None:
+    path = Path(__file__).parents[3] / "config" / name
+    config = load_config(path, {})
+    for endpoint in config.llm.endpoints.values():
+        endpoint.resolved_accepts()

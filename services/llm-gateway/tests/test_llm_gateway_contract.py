@@ -7,6 +7,7 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from larkbot.canonical.llm import (
 )
 from larkbot.llm_gateway.core.common import EncodedImage
 from larkbot.llm_gateway.core.errors import RetryPolicy
-from larkbot.llm_gateway.fake import Drop, Fail, FakeProvider, Reply, Script, Sequence
+from larkbot.llm_gateway.fake import ContextOverflow, Drop, Fail, FakeProvider, Reply, Script, Sequence
 from larkbot.llm_gateway.gateway import Gateway, Outcome
 from larkbot.runtime.config import LlmEndpoint, LlmSettings
 
@@ -196,7 +197,14 @@ async def test_server_errors_exhaust_retries_as_transient(fmt: WireFormat) -> No
 
 @pytest.mark.parametrize(
     ("status", "category"),
-    [(400, "invalid_request"), (422, "invalid_request"), (404, "config"), (402, "permanent")],
+    [
+        (400, "invalid_request"),
+        (422, "invalid_request"),
+        (404, "config"),
+        (402, "config"),
+        (413, "context_length"),
+        (418, "permanent"),
+    ],
 )
 @pytest.mark.parametrize("fmt", FORMATS)
 async def test_permanent_statuses_are_not_retried(fmt: WireFormat, status: int, category: str) -> None:
@@ -340,3 +348,162 @@ async def test_request_dumps_are_redacted(tmp_path: Path) -> None:
 
 def read_dumps(directory: Path) -> tuple[list[str], str]:
     return sorted(p.name for p in directory.iterdir()), (directory / "req-1.1.json").read_text()
+
+
+# --- Issue 13: what real providers send, end to end over HTTP -------------------------------------------
+
+FIXTURES: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "fixtures" / "provider_bodies.json").read_text(encoding="utf-8")
+)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_a_request_over_the_context_window_is_context_length_and_not_retried(fmt: WireFormat) -> None:
+    async with gateway_for(fmt, Sequence([Reply.text("unused")] * 3)) as (gateway, fake, outcomes):
+        fake.context_window = 50
+        reply = await gateway.generate(request())
+        fake.context_window = None
+        after = await gateway.generate(request())
+    assert isinstance(reply, LLMError)
+    assert (reply.category, reply.status) == ("context_length", 400)
+    assert outcomes[0].outcome == "context_length"
+    assert outcomes[0].retries == []
+    assert isinstance(after, LLMResponse)  # the script was not consumed by the refused call
+    assert len(fake.calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("dialect", "status"), [("openai", 400), ("deepseek", 400), ("vllm", 400), ("tpm", 429)]
+)
+async def test_every_openai_chat_context_dialect_is_context_length(dialect: Any, status: int) -> None:
+    script = Sequence([ContextOverflow(dialect=dialect, limit=65536), Reply.text("unused")])
+    async with gateway_for("openai-chat", script) as (gateway, fake, _):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMError)
+    assert (reply.category, reply.status) == ("context_length", status)
+    assert "65536" in reply.message
+    assert len(fake.calls) == 1
+
+
+async def test_a_recorded_gemini_reply_without_tool_ids_is_a_turn() -> None:
+    recorded = FIXTURES["replies"]["gemini_empty_tool_id"]["body"]
+    async with gateway_for("openai-chat", Sequence([Reply(extra=recorded)])) as (gateway, _, _):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMResponse), reply
+    call = reply.message.parts[0]
+    assert isinstance(call, ToolCallPart)
+    assert call.id.startswith("call_")
+    assert reply.stop_reason == "tool_use"
+
+
+async def test_a_paused_anthropic_turn_is_continued_and_returned_whole() -> None:
+    paused = FIXTURES["replies"]["anthropic_pause_turn"]["body"]
+    continued = FIXTURES["replies"]["anthropic_pause_continued"]["body"]
+    script = Sequence([Reply(extra=paused), Reply(extra=continued)])
+    async with gateway_for("anthropic-messages", script) as (gateway, fake, outcomes):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMResponse), reply
+    assert reply.stop_reason == "end_turn"
+    assert [p.text for p in reply.message.parts if isinstance(p, TextPart)] == [
+        "Let me search for that.",
+        "Larks are songbirds.",
+    ]
+    assert reply.usage.input_tokens == 410 + 530 + 4000
+    assert outcomes[0].retries == ["pause_turn"]
+    sent_back = fake.calls[1].body["messages"][-1]
+    assert sent_back == {"role": "assistant", "content": paused["content"]}
+
+
+async def test_a_reasoning_model_gets_only_what_it_accepts() -> None:
+    ask = request(max_output_tokens=800, temperature=0.3)
+    async with gateway_for("openai-chat", Sequence([Reply.text("ok")]), model="gpt-5-mini") as (gw, fake, _):
+        reply = await gw.generate(ask)
+    assert isinstance(reply, LLMResponse), (
+        reply
+    )  # the fake refuses max_tokens and temperature, as OpenAI does
+    body = fake.calls[0].body
+    assert body["max_completion_tokens"] == 800
+    assert "max_tokens" not in body
+    assert "temperature" not in body
+
+
+async def test_anthropic_with_thinking_is_never_forced_nor_given_a_temperature() -> None:
+    thinking = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    script = Sequence([Reply.tool_call("end_turn", {})])
+    async with gateway_for("anthropic-messages", script, extra_body=thinking) as (gw, fake, _):
+        reply = await gw.generate(request(temperature=0.5))
+    assert isinstance(reply, LLMResponse), reply
+    body = fake.calls[0].body
+    assert body["tool_choice"] == {"type": "auto"}
+    assert "temperature" not in body
+    assert body["thinking"] == thinking["thinking"]
+
+
+async def test_a_refused_parameter_costs_no_turn_and_stays_off() -> None:
+    wrong = {"max_tokens_field": "max_tokens", "temperature": True}
+    script = Sequence([Reply.text("first"), Reply.text("second")])
+    ask = request(max_output_tokens=800, temperature=0.3)
+    async with gateway_for("openai-chat", script, model="gpt-5", accepts=wrong) as (gw, fake, outcomes):
+        first = await gw.generate(ask)
+        second = await gw.generate(ask)
+    assert isinstance(first, LLMResponse)
+    assert isinstance(second, LLMResponse)
+    assert outcomes[0].retries == ["unsupported_parameter", "unsupported_parameter"]
+    assert outcomes[1].retries == []
+    # The fake records only what it accepts: the two refused bodies never reached a script.
+    limits = [{"max_tokens", "max_completion_tokens", "temperature"} & set(c.body) for c in fake.calls]
+    assert limits == [{"max_completion_tokens"}, {"max_completion_tokens"}]
+    assert fake.calls[0].raw == fake.calls[1].raw
+
+
+async def test_a_failed_responses_status_is_retried_when_transient() -> None:
+    failed = {
+        "status": "failed",
+        "output": [],
+        "error": {
+            "code": "server_error",
+            "message": "The server had an error while processing your request.",
+        },
+    }
+    script = Sequence([Reply(extra=failed), Reply.text("ok")])
+    async with gateway_for("responses", script) as (gateway, fake, outcomes):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMResponse), reply
+    assert len(fake.calls) == 2
+    assert outcomes[0].retries == ["response_failed"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "openai insufficient_quota is configuration (ChatGPTNextWeb/NextChat#3123)",
+        "responses model_not_found on HTTP 400 (skorokithakis/sysaidmin#9)",
+        "x-should-retry false on a 500 is permanent",
+        "openai 429 request too large for TPM (TheR1D/shell_gpt#653)",
+    ],
+)
+async def test_recorded_errors_with_their_headers_are_not_retried(name: str) -> None:
+    case = next(e for e in FIXTURES["errors"] if e["name"] == name)
+    fail = Fail(case["status"], headers=case["headers"], body=case["body"])
+    async with gateway_for("openai-chat", Sequence([fail, Reply.text("unused")])) as (gateway, fake, _):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMError)
+    assert (reply.category, reply.status) == (case["category"], case["status"])
+    assert len(fake.calls) == 1
+
+
+async def test_anthropic_rate_limit_resets_set_the_wait() -> None:
+    reset = datetime.fromtimestamp(time.time() + 0.3, tz=UTC).isoformat().replace("+00:00", "Z")
+    headers = {
+        "anthropic-ratelimit-input-tokens-remaining": "0",
+        "anthropic-ratelimit-input-tokens-reset": reset,
+        "anthropic-ratelimit-requests-remaining": "10",
+        "anthropic-ratelimit-requests-reset": reset,
+    }
+    limited = Fail(429, "Number of request tokens has exceeded your per-minute rate limit", headers=headers)
+    script = Sequence([limited, Reply.text("hi")])
+    async with gateway_for("anthropic-messages", script) as (gateway, fake, outcomes):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMResponse)
+    assert len(fake.calls) == 2
+    assert 0.1 < outcomes[0].waited_s <= 0.3

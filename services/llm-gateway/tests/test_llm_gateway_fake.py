@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from larkbot.llm_gateway.fake import FakeProvider, Sequence, echo, load_script
+from larkbot.llm_gateway.fake import FakeProvider, Sequence, echo, estimate_tokens, load_script
 
 
 async def test_fake_rejects_what_anthropic_rejects_in_anthropic_shape() -> None:
@@ -59,3 +59,90 @@ def test_load_script() -> None:
     assert load_script("larkbot.llm_gateway.fake:echo") is echo
     with pytest.raises(ValueError, match="module:function"):
         load_script("nonsense")
+
+
+ANTHROPIC = {"anthropic-version": "2023-06-01"}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": " \n"}]}]},
+            "messages: text content blocks must contain non-whitespace text",
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]},
+            "messages: text content blocks must be non-empty",
+        ),
+        (
+            {
+                "messages": [{"role": "user", "content": "hi"}],
+                "thinking": {"type": "enabled", "budget_tokens": 1024},
+                "tools": [{"name": "t", "input_schema": {"type": "object"}}],
+                "tool_choice": {"type": "any"},
+            },
+            "Thinking may not be enabled when tool_choice forces tool use.",
+        ),
+        (
+            {
+                "messages": [{"role": "user", "content": "hi"}],
+                "thinking": {"type": "adaptive"},
+                "temperature": 0.5,
+            },
+            "`temperature` may only be set to 1 when thinking is enabled.",
+        ),
+    ],
+)
+async def test_fake_refuses_what_anthropic_refuses_word_for_word(
+    body: dict[str, object], message: str
+) -> None:
+    async with FakeProvider(echo) as fake, httpx.AsyncClient() as client:
+        answer = await client.post(
+            f"{fake.url}/messages", json={"model": "m", "max_tokens": 10, **body}, headers=ANTHROPIC
+        )
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith(message)
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "code"),
+    [
+        ({"max_tokens": 100}, "max_tokens", "unsupported_parameter"),
+        ({"temperature": 0.2}, "temperature", "unsupported_value"),
+    ],
+)
+async def test_fake_refuses_what_openai_reasoning_models_refuse(
+    extra: dict[str, object], param: str, code: str
+) -> None:
+    body = {"model": "gpt-5-mini", "messages": [{"role": "user", "content": "hi"}], **extra}
+    async with FakeProvider(echo) as fake, httpx.AsyncClient() as client:
+        refused = await client.post(f"{fake.url}/chat/completions", json=body)
+        accepted = await client.post(f"{fake.url}/chat/completions", json={**body, "model": "gpt-4.1-mini"})
+    assert refused.status_code == 400
+    assert (refused.json()["error"]["param"], refused.json()["error"]["code"]) == (param, code)
+    assert accepted.status_code == 200
+
+
+async def test_fake_context_window_answers_each_format_with_its_own_error() -> None:
+    async with FakeProvider(Sequence([]), context_window=10) as fake, httpx.AsyncClient() as client:
+        chat = await client.post(
+            f"{fake.url}/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "x" * 200}]},
+        )
+        claude = await client.post(
+            f"{fake.url}/messages",
+            json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x" * 200}]},
+            headers=ANTHROPIC,
+        )
+        responses = await client.post(f"{fake.url}/responses", json={"model": "m", "input": "x" * 200})
+    assert chat.status_code == claude.status_code == responses.status_code == 400
+    assert chat.json()["error"]["code"] == "context_length_exceeded"
+    assert chat.json()["error"]["message"].startswith("This model's maximum context length is 10 tokens.")
+    tokens = estimate_tokens(fake.calls[1].raw)
+    assert claude.json()["error"]["message"] == f"prompt is too long: {tokens} tokens > 10 maximum"
+    assert responses.json()["error"]["code"] == "context_length_exceeded"
+    assert len(fake.calls) == 3  # recorded, but the script (empty here) was never consulted

@@ -9,9 +9,11 @@ Decisions:
   across a round trip, which prompt caching depends on. This covers ``ToolSpec.parameters_json`` (a JSON
   Schema object), ``ToolCallPart.arguments_json`` (the model's raw text, kept verbatim even when it is not
   valid JSON so replay is byte-exact; the driver rejects it as a tool error) and
-  ``AssistantMessage.provider_extra`` (format-specific fields replayed only to the same wire format).
+  ``AssistantMessage.provider_extra`` (format-specific fields the provider needs back verbatim).
 - Reasoning is kept with the wire ``format`` and ``model_identity`` it came from; the gateway replays it
-  only to the same model (and only for the newest turns), and drops it otherwise.
+  only to the same model (and only for the newest turns), and drops it otherwise. ``provider_extra``
+  follows the same rule, judged by the message's ``model_identity``: a provider's own fields never reach
+  another model.
 - Images are object-store keys (``blob_key``), never inline bytes; the gateway fetches and encodes them.
 - ``Usage.input_tokens`` is total billable input *including* cache reads and writes.
 - Decode an ``llm.generate`` reply with :data:`LLM_REPLY_ADAPTER`; an :class:`LLMError` is a normal reply,
@@ -93,8 +95,9 @@ class UserMessage(WireModel):
 
 
 class AssistantMessage(WireModel):
-    """``provider_extra`` is canonical JSON of fields a wire format needs back verbatim (e.g. a message-
-    level ``reasoning_content``), tagged with that format in ``provider_extra_format``."""
+    """``provider_extra`` is canonical JSON of what a wire format needs back verbatim (unknown fields and
+    blocks, signatures, message phases), tagged with that format in ``provider_extra_format``. Its layout
+    belongs to the gateway's codec of that format; it is replayed only to the same ``model_identity``."""
 
     kind: Literal["assistant"] = "assistant"
     parts: tuple[AssistantPart, ...]
@@ -223,14 +226,22 @@ class LLMResponse(WireModel):
 
 
 class LLMError(WireModel):
-    """A failed call. ``category``: ``transient`` (timeouts, connection errors, 408/409/425/429/5xx —
-    retry), ``deadline`` (the request's deadline passed), ``invalid_request`` / ``permanent`` (do not
-    retry the same input), ``context_length`` (the request exceeds the model's context window: shorten
-    it, then retry), ``config`` (unknown endpoint, missing key). ``message`` is redacted."""
+    """A failed call. ``category``, decided by what the provider said, not by the status alone:
+
+    - ``transient``: timeouts, connection errors, 408/409/425/429/5xx — retry the same input later.
+    - ``deadline``: the request's deadline passed.
+    - ``context_length``: the request is too long for the model (its context window, or a per-request
+      token limit such as a 429 "Request too large … TPM"); the same input never succeeds, a shorter one
+      may — compact or trim, then call again.
+    - ``invalid_request`` / ``permanent``: do not retry the same input.
+    - ``config``: the endpoint needs an operator (unknown endpoint, key, model not found, no quota or
+      credit).
+
+    ``message`` is redacted; ``retry_after_s`` is the provider's hint, when it gave one."""
 
     kind: Literal["error"] = "error"
     request_id: Id
-    category: Literal["transient", "permanent", "deadline", "invalid_request", "context_length", "config"]
+    category: Literal["transient", "permanent", "deadline", "invalid_request", "config", "context_length"]
     message: str
     status: int | None = None
     retry_after_s: Annotated[float, Field(ge=0)] | None = None

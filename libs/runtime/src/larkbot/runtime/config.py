@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -109,6 +110,69 @@ class TelegramSettings(_Section):
     polling_timeout_s: int = Field(default=25, ge=1, le=50)
 
 
+MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
+#: OpenAI reasoning models (o1, o3, o4-mini, gpt-5 and its successors), also behind a ``vendor/`` prefix.
+_OPENAI_REASONING = re.compile(r"^(o[1-9]|gpt-[5-9])")
+_THINKING_TYPES = frozenset({"enabled", "adaptive"})
+
+
+class LlmAccepts(_Section):
+    """What the endpoint's model accepts; the gateway sends nothing else. An unset key takes the default
+    of the model's family (:meth:`LlmEndpoint.resolved_accepts`, table in ``docs/llm-gateway.md``).
+
+    - ``max_tokens_field``: how ``openai-chat`` names the output limit (reasoning models take only
+      ``max_completion_tokens``; vLLM, Ollama and most compatible servers read ``max_tokens``).
+    - ``temperature``: whether a temperature may be sent (OpenAI reasoning models and Anthropic models
+      with thinking refuse it).
+    - ``forced_tool_choice``: whether ``tool_choice`` may force a tool (Anthropic with thinking and
+      DeepSeek's thinking mode refuse it); when not, the gateway asks with ``auto``.
+    - ``replay_reasoning``: whether the model's own reasoning and provider fields are sent back to it
+      (Groq refuses ``reasoning`` / ``reasoning_content`` on input messages).
+    """
+
+    max_tokens_field: MaxTokensField | None = None
+    temperature: bool | None = None
+    forced_tool_choice: bool | None = None
+    replay_reasoning: bool | None = None
+
+
+class ResolvedAccepts(_Section):
+    """:class:`LlmAccepts` with every key decided (configuration first, then the family default)."""
+
+    max_tokens_field: MaxTokensField
+    temperature: bool
+    forced_tool_choice: bool
+    replay_reasoning: bool
+
+
+def family_accepts(
+    fmt: str, model: str, base_url: str, extra_body: Mapping[str, Any]
+) -> dict[str, bool | str]:
+    """The defaults of a known model family; anything unknown accepts everything (compatibility)."""
+    name = model.rsplit("/", 1)[-1].lower()
+    host = (urlsplit(base_url).hostname or "").lower()
+    thinking = extra_body.get("thinking")
+    thinking_on = isinstance(thinking, Mapping) and thinking.get("type") in _THINKING_TYPES
+    out: dict[str, bool | str] = {
+        "max_tokens_field": "max_tokens",
+        "temperature": True,
+        "forced_tool_choice": True,
+        "replay_reasoning": True,
+    }
+    if fmt in ("openai-chat", "responses") and _OPENAI_REASONING.match(name):
+        out["max_tokens_field"] = "max_completion_tokens"
+        out["temperature"] = False
+    if fmt == "anthropic-messages" and thinking_on:
+        out["temperature"] = False
+        out["forced_tool_choice"] = False
+    if name.startswith("deepseek-reasoner"):
+        out["temperature"] = False
+        out["forced_tool_choice"] = False
+    if host == "api.groq.com":
+        out["replay_reasoning"] = False
+    return out
+
+
 class LlmEndpoint(_Section):
     format: Literal["openai-chat", "anthropic-messages", "responses"]
     base_url: str
@@ -128,7 +192,21 @@ class LlmEndpoint(_Section):
     context_window_tokens: int | None = Field(default=None, gt=0)
     #: Merged into every request body (e.g. a thinking budget or reasoning effort).
     extra_body: dict[str, Any] = {}
+    #: What the model accepts; unset keys follow its family (see :class:`LlmAccepts`).
+    accepts: LlmAccepts = LlmAccepts()
     fake: bool = False
+
+    @model_validator(mode="after")
+    def _accepts_fit_format(self) -> LlmEndpoint:
+        if self.accepts.max_tokens_field is not None and self.format != "openai-chat":
+            raise ValueError("accepts.max_tokens_field applies to format openai-chat only")
+        return self
+
+    def resolved_accepts(self) -> ResolvedAccepts:
+        """What to send: each configured key, else the family default."""
+        defaults = family_accepts(self.format, self.model, self.base_url, self.extra_body)
+        configured = self.accepts.model_dump(exclude_none=True)
+        return ResolvedAccepts.model_validate({**defaults, **configured})
 
 
 class LlmSettings(_Section):

@@ -1,16 +1,27 @@
 """One ``llm.generate`` call: prepare, encode, send with retries inside the deadline, decode, account.
 
 Every outcome is a reply — :class:`LLMResponse` or a typed :class:`LLMError` — never an exception, so
-the caller applies its own retry policy (SPEC §4.4). Error categories:
+the caller applies its own retry policy (SPEC §4.4). Error categories (decided by meaning first, see
+``core/errors.py``):
 
-- ``config``: unknown endpoint; provider 401/403/404 (key, model or URL is wrong).
+- ``config``: unknown endpoint; provider 401/402/403/404; no quota or credit; a model the endpoint does
+  not have.
+- ``context_length``: the request is too long for the model; never retried here — the caller compacts or
+  trims and calls again.
 - ``deadline``: the caller's ``deadline_ms`` passed before or during the call. A provider wait that the
   gateway shortened to the remaining deadline and that ran out is a deadline error; a wait that ran out
   at the endpoint's own ``timeout_s`` is a provider timeout (``transient``).
-- ``transient``: timeouts, connection failures, 408/409/425/429/5xx left after the retries that fit
-  in the deadline; ``retry_after_s`` carries the provider's hint.
-- ``invalid_request``: 400/413/422, or an image that is not in the object store.
+- ``transient``: timeouts, connection failures, 408/409/425/429/5xx (as ``x-should-retry`` allows), a
+  Responses ``status: failed`` with ``server_error``, left after the retries that fit in the deadline;
+  ``retry_after_s`` carries the provider's hint.
+- ``invalid_request``: 400/422, or an image that is not in the object store.
 - ``permanent``: other statuses; a 2xx body that is not the format's shape.
+
+What the model accepts (``LlmEndpoint.accepts`` and family defaults) decides the encoded body. When the
+model still refuses a parameter (``core/capabilities.py``), the gateway resends without it at once —
+a wrong parameter never costs a turn — and keeps it off for that endpoint until the process restarts,
+logging a warning that names the configuration key. A paused Anthropic turn (``pause_turn``) is
+continued with further calls and returned as one reply with the usage of all of them.
 
 Messages are masked (registered secrets, credential shapes, and the endpoint's own key) before they
 leave.
@@ -21,32 +32,40 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Usage
+from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Message, Usage
 from larkbot.runtime.config import LlmEndpoint, LlmSettings
 from larkbot.runtime.logs import mask, register_secrets
 
 from .adapters.dumps import DumpWriter
 from .adapters.images import ImageUnavailable
 from .adapters.transport import HttpReply, ProviderTimeout, ProviderUnreachable, Transport
+from .core.capabilities import refused_capability
 from .core.common import (
+    Accepts,
     EncodedImage,
     EncodeOptions,
-    WireError,
     dumps,
     image_refs,
     model_identity,
     prepare_messages,
 )
-from .core.errors import Category, RetryPolicy, classify_status, provider_message, retry_after_s
+from .core.errors import Category, ErrorInfo, RetryPolicy, classify, error_info, retry_after_s
 from .core.formats import CODECS, FAKE_HEADER, request_headers
 from .core.redact import redact_headers
 
+log = logging.getLogger(__name__)
+
 DEFAULT_POLICY = RetryPolicy()
+#: Resends without a refused parameter per call (one per capability at most).
+MAX_ADJUSTMENTS = 4
+#: Continuations of a paused turn per call.
+MAX_CONTINUATIONS = 3
 
 
 class ImageSource(Protocol):
@@ -66,6 +85,7 @@ class Outcome:
     retries: list[str] = field(default_factory=list)
     usage: Usage | None = None
     images_omitted: int = 0
+    attempts: int = 0
 
     @property
     def overhead_s(self) -> float:
@@ -74,12 +94,19 @@ class Outcome:
 
 class _Failure(Exception):
     def __init__(
-        self, category: Category, message: str, *, status: int | None = None, retry_after: float | None = None
+        self,
+        category: Category,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        info: ErrorInfo | None = None,
     ) -> None:
         super().__init__(message)
         self.category = category
         self.status = status
         self.retry_after = retry_after
+        self.info = info
         self.reason = f"status_{status}" if status is not None else "timeout"
 
 
@@ -103,6 +130,8 @@ class Gateway:
         self.dumps = DumpWriter(settings.dump_dir) if settings.dump_dir else None
         self._keys = [e.api_key.get_secret_value() for e in settings.endpoints.values() if e.api_key]
         register_secrets(self._keys)
+        #: What each endpoint accepts: configuration and family defaults, minus what it refused since.
+        self._accepts: dict[str, Accepts] = {}
 
     async def aclose(self) -> None:
         await self.transport.aclose()
@@ -139,41 +168,106 @@ class Gateway:
         identity = model_identity(endpoint.format, endpoint.base_url, endpoint.model)
         if self.clock_ms() >= request.deadline_ms:
             raise _Failure("deadline", "the request's deadline passed before the call started")
-        messages, outcome.images_omitted = prepare_messages(
-            request,
-            fmt=endpoint.format,
-            identity=identity,
-            max_images=endpoint.max_images,
-            replay_turns=endpoint.reasoning_replay_turns,
-        )
+        accepts = self._accepts_for(request.endpoint, endpoint)
+
+        def prepare(replay: bool) -> tuple[tuple[Message, ...], int]:
+            return prepare_messages(
+                request,
+                fmt=endpoint.format,
+                identity=identity,
+                max_images=endpoint.max_images,
+                replay_turns=endpoint.reasoning_replay_turns,
+                replay=replay,
+            )
+
+        messages, outcome.images_omitted = prepare(accepts.replay_reasoning)
         try:
             images = await self.images.resolve(image_refs(messages))
         except ImageUnavailable as exc:
             raise _Failure("invalid_request", str(exc)) from None
-        opts = EncodeOptions(
-            model=endpoint.model,
-            model_identity=identity,
-            images=images,
-            prompt_cache_key=_cache_key(request) if endpoint.supports_prompt_cache_key else None,
-            default_max_output_tokens=endpoint.default_max_output_tokens,
-        )
-        wire = codec.encode_request(request, messages, opts)
-        if endpoint.extra_body:
-            # Operator-supplied provider options (thinking budgets, reasoning effort) win over ours.
-            wire = {**wire, **endpoint.extra_body}
-        body = dumps(wire)
         url = endpoint.base_url.rstrip("/") + codec.path
         headers = request_headers(
             endpoint.format, endpoint.api_key.get_secret_value() if endpoint.api_key else None
         )
+        cache_key = _cache_key(request) if endpoint.supports_prompt_cache_key else None
+        adjustments = 0
+        while True:
+            opts = EncodeOptions(
+                model=endpoint.model,
+                model_identity=identity,
+                images=images,
+                prompt_cache_key=cache_key,
+                default_max_output_tokens=endpoint.default_max_output_tokens,
+                accepts=accepts,
+            )
+            encoded = codec.encode_request(request, messages, opts)
+            # Operator-supplied provider options (thinking budgets, reasoning effort) win over ours.
+            wire = {**encoded, **endpoint.extra_body} if endpoint.extra_body else encoded
+            try:
+                reply, provider_s = await self._send(request, endpoint, url, wire, headers, outcome)
+                break
+            except _Failure as failure:
+                refused = (
+                    refused_capability(endpoint.format, failure.info, encoded, accepts)
+                    if failure.category == "invalid_request" and failure.info is not None
+                    else None
+                )
+                if refused is None or adjustments >= MAX_ADJUSTMENTS:
+                    raise
+                adjustments += 1
+                what, adjusted = refused
+                log.warning(
+                    "LLM endpoint %s refused %s; resending without it "
+                    "(set llm.endpoints.%s.accepts to keep it off)",
+                    request.endpoint,
+                    what,
+                    request.endpoint,
+                )
+                outcome.retries.append("unsupported_parameter")
+                if adjusted.replay_reasoning != accepts.replay_reasoning:
+                    messages, outcome.images_omitted = prepare(adjusted.replay_reasoning)
+                accepts = self._accepts[request.endpoint] = adjusted
+        for _ in range(MAX_CONTINUATIONS):
+            follow = codec.continuation(wire, reply)
+            if follow is None:
+                break
+            outcome.retries.append("pause_turn")
+            more, more_s = await self._send(request, endpoint, url, follow, headers, outcome)
+            reply, wire, provider_s = codec.merge(reply, more), follow, provider_s + more_s
+        response = self._decode(request, endpoint, identity, reply, provider_s)
+        outcome.usage = response.usage
+        return response
+
+    def _accepts_for(self, name: str, endpoint: LlmEndpoint) -> Accepts:
+        found = self._accepts.get(name)
+        if found is None:
+            resolved = endpoint.resolved_accepts()
+            found = self._accepts[name] = Accepts(
+                max_tokens_field=resolved.max_tokens_field,
+                temperature=resolved.temperature,
+                forced_tool_choice=resolved.forced_tool_choice,
+                replay_reasoning=resolved.replay_reasoning,
+            )
+        return found
+
+    async def _send(
+        self,
+        request: LLMRequest,
+        endpoint: LlmEndpoint,
+        url: str,
+        wire: dict[str, Any],
+        headers: dict[str, str],
+        outcome: Outcome,
+    ) -> tuple[dict[str, Any], float]:
+        """One body to the provider, retrying transient failures within the deadline: the parsed reply
+        and the provider time of the attempt that answered."""
+        body = dumps(wire)
         attempt = 0
         while True:
             attempt += 1
             try:
-                reply = await self._attempt(request, endpoint, url, body, headers, attempt, outcome)
-                response = self._decode(request, endpoint, identity, reply)
-                outcome.usage = response.usage
-                return response
+                reply = await self._attempt(request, endpoint, url, body, headers, outcome)
+                return self._parse(endpoint, reply), reply.elapsed_s
             except _Failure as failure:
                 if failure.category != "transient":
                     raise
@@ -192,9 +286,10 @@ class Gateway:
         url: str,
         body: bytes,
         headers: dict[str, str],
-        attempt: int,
         outcome: Outcome,
     ) -> HttpReply:
+        outcome.attempts += 1
+        attempt = outcome.attempts
         remaining_s = (request.deadline_ms - self.clock_ms()) / 1000
         if remaining_s <= 0:
             raise _Failure("deadline", "the request's deadline passed between attempts")
@@ -233,26 +328,47 @@ class Gateway:
                 "config", "the endpoint answered as the fake provider but is not configured with fake: true"
             )
         if not 200 <= reply.status <= 299:
-            category = classify_status(reply.status)
-            retry_after = retry_after_s(reply.headers, self.clock_ms() / 1000)
-            message = f"provider answered HTTP {reply.status}: {provider_message(reply.body)}"
-            raise _Failure(category, message, status=reply.status, retry_after=retry_after)
+            info = error_info(reply.body)
+            category = classify(reply.status, info, reply.headers)
+            retry_after = retry_after_s(reply.headers, self.clock_ms() / 1000, reply.status)
+            message = f"provider answered HTTP {reply.status}: {info.message}"
+            raise _Failure(category, message, status=reply.status, retry_after=retry_after, info=info)
         return reply
 
-    def _decode(
-        self, request: LLMRequest, endpoint: LlmEndpoint, identity: str, reply: HttpReply
-    ) -> LLMResponse:
+    def _parse(self, endpoint: LlmEndpoint, reply: HttpReply) -> dict[str, Any]:
+        """The reply as a JSON object, or the failure it reports (a Responses ``status: failed``)."""
         try:
             parsed = json.loads(reply.body)
-            if not isinstance(parsed, dict):
-                raise WireError("reply is not a JSON object")
-            decoded = CODECS[endpoint.format].decode_response(parsed, identity)
-        except (ValueError, KeyError, TypeError) as exc:
-            # ValueError covers WireError, JSON and pydantic validation errors of a malformed reply.
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
             raise _Failure(
                 "permanent",
-                f"provider reply is not valid {endpoint.format}: {type(exc).__name__}",
+                f"provider reply is not valid {endpoint.format}: not a JSON object",
                 status=reply.status,
+            )
+        failed = CODECS[endpoint.format].failed(parsed)
+        if failed is not None:
+            category: Category = failed.category  # type: ignore[assignment]
+            failure = _Failure(category, str(failed), status=reply.status)
+            failure.reason = "response_failed"
+            raise failure
+        return parsed
+
+    def _decode(
+        self,
+        request: LLMRequest,
+        endpoint: LlmEndpoint,
+        identity: str,
+        reply: dict[str, Any],
+        provider_s: float,
+    ) -> LLMResponse:
+        try:
+            decoded = CODECS[endpoint.format].decode_response(reply, identity)
+        except (ValueError, KeyError, TypeError) as exc:
+            # ValueError covers WireError and pydantic validation errors of a malformed reply.
+            raise _Failure(
+                "permanent", f"provider reply is not valid {endpoint.format}: {type(exc).__name__}"
             ) from None
         return LLMResponse(
             request_id=request.request_id,
@@ -260,7 +376,7 @@ class Gateway:
             message=decoded.message,
             stop_reason=decoded.stop_reason,
             usage=decoded.usage,
-            provider_latency_ms=round(reply.elapsed_s * 1000),
+            provider_latency_ms=round(provider_s * 1000),
         )
 
     async def _dump(

@@ -23,7 +23,8 @@ _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.015, 0.025, 0.0
 
 REQUESTS = Counter(
     "larkbot_llm_requests_total",
-    "llm.generate calls by outcome (ok, transient, permanent, deadline, invalid_request, config)",
+    "llm.generate calls by outcome "
+    "(ok, transient, permanent, deadline, invalid_request, config, context_length)",
     [*_LABELS, "outcome"],
 )
 REQUEST_SECONDS = Histogram(
@@ -46,7 +47,9 @@ OVERHEAD_SECONDS = Histogram(
 )
 RETRIES = Counter(
     "larkbot_llm_retries_total",
-    "Provider calls retried after a transient failure, by reason (status, timeout, connect)",
+    "Provider calls beyond the first, by reason: a transient failure (status_<code>, timeout, connect, "
+    "response_failed), a resend without a refused parameter (unsupported_parameter), a paused turn "
+    "continued (pause_turn)",
     [*_LABELS, "reason"],
 )
 INPUT_TOKENS = Counter(

@@ -4,8 +4,15 @@ Decisions:
 
 - Roles must alternate and tool results travel in user messages, so consecutive user-side IR messages
   (user messages and tool results) merge into one user message, in IR order; consecutive assistant
-  messages merge too. Empty text blocks are dropped (the API rejects them), and a message left empty is
-  skipped.
+  messages merge too. Empty and whitespace-only text blocks are dropped on both sides — the API refuses
+  the whole request over one ("text content blocks must contain non-whitespace text"), and replies
+  contain them around adaptive thinking — and a message left empty is skipped.
+- ``temperature`` and a forced ``tool_choice`` only where the model accepts them (``Accepts``): with
+  thinking enabled the API refuses both, so the choice becomes ``auto`` and the model may answer without
+  a tool.
+- ``pause_turn`` (a server-tool loop paused) means "send it back and let it continue": the gateway does
+  so (:func:`continuation`, :func:`merge`) and decodes the merged turn; only a turn still paused when
+  the continuations run out decodes as ``other``.
 - ``cache_control`` breakpoints: on the system prompt (covering the tools, which precede it in the cache
   order) and on the last cacheable block of the second-to-last message — the last message is the
   late-binding one that changes every call. Two of the four breakpoints the API allows.
@@ -67,6 +74,7 @@ _STOP: dict[str, StopReason] = {
     "max_tokens": "max_tokens",
     "model_context_window_exceeded": "max_tokens",
     "refusal": "refusal",
+    "pause_turn": "other",
 }
 _STOP_OUT = {"end_turn": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens", "refusal": "refusal"}
 
@@ -93,8 +101,8 @@ def encode_request(request: LLMRequest, messages: tuple[Message, ...], opts: Enc
     body["messages"] = wire
     if request.tools:
         body["tools"] = [_tool(t) for t in request.tools]
-        body["tool_choice"] = _tool_choice(request.tool_choice)
-    if request.temperature is not None:
+        body["tool_choice"] = _tool_choice(request.tool_choice, opts.accepts.forced_tool_choice)
+    if request.temperature is not None and opts.accepts.temperature:
         body["temperature"] = request.temperature
     return body
 
@@ -124,7 +132,7 @@ def _user_blocks(parts: tuple[UserPart, ...], opts: EncodeOptions) -> list[dict[
     out: list[dict[str, Any]] = []
     for part in parts:
         if isinstance(part, TextPart):
-            if part.text:
+            if part.text.strip():
                 out.append({"type": "text", "text": part.text})
         else:
             image = lookup_image(opts.images, part)
@@ -137,7 +145,7 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, TextPart):
-            if part.text:
+            if part.text.strip():
                 out.append({"type": "text", "text": part.text})
         elif isinstance(part, ToolCallPart):
             out.append(
@@ -161,7 +169,9 @@ def _tool(tool: ToolSpec) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters()}
 
 
-def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
+def _tool_choice(choice: ToolChoice, forced_accepted: bool) -> dict[str, Any]:
+    if choice.mode in ("any", "tool") and not forced_accepted:
+        return {"type": "auto"}
     if choice.mode == "tool":
         return {"type": "tool", "name": choice.name}
     return {"type": choice.mode}
@@ -183,7 +193,7 @@ def _read_assistant(content: list[Any], identity: str) -> AssistantMessage:
         block = json_object(raw, "content block")
         kind = block.get("type")
         if kind == "text":
-            if block.get("text"):
+            if str(block.get("text") or "").strip():
                 parts.append(TextPart(text=str(block["text"])))
         elif kind == "thinking":
             signature = block.get("signature")
@@ -208,17 +218,43 @@ def _read_assistant(content: list[Any], identity: str) -> AssistantMessage:
     )
 
 
+def continuation(wire: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any] | None:
+    """The request that lets a ``pause_turn`` reply continue: the same body with the paused content as
+    the last assistant message, as the API documents ("provide the response back as-is"). ``None`` when
+    the reply is not paused."""
+    if reply.get("stop_reason") != "pause_turn":
+        return None
+    content = json_list(reply.get("content"), "content")
+    messages = list(json_list(wire.get("messages"), "messages"))
+    if messages and messages[-1].get("role") == "assistant":
+        messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], *content]}
+    else:
+        messages.append({"role": "assistant", "content": content})
+    return {**wire, "messages": messages}
+
+
+def merge(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """One reply for a paused turn and its continuation: content in order, the last stop reason, both
+    calls' usage added."""
+    usage = usage_codec.sum_anthropic(
+        json_object(first.get("usage") or {}, "usage"), json_object(second.get("usage") or {}, "usage")
+    )
+    content = [*json_list(first.get("content"), "content"), *json_list(second.get("content"), "content")]
+    return {**second, "content": content, "usage": usage}
+
+
 def encode_response(
     message: AssistantMessage, stop_reason: StopReason, usage: Usage, *, model: str, response_id: str
 ) -> dict[str, Any]:
-    """A reply as the Messages API sends it (the fake provider speaks through this)."""
+    """A reply as the Messages API sends it (the fake provider speaks through this); ``other`` has no
+    Anthropic spelling and goes out as ``null``."""
     return {
         "id": response_id,
         "type": "message",
         "role": "assistant",
         "model": model,
         "content": _assistant_blocks(message),
-        "stop_reason": _STOP_OUT.get(stop_reason, "pause_turn"),
+        "stop_reason": _STOP_OUT.get(stop_reason),
         "stop_sequence": None,
         "usage": usage_codec.to_anthropic(usage),
     }

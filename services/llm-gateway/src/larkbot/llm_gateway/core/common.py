@@ -9,7 +9,10 @@ Decisions:
   caller's request, so a retry re-encodes the exact same bytes.
 - Reasoning is replayed only to the wire format and model identity that produced it, and only for the
   newest ``replay_turns`` assistant messages plus the open tool chain (assistant messages after the last
-  user message), which Anthropic requires beside a pending ``tool_use``.
+  user message), which Anthropic requires beside a pending ``tool_use``. ``provider_extra`` follows the
+  same rule, judged by the message's own ``model_identity``: a provider's unknown fields never reach
+  another model, and an endpoint that does not accept replay (``Accepts.replay_reasoning``) gets neither.
+- What a model accepts (:class:`Accepts`) is decided before encoding; codecs only obey it.
 - ``max_images`` keeps the newest images; older ones become a fixed placeholder text so the request stays
   valid and deterministic.
 """
@@ -21,7 +24,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from larkbot.canonical.llm import (
@@ -38,6 +41,7 @@ from larkbot.canonical.llm import (
     Usage,
     UserMessage,
     WireFormat,
+    canonical_json,
 )
 
 #: Default replay window for reasoning (turn responses); see ``docs/llm-gateway.md``.
@@ -71,12 +75,34 @@ BlobKeyOf = Callable[[str, str], str]
 
 
 @dataclass(frozen=True, slots=True)
+class Accepts:
+    """What the endpoint's model accepts (resolved from configuration and family defaults)."""
+
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    temperature: bool = True
+    forced_tool_choice: bool = True
+    replay_reasoning: bool = True
+
+
+ACCEPTS_ALL = Accepts()
+
+
+class ProviderFailure(Exception):
+    """A 2xx reply that reports a failure of its own (a Responses ``status: failed``)."""
+
+    def __init__(self, category: str, message: str) -> None:
+        super().__init__(message)
+        self.category = category
+
+
+@dataclass(frozen=True, slots=True)
 class EncodeOptions:
     model: str
     model_identity: str
     images: ImageTable
     prompt_cache_key: str | None = None
     default_max_output_tokens: int = 4096
+    accepts: Accepts = ACCEPTS_ALL
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +149,26 @@ def sanitize_tool_id(tool_id: str) -> str:
     return f"{_TOOL_ID_BAD_CHARS.sub('_', tool_id)[:50]}_{digest}"
 
 
+def synthesize_tool_id(seed: str, index: int, name: str, arguments: str) -> str:
+    """An id for a tool call that came without one (Gemini's compatibility endpoint sends ``"id": ""``).
+
+    Derived from the reply (``seed``: its id and message), the call's position, name and arguments, so
+    the same reply always yields the same id (replay stays byte-identical) and two replies do not share
+    one.
+    """
+    digest = hashlib.sha256(f"{seed}\x00{index}\x00{name}\x00{arguments}".encode()).hexdigest()
+    return f"call_{digest[:24]}"
+
+
+def arguments_text(raw: Any) -> str:
+    """Tool-call arguments as the model's text: a string verbatim, an object (some servers) as JSON."""
+    if isinstance(raw, str):
+        return raw
+    if raw is None:
+        return "{}"
+    return canonical_json(raw)
+
+
 def image_max_side(part: ImagePart) -> int:
     return MAX_SIDE[part.detail]
 
@@ -153,16 +199,29 @@ def parse_data_url(url: str) -> tuple[str, str]:
 
 
 def prepare_messages(
-    request: LLMRequest, *, fmt: WireFormat, identity: str, max_images: int, replay_turns: int
+    request: LLMRequest,
+    *,
+    fmt: WireFormat,
+    identity: str,
+    max_images: int,
+    replay_turns: int,
+    replay: bool = True,
 ) -> tuple[tuple[Message, ...], int]:
-    """The messages to encode for one endpoint, and how many images were replaced by the placeholder."""
-    messages = _strip_reasoning(request.messages, fmt=fmt, identity=identity, replay_turns=replay_turns)
+    """The messages to encode for one endpoint, and how many images were replaced by the placeholder.
+
+    ``replay=False`` (an endpoint that refuses its own reasoning on input) strips every reasoning part and
+    every ``provider_extra``.
+    """
+    messages = _strip_reasoning(
+        request.messages, fmt=fmt, identity=identity, replay_turns=replay_turns if replay else -1
+    )
     return _limit_images(messages, max_images)
 
 
 def _strip_reasoning(
     messages: tuple[Message, ...], *, fmt: WireFormat, identity: str, replay_turns: int
 ) -> tuple[Message, ...]:
+    """``replay_turns < 0``: no replay at all, not even for the open tool chain."""
     last_user = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
     assistant_at = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
     newest = set(assistant_at[-replay_turns:]) if replay_turns > 0 else set()
@@ -171,22 +230,27 @@ def _strip_reasoning(
         if not isinstance(message, AssistantMessage):
             out.append(message)
             continue
-        keep = index in newest or index > last_user
+        keep = replay_turns >= 0 and (index in newest or index > last_user)
         parts = tuple(
             p
             for p in message.parts
             if not isinstance(p, ReasoningPart) or (keep and p.format == fmt and p.model_identity == identity)
         )
-        same_format = message.provider_extra_format == fmt
-        if parts == message.parts and (same_format or message.provider_extra is None):
+        extra_kept = (
+            keep
+            and message.provider_extra is not None
+            and message.provider_extra_format == fmt
+            and message.model_identity == identity
+        )
+        if parts == message.parts and (extra_kept or message.provider_extra is None):
             out.append(message)
         else:
             out.append(
                 message.model_copy(
                     update={
                         "parts": parts,
-                        "provider_extra": message.provider_extra if same_format else None,
-                        "provider_extra_format": fmt if same_format else None,
+                        "provider_extra": message.provider_extra if extra_kept else None,
+                        "provider_extra_format": fmt if extra_kept else None,
                     }
                 )
             )

@@ -1,9 +1,25 @@
-"""Classifying provider failures (pure): what is worth retrying, how long to wait, what to tell the caller.
+"""Classifying provider failures (pure): by what the provider said, then by status; how long to wait.
 
-Transient: timeouts, connection errors, HTTP 408/409/425/429 and 5xx (SPEC §4.4) — retried within the
-caller's deadline, then returned as ``transient`` so the driver's own retry schedule applies. 401/403/404
-mean the endpoint is misconfigured (key, model, URL): ``config``. 400/413/422 reject this input:
-``invalid_request``. Everything else is ``permanent``.
+Order of decision (:func:`classify`):
+
+1. Meaning, whatever the status. ``context_length``: the request is too long for the model — OpenAI's
+   and Groq's ``context_length_exceeded``, "maximum context length" (OpenAI, DeepSeek, vLLM, OpenRouter),
+   Anthropic's "prompt is too long" and "exceed context limit", the Responses API's "exceeds the context
+   window", xAI's "maximum prompt length", Gemini's "exceeds the maximum number of tokens", Ollama's
+   "exceeds the context length", a 429/413 "Request too large … tokens per min" (the request alone is
+   over the TPM limit, waiting never helps) and HTTP 413. ``config``: no quota or credit
+   (``insufficient_quota``, billing errors, HTTP 402, Anthropic's "credit balance is too low") and a model
+   the endpoint does not have (``model_not_found`` — HTTP 400 on the Responses API —, DeepSeek's "Model
+   Not Exist").
+2. ``x-should-retry`` (OpenAI, Anthropic): ``true`` makes any failure transient; ``false`` makes a
+   transient status permanent.
+3. Status: 408/409/425/429 and 5xx are ``transient``; 401/403/404 ``config``; 400/422 ``invalid_request``;
+   anything else ``permanent``.
+
+Waiting (:func:`retry_after_s`): ``retry-after-ms``, then ``retry-after`` (seconds or an HTTP date), then
+on a 429 the reset time of the exhausted limits — Anthropic's ``anthropic-ratelimit-*-reset`` (RFC 3339)
+and OpenAI's ``x-ratelimit-reset-*`` (durations like ``6m0s``) whose ``*-remaining`` is 0; the latest
+of them, since all must have reset.
 
 Provider error bodies are summarized, never forwarded whole, and every message is masked before it
 leaves the gateway (the caller of :func:`provider_message` passes the masking function).
@@ -12,6 +28,7 @@ leaves the gateway (the caller of :func:`provider_message` passes the masking fu
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,32 +37,144 @@ from typing import Any, Literal
 
 from larkbot.canonical.llm import WireFormat
 
-Category = Literal["transient", "permanent", "deadline", "invalid_request", "config"]
+Category = Literal["transient", "permanent", "deadline", "invalid_request", "config", "context_length"]
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
 _MAX_MESSAGE = 300
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
+    402: "billing_error",
     403: "permission_error",
     404: "not_found_error",
     413: "request_too_large",
     429: "rate_limit_error",
     529: "overloaded_error",
 }
+_CONTEXT_CODES = frozenset({"context_length_exceeded"})
+_CONTEXT_PHRASES = (
+    "maximum context length",
+    "context length exceeded",
+    "exceeds the context length",
+    "exceeds the context window",
+    "exceed context limit",
+    "prompt is too long",
+    "maximum prompt length",
+    "exceeds the maximum number of tokens",
+)
+_TOO_LARGE = re.compile(r"request too large.*tokens per min", re.IGNORECASE | re.DOTALL)
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"})
+_QUOTA_PHRASES = ("exceeded your current quota", "credit balance is too low", "insufficient balance")
+_MODEL_CODES = frozenset({"model_not_found"})
+_MODEL_PHRASES = ("model not exist", "model_not_found")
+_ANTHROPIC_LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
+_OPENAI_LIMITS = ("requests", "tokens")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """The parts of an error body that carry meaning, whatever the dialect spelled them as."""
+
+    message: str = ""
+    code: str = ""
+    type: str = ""
+    param: str = ""
+
+    def text(self) -> str:
+        return f"{self.message} {self.code} {self.type} {self.param}".lower()
+
+
+def error_info(body: bytes) -> ErrorInfo:
+    """Read OpenAI's ``{"error": {...}}``, Anthropic's ``{"type": "error", "error": {...}}``, vLLM's flat
+    ``{"object": "error", "message": ...}``, Gemini's list-wrapped ``[{"error": {...}}]``, xAI's and
+    Ollama's ``{"error": "<text>"}``; anything else becomes a short excerpt of the body."""
+    try:
+        parsed: Any = json.loads(body)
+    except ValueError:
+        return ErrorInfo(message=body[:_MAX_MESSAGE].decode("utf-8", "replace").strip())
+    if isinstance(parsed, list) and parsed and isinstance(parsed[0], dict):
+        parsed = parsed[0]
+    if not isinstance(parsed, dict):
+        return ErrorInfo(message=json.dumps(parsed)[:_MAX_MESSAGE])
+    error = parsed.get("error")
+    if isinstance(error, dict):
+        return ErrorInfo(
+            message=_text(error.get("message")),
+            code=_text(error.get("code")) or _text(error.get("status")),
+            type=_text(error.get("type")),
+            param=_text(error.get("param")),
+        )
+    if isinstance(error, str):
+        return ErrorInfo(message=error[:_MAX_MESSAGE], code=_text(parsed.get("code")))
+    if isinstance(parsed.get("message"), str):
+        return ErrorInfo(
+            message=_text(parsed.get("message")),
+            code=_text(parsed.get("code")),
+            type=_text(parsed.get("type")),
+            param=_text(parsed.get("param")),
+        )
+    return ErrorInfo(message=json.dumps(parsed)[:_MAX_MESSAGE])
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value[:_MAX_MESSAGE]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return ""
+
+
+def provider_message(body: bytes) -> str:
+    """The provider's own error text, or a short excerpt of the body."""
+    return error_info(body).message[:_MAX_MESSAGE]
 
 
 def classify_status(status: int) -> Category:
     if status in TRANSIENT_STATUSES or 500 <= status <= 599:
         return "transient"
-    if status in (401, 403, 404):
+    if status in (401, 402, 403, 404):
         return "config"
-    if status in (400, 413, 422):
+    if status == 413:
+        return "context_length"
+    if status in (400, 422):
         return "invalid_request"
     return "permanent"
 
 
-def retry_after_s(headers: Mapping[str, str], now_s: float) -> float | None:
-    """``retry-after-ms`` (OpenAI) or ``retry-after`` in seconds or as an HTTP date; never negative."""
+def classify_meaning(status: int, info: ErrorInfo) -> Category | None:
+    """What the body says, when it says something the status does not (``None`` otherwise)."""
+    text = info.text()
+    if info.code.lower() in _CONTEXT_CODES or any(p in text for p in _CONTEXT_PHRASES):
+        return "context_length"
+    if _TOO_LARGE.search(info.message):
+        return "context_length"
+    if info.code.lower() in _QUOTA_CODES or info.type.lower() in _QUOTA_CODES:
+        return "config"
+    if any(p in text for p in _QUOTA_PHRASES):
+        return "config"
+    if info.code.lower() in _MODEL_CODES or any(p in text for p in _MODEL_PHRASES):
+        return "config"
+    if status == 400 and info.param == "model" and "does not exist" in text:
+        return "config"
+    return None
+
+
+def classify(status: int, info: ErrorInfo, headers: Mapping[str, str]) -> Category:
+    meaning = classify_meaning(status, info)
+    if meaning is not None:
+        return meaning
+    by_status = classify_status(status)
+    should_retry = {k.lower(): v for k, v in headers.items()}.get("x-should-retry", "").strip().lower()
+    if should_retry == "true":
+        return "transient"
+    if should_retry == "false" and by_status == "transient":
+        return "permanent"
+    return by_status
+
+
+def retry_after_s(headers: Mapping[str, str], now_s: float, status: int | None = None) -> float | None:
+    """How long the provider asks to wait, never negative; ``None`` when it does not say."""
     lowered = {k.lower(): v for k, v in headers.items()}
     millis = lowered.get("retry-after-ms")
     if millis is not None:
@@ -54,34 +183,54 @@ def retry_after_s(headers: Mapping[str, str], now_s: float) -> float | None:
         except ValueError:
             pass
     raw = lowered.get("retry-after")
-    if raw is None:
-        return None
+    if raw is not None:
+        try:
+            return max(0.0, float(raw))
+        except ValueError:
+            pass
+        when = _http_date(raw)
+        if when is not None:
+            return max(0.0, when.timestamp() - now_s)
+    if status == 429:
+        return _rate_limit_reset(lowered, now_s)
+    return None
+
+
+def _http_date(raw: str) -> datetime | None:
     try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        when: datetime = parsedate_to_datetime(raw)
+        return parsedate_to_datetime(raw)
     except (TypeError, ValueError):
         return None
-    return max(0.0, when.timestamp() - now_s)
 
 
-def provider_message(body: bytes) -> str:
-    """The provider's own error text, or a short excerpt of the body."""
-    try:
-        parsed: Any = json.loads(body)
-    except ValueError:
-        return body[:_MAX_MESSAGE].decode("utf-8", "replace").strip()
-    if isinstance(parsed, dict):
-        error = parsed.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])[:_MAX_MESSAGE]
-        if isinstance(error, str):
-            return error[:_MAX_MESSAGE]
-        if isinstance(parsed.get("message"), str):
-            return str(parsed["message"])[:_MAX_MESSAGE]
-    return json.dumps(parsed)[:_MAX_MESSAGE]
+def _rate_limit_reset(headers: Mapping[str, str], now_s: float) -> float | None:
+    waits: list[float] = []
+    for limit in _ANTHROPIC_LIMITS:
+        if headers.get(f"anthropic-ratelimit-{limit}-remaining", "").strip() != "0":
+            continue
+        reset = headers.get(f"anthropic-ratelimit-{limit}-reset")
+        if reset is None:
+            continue
+        try:
+            waits.append(datetime.fromisoformat(reset.strip().replace("Z", "+00:00")).timestamp() - now_s)
+        except ValueError:
+            continue
+    for limit in _OPENAI_LIMITS:
+        if headers.get(f"x-ratelimit-remaining-{limit}", "").strip() != "0":
+            continue
+        seconds = _duration_s(headers.get(f"x-ratelimit-reset-{limit}", ""))
+        if seconds is not None:
+            waits.append(seconds)
+    return max(0.0, max(waits)) if waits else None
+
+
+def _duration_s(text: str) -> float | None:
+    """OpenAI's reset durations: ``1s``, ``20ms``, ``6m0s``, ``1h2m3.5s``."""
+    text = text.strip()
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
 
 
 def error_body(fmt: WireFormat, status: int, message: str) -> dict[str, Any]:
@@ -97,6 +246,60 @@ def error_body(fmt: WireFormat, status: int, message: str) -> dict[str, Any]:
         else "invalid_request_error"
     )
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+ContextDialect = Literal["openai", "deepseek", "vllm", "tpm"]
+
+
+def context_length_body(
+    fmt: WireFormat, tokens: int, limit: int, dialect: ContextDialect = "openai"
+) -> tuple[int, dict[str, Any]]:
+    """Status and body of each provider's "request too long" answer, worded as the providers word it.
+
+    openai-chat dialects: ``openai`` (400 ``context_length_exceeded``), ``deepseek`` (400, the code is
+    only ``invalid_request_error``), ``vllm`` (400, vLLM's flat ``object: error`` body) and ``tpm`` (429,
+    OpenAI's "Request too large … tokens per min"). anthropic-messages: 400 "prompt is too long";
+    responses: 400 ``context_length_exceeded`` with ``param: input``.
+    """
+    if fmt == "anthropic-messages":
+        message = f"prompt is too long: {tokens} tokens > {limit} maximum"
+        return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    if fmt == "responses":
+        message = (
+            "Your input exceeds the context window of this model. Please adjust your input and try again."
+        )
+        return 400, _openai_error(message, "invalid_request_error", "input", "context_length_exceeded")
+    requested = (
+        f"This model's maximum context length is {limit} tokens. However, you requested {tokens} tokens "
+        f"({tokens} in the messages, 0 in the completion). Please reduce the length of the messages or "
+        "completion."
+    )
+    if dialect == "tpm":
+        message = (
+            f"Request too large for fake-model in organization org-fake on tokens per min (TPM): "
+            f"Limit {limit}, Requested {tokens}. The input or output tokens must be reduced in order to "
+            "run successfully. Visit https://platform.openai.com/account/rate-limits to learn more."
+        )
+        return 429, _openai_error(message, "tokens", None, "rate_limit_exceeded")
+    if dialect == "deepseek":
+        return 400, _openai_error(requested, "invalid_request_error", None, "invalid_request_error")
+    if dialect == "vllm":
+        return 400, {
+            "object": "error",
+            "message": requested,
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+        f"{tokens} tokens. Please reduce the length of the messages."
+    )
+    return 400, _openai_error(message, "invalid_request_error", "messages", "context_length_exceeded")
+
+
+def _openai_error(message: str, kind: str, param: str | None, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,6 @@
-"""The three wire formats behind one table: path, headers, and the four codec directions."""
+"""The three wire formats behind one table: path, headers, the four codec directions, and the two hooks a
+reply may need before decoding — a failure reported in a 2xx body (``failed``) and a paused turn that
+continues with another call (``continuation`` / ``merge``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 from larkbot.canonical.llm import AssistantMessage, LLMRequest, Message, StopReason, Usage, WireFormat
 
 from . import anthropic, openai_chat, responses
-from .common import BlobKeyOf, Decoded, EncodeOptions, ParsedRequest
+from .common import BlobKeyOf, Decoded, EncodeOptions, ParsedRequest, ProviderFailure
 from .usage import OpenAIUsageStyle
 
 
@@ -22,6 +24,9 @@ class Codec:
     encode_response: Callable[..., dict[str, Any]]
     decode_request: Callable[[dict[str, Any], BlobKeyOf, str], ParsedRequest]
     supports_prompt_cache_key: bool
+    failed: Callable[[dict[str, Any]], ProviderFailure | None] = lambda _reply: None
+    continuation: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None] = lambda _w, _r: None
+    merge: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] = lambda _first, second: second
 
 
 #: Marks replies of the fake provider; the gateway accepts it only from endpoints with ``fake: true``.
@@ -45,6 +50,8 @@ CODECS: dict[WireFormat, Codec] = {
         anthropic.encode_response,
         anthropic.decode_request,
         False,
+        continuation=anthropic.continuation,
+        merge=anthropic.merge,
     ),
     "responses": Codec(
         "responses",
@@ -54,6 +61,7 @@ CODECS: dict[WireFormat, Codec] = {
         responses.encode_response,
         responses.decode_request,
         True,
+        failed=lambda reply: responses.failure_of(reply) if reply.get("status") == "failed" else None,
     ),
 }
 
@@ -89,7 +97,7 @@ def encode_response(
     usage_style: str = "openai",
 ) -> dict[str, Any]:
     if fmt == "openai-chat":
-        style: OpenAIUsageStyle = "deepseek" if usage_style == "deepseek" else "openai"
+        style: OpenAIUsageStyle = usage_style if usage_style in ("deepseek", "xai") else "openai"  # type: ignore[assignment]
         return openai_chat.encode_response(
             message, stop_reason, usage, model=model, response_id=response_id, usage_style=style
         )

@@ -2,17 +2,26 @@
 
 Decisions:
 
-- Compatibility first: ``max_tokens`` (vLLM, Ollama and DeepSeek read it; OpenAI still accepts it), a
-  single text part is sent as a plain string (DeepSeek rejects part lists), ``prompt_cache_key`` only when
-  the endpoint says it is supported.
-- Message-level reasoning (DeepSeek ``reasoning_content``) becomes a :class:`ReasoningPart`; parts decode in
-  the order reasoning, text, tool calls.
+- Compatibility first: the output limit is ``max_tokens`` unless the endpoint's model takes only
+  ``max_completion_tokens`` (``Accepts``); ``temperature`` and a forced ``tool_choice`` only where
+  accepted. A single text part is sent as a plain string (DeepSeek rejects part lists);
+  ``prompt_cache_key`` only when the endpoint says it is supported.
+- Reasoning comes in three dialects, all read as a :class:`ReasoningPart`: ``reasoning_content``
+  (DeepSeek, vLLM before 0.11, xAI), ``reasoning`` (Ollama, Groq, OpenRouter, vLLM) and OpenRouter's
+  structured ``reasoning_details`` (text, signature, encrypted data). The part holds the readable text; the
+  field it came in (when not ``reasoning_content``) and ``reasoning_details`` verbatim go to
+  ``provider_extra``, so the same model gets its reasoning back exactly as it sent it, and no other model
+  gets it at all. Parts decode in the order reasoning, text, tool calls.
+- A tool call without an id (Gemini's compatibility endpoint sends ``"id": ""``) gets a deterministic one
+  (:func:`synthesize_tool_id`); arguments sent as an object (some servers) become their JSON text.
 - Tool messages carry text only in this format, so images from tool results follow the run of tool
   messages in one user message, each group introduced by ``Images from tool call <id>:``; the decoder
   reads that shape back. ``is_error`` has no wire field here and is not sent.
 - A refusal (``message.refusal``) decodes to its text with stop reason ``refusal``.
-- Unknown non-empty fields of the reply message are kept in ``provider_extra`` and sent back only to this
-  format.
+- ``provider_extra`` layout: ``{"message": {unknown non-empty message fields},
+  "tool_calls": [{"at": <index among the calls>, "fields": {unknown call fields, e.g. Gemini's
+  extra_content.google.thought_signature}}], "reasoning_field": "reasoning" | "reasoning_details"}``, each
+  key only when needed. A flat object (stored before this layout) is read as message fields.
 """
 
 from __future__ import annotations
@@ -42,21 +51,29 @@ from larkbot.canonical.llm import (
 
 from . import usage as usage_codec
 from .common import (
+    Accepts,
     BlobKeyOf,
     Decoded,
     EncodeOptions,
     ParsedRequest,
     WireError,
+    arguments_text,
     json_list,
     json_object,
     load_extra,
     lookup_image,
     parse_data_url,
+    synthesize_tool_id,
 )
 
 FORMAT: WireFormat = "openai-chat"
 PATH = "/chat/completions"
-_KNOWN_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "reasoning_content", "refusal"})
+_KNOWN_MESSAGE_KEYS = frozenset(
+    {"role", "content", "tool_calls", "reasoning_content", "reasoning", "reasoning_details", "refusal"}
+)
+_KNOWN_CALL_KEYS = frozenset({"id", "type", "function", "index"})
+_EXTRA_KEYS = frozenset({"message", "tool_calls", "reasoning_field"})
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
 _TOOL_IMAGES = re.compile(r"^Images from tool call (.+):$")
 _FINISH: dict[str, StopReason] = {
     "stop": "end_turn",
@@ -91,13 +108,14 @@ def encode_request(request: LLMRequest, messages: tuple[Message, ...], opts: Enc
                 pending_images.extend(_image(p, opts) for p in images)
     if pending_images:
         wire.append({"role": "user", "content": pending_images})
+    accepts = opts.accepts
     body: dict[str, Any] = {"model": opts.model, "messages": wire}
     if request.tools:
         body["tools"] = [_tool(t) for t in request.tools]
-        body["tool_choice"] = _tool_choice(request.tool_choice)
+        body["tool_choice"] = _tool_choice(request.tool_choice, accepts)
     if request.max_output_tokens is not None:
-        body["max_tokens"] = request.max_output_tokens
-    if request.temperature is not None:
+        body[accepts.max_tokens_field] = request.max_output_tokens
+    if request.temperature is not None and accepts.temperature:
         body["temperature"] = request.temperature
     if opts.prompt_cache_key is not None:
         body["prompt_cache_key"] = opts.prompt_cache_key
@@ -129,18 +147,40 @@ def _assistant(message: AssistantMessage) -> dict[str, Any]:
     texts = [p for p in message.parts if isinstance(p, TextPart) and p.text]
     calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
     reasoning = [p.text for p in message.parts if isinstance(p, ReasoningPart) and p.text is not None]
+    extra = _read_extra(load_extra(message, FORMAT))
     out: dict[str, Any] = {"role": "assistant"}
     out["content"] = _texts(texts) if texts or not calls else None
-    if reasoning:
-        out["reasoning_content"] = "\n".join(reasoning)
+    field = extra["reasoning_field"] or "reasoning_content"
+    if reasoning and field in _REASONING_FIELDS:
+        out[field] = "\n".join(reasoning)
     if calls:
-        out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
-            for c in calls
-        ]
-    for key, value in load_extra(message, FORMAT).items():
+        call_extra = {int(e["at"]): e["fields"] for e in extra["tool_calls"]}
+        out["tool_calls"] = [_call(c, call_extra.get(index, {})) for index, c in enumerate(calls)]
+    for key, value in extra["message"].items():
         out.setdefault(key, value)
     return out
+
+
+def _call(call: ToolCallPart, fields: dict[str, Any]) -> dict[str, Any]:
+    out = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments_json},
+    }
+    for key, value in fields.items():
+        out.setdefault(key, value)
+    return out
+
+
+def _read_extra(raw: dict[str, Any]) -> dict[str, Any]:
+    """The ``provider_extra`` layout (see the module docstring); a legacy flat object is message fields."""
+    if raw and not set(raw) <= _EXTRA_KEYS:
+        raw = {"message": raw}
+    return {
+        "message": json_object(raw.get("message", {}), "provider_extra.message"),
+        "tool_calls": json_list(raw.get("tool_calls"), "provider_extra.tool_calls"),
+        "reasoning_field": raw.get("reasoning_field"),
+    }
 
 
 def _tool(tool: ToolSpec) -> dict[str, Any]:
@@ -150,7 +190,9 @@ def _tool(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _tool_choice(choice: ToolChoice) -> Any:
+def _tool_choice(choice: ToolChoice, accepts: Accepts) -> Any:
+    if choice.mode in ("tool", "any") and not accepts.forced_tool_choice:
+        return "auto"
     if choice.mode == "tool":
         return {"type": "function", "function": {"name": choice.name}}
     return {"auto": "auto", "any": "required", "none": "none"}[choice.mode]
@@ -161,7 +203,8 @@ def decode_response(body: dict[str, Any], identity: str) -> Decoded:
     if not choices:
         raise WireError("reply has no choices")
     choice = json_object(choices[0], "choices[0]")
-    message, refused = _read_assistant(json_object(choice.get("message"), "choices[0].message"), identity)
+    raw = json_object(choice.get("message"), "choices[0].message")
+    message, refused = _read_assistant(raw, identity, str(body.get("id")))
     stop: StopReason = "refusal" if refused else _FINISH.get(str(choice.get("finish_reason")), "other")
     return Decoded(
         message=message.model_copy(update={"model_identity": identity}),
@@ -170,9 +213,31 @@ def decode_response(body: dict[str, Any], identity: str) -> Decoded:
     )
 
 
-def _read_assistant(message: dict[str, Any], identity: str) -> tuple[AssistantMessage, bool]:
-    parts, refused = _reply_parts(message, identity)
-    extra = {k: v for k, v in message.items() if k not in _KNOWN_MESSAGE_KEYS and v not in (None, "", [], {})}
+def _read_assistant(
+    message: dict[str, Any], identity: str, reply_id: str = ""
+) -> tuple[AssistantMessage, bool]:
+    parts, refused, field = _reply_parts(message, identity, reply_id)
+    extra: dict[str, Any] = {}
+    fields = {k: v for k, v in message.items() if k not in _KNOWN_MESSAGE_KEYS and _present(v)}
+    if _present(message.get("reasoning_details")):
+        fields["reasoning_details"] = message["reasoning_details"]
+    if fields:
+        extra["message"] = fields
+    calls = [
+        {"at": index, "fields": kept}
+        for index, call in enumerate(json_list(message.get("tool_calls"), "tool_calls"))
+        if (
+            kept := {
+                k: v
+                for k, v in json_object(call, "tool call").items()
+                if k not in _KNOWN_CALL_KEYS and _present(v)
+            }
+        )
+    ]
+    if calls:
+        extra["tool_calls"] = calls
+    if field is not None:
+        extra["reasoning_field"] = field
     return (
         AssistantMessage(
             parts=tuple(parts),
@@ -183,11 +248,20 @@ def _read_assistant(message: dict[str, Any], identity: str) -> tuple[AssistantMe
     )
 
 
-def _reply_parts(message: dict[str, Any], identity: str) -> tuple[list[AssistantPart], bool]:
+def _present(value: Any) -> bool:
+    return value not in (None, "", [], {})
+
+
+def _reply_parts(
+    message: dict[str, Any], identity: str, reply_id: str
+) -> tuple[list[AssistantPart], bool, str | None]:
+    """The parts, whether it is a refusal, and the reasoning field to record (``None``: the default).
+
+    A missing tool-call id is derived from the reply id and the whole message (the seed)."""
     parts: list[AssistantPart] = []
-    reasoning = message.get("reasoning_content")
-    if isinstance(reasoning, str) and reasoning:
-        parts.append(ReasoningPart(text=reasoning, format=FORMAT, model_identity=identity))
+    text, field = _reasoning_text(message)
+    if text:
+        parts.append(ReasoningPart(text=text, format=FORMAT, model_identity=identity))
     content = message.get("content")
     if isinstance(content, str):
         if content:
@@ -195,18 +269,38 @@ def _reply_parts(message: dict[str, Any], identity: str) -> tuple[list[Assistant
     else:
         for item in json_list(content, "message.content"):
             item = json_object(item, "content part")
-            if item.get("type") == "text" and isinstance(item.get("text"), str):
+            if item.get("type") == "text" and isinstance(item.get("text"), str) and item["text"]:
                 parts.append(TextPart(text=item["text"]))
     refusal = message.get("refusal")
     refused = isinstance(refusal, str) and bool(refusal)
     if refused:
         parts.append(TextPart(text=str(refusal)))
-    for call in json_list(message.get("tool_calls"), "tool_calls"):
+    for index, call in enumerate(json_list(message.get("tool_calls"), "tool_calls")):
         function = json_object(json_object(call, "tool call").get("function"), "tool call function")
-        parts.append(
-            ToolCallPart(id=str(call["id"]), name=str(function["name"]), arguments_json=function["arguments"])
-        )
-    return parts, refused
+        name = str(function["name"])
+        arguments = arguments_text(function.get("arguments"))
+        call_id = call.get("id")
+        if isinstance(call_id, int) and not isinstance(call_id, bool):
+            call_id = str(call_id)
+        if not isinstance(call_id, str) or not call_id:
+            call_id = synthesize_tool_id(f"{reply_id}\x00{canonical_json(message)}", index, name, arguments)
+        parts.append(ToolCallPart(id=call_id, name=name, arguments_json=arguments))
+    return parts, refused, field if text else None
+
+
+def _reasoning_text(message: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The reasoning text and the field that carried it (``None`` for ``reasoning_content``)."""
+    for field in _REASONING_FIELDS:
+        value = message.get(field)
+        if isinstance(value, str) and value:
+            return value, None if field == "reasoning_content" else field
+    texts: list[str] = []
+    for detail in json_list(message.get("reasoning_details"), "reasoning_details"):
+        if isinstance(detail, dict):
+            found = detail.get("text") if detail.get("type") == "reasoning.text" else detail.get("summary")
+            if isinstance(found, str) and found:
+                texts.append(found)
+    return ("\n\n".join(texts), "reasoning_details") if texts else (None, None)
 
 
 def encode_response(

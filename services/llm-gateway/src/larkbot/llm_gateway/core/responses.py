@@ -3,15 +3,26 @@
 Decisions:
 
 - ``store: false`` and ``include: ["reasoning.encrypted_content"]``: the gateway keeps no provider-side
-  state, so reasoning is replayed from its encrypted content. A reasoning part replays only with both its
-  ``item_id`` and ``opaque`` payload; the summary travels as one ``summary_text`` (``text``).
-- An assistant message becomes input items in its part order: consecutive text parts form one assistant
-  ``message`` item, each tool call a ``function_call`` item. Item ids and statuses of the reply are not
-  kept (they are not needed without server state).
+  state, so reasoning is replayed from what the reply carried. A reasoning item has a summary
+  (``summary_text``), and OpenAI adds ``encrypted_content`` (``opaque``); open-weight models served by
+  vLLM, DeepSeek and others send the reasoning itself as ``content: [{"type": "reasoning_text"}]`` and no
+  encrypted content. The part's ``text`` is that full reasoning when present, else the summary. A
+  reasoning part replays only with its ``item_id`` and either its ``opaque`` payload or its
+  ``reasoning_text``.
+- An assistant message becomes input items in its part order: each text part one assistant ``message``
+  item — a ``commentary`` message and the ``final_answer`` never merge — with its ``phase`` when the reply
+  gave one; each tool call a ``function_call`` item. Item ids and statuses of the reply are not kept (they
+  are not needed without server state).
+- ``status: failed`` raises :class:`ProviderFailure` with the category its ``error.code`` means;
+  ``status: incomplete`` decodes with the stop reason of ``incomplete_details.reason``
+  (``max_output_tokens`` → ``max_tokens``, ``content_filter`` → ``refusal``, else ``other``).
 - Tool results carrying images send ``output`` as a list of ``input_text`` / ``input_image`` parts (this
   format accepts images in function output); text-only results send a string.
-- Output items of unknown types are kept in ``provider_extra`` with their position and re-inserted when
-  replayed to this format.
+- A ``function_call`` without a ``call_id`` gets a deterministic one (:func:`synthesize_tool_id`).
+- ``provider_extra`` layout: ``{"items": [{"at": <output index>, "item": {unknown output item}}],
+  "phases": [{"at": <part index>, "phase": "commentary" | "final_answer"}], "reasoning":
+  [{"at": <part index>, "summary": [...]}]}`` — the last marks a part whose text is ``reasoning_text``
+  and keeps its summary verbatim. Each key only when needed.
 """
 
 from __future__ import annotations
@@ -44,18 +55,30 @@ from .common import (
     Decoded,
     EncodeOptions,
     ParsedRequest,
+    ProviderFailure,
     WireError,
+    arguments_text,
     json_list,
     json_object,
     load_extra,
     lookup_image,
     parse_data_url,
+    synthesize_tool_id,
 )
 
 FORMAT: WireFormat = "responses"
 PATH = "/responses"
 _ASSISTANT_ITEMS = frozenset({"reasoning", "function_call"})
 _INCOMPLETE: dict[str, StopReason] = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
+_PHASES = frozenset({"commentary", "final_answer"})
+#: ``error.code`` of a failed response → category; image and prompt codes reject this input.
+_FAILED: dict[str, str] = {
+    "server_error": "transient",
+    "rate_limit_exceeded": "transient",
+    "vector_store_timeout": "transient",
+    "context_length_exceeded": "context_length",
+    "invalid_prompt": "invalid_request",
+}
 
 
 def encode_request(request: LLMRequest, messages: tuple[Message, ...], opts: EncodeOptions) -> dict[str, Any]:
@@ -79,10 +102,10 @@ def encode_request(request: LLMRequest, messages: tuple[Message, ...], opts: Enc
     body["input"] = items
     if request.tools:
         body["tools"] = [_tool(t) for t in request.tools]
-        body["tool_choice"] = _tool_choice(request.tool_choice)
+        body["tool_choice"] = _tool_choice(request.tool_choice, opts.accepts.forced_tool_choice)
     if request.max_output_tokens is not None:
         body["max_output_tokens"] = request.max_output_tokens
-    if request.temperature is not None:
+    if request.temperature is not None and opts.accepts.temperature:
         body["temperature"] = request.temperature
     if opts.prompt_cache_key is not None:
         body["prompt_cache_key"] = opts.prompt_cache_key
@@ -109,22 +132,25 @@ def _output(message: ToolResultMessage, opts: EncodeOptions) -> str | list[dict[
 
 
 def _assistant_items(message: AssistantMessage, *, refusal: bool) -> list[dict[str, Any]]:
+    extra = load_extra(message, FORMAT)
+    phases = {int(e["at"]): e["phase"] for e in json_list(extra.get("phases"), "provider_extra.phases")}
+    content_of = {
+        int(e["at"]): e["summary"] for e in json_list(extra.get("reasoning"), "provider_extra.reasoning")
+    }
     out: list[dict[str, Any]] = []
-    texts: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        if texts:
-            out.append({"type": "message", "role": "assistant", "content": list(texts)})
-            texts.clear()
-
-    for part in message.parts:
+    for index, part in enumerate(message.parts):
         if isinstance(part, TextPart):
             if part.text:
                 kind = "refusal" if refusal else "output_text"
-                texts.append({"type": kind, kind if refusal else "text": part.text})
-            continue
-        flush()
-        if isinstance(part, ToolCallPart):
+                item: dict[str, Any] = {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": kind, kind if refusal else "text": part.text}],
+                }
+                if index in phases:
+                    item["phase"] = phases[index]
+                out.append(item)
+        elif isinstance(part, ToolCallPart):
             out.append(
                 {
                     "type": "function_call",
@@ -133,20 +159,24 @@ def _assistant_items(message: AssistantMessage, *, refusal: bool) -> list[dict[s
                     "arguments": part.arguments_json,
                 }
             )
-        elif part.item_id is not None and part.opaque is not None:
-            summary = [{"type": "summary_text", "text": part.text}] if part.text is not None else []
-            out.append(
-                {
-                    "type": "reasoning",
-                    "id": part.item_id,
-                    "summary": summary,
-                    "encrypted_content": part.opaque,
-                }
-            )
-    flush()
-    for kept in json_list(load_extra(message, FORMAT).get("items"), "provider_extra.items"):
+        elif part.item_id is not None and (part.opaque is not None or index in content_of):
+            out.append(_reasoning_item(part, content_of.get(index)))
+    for kept in json_list(extra.get("items"), "provider_extra.items"):
         out.insert(min(int(kept["at"]), len(out)), kept["item"])
     return out
+
+
+def _reasoning_item(part: ReasoningPart, summary: list[Any] | None) -> dict[str, Any]:
+    """``summary`` is set when the text is the ``reasoning_text`` content (then kept verbatim)."""
+    item: dict[str, Any] = {"type": "reasoning", "id": part.item_id}
+    if summary is None:
+        item["summary"] = [{"type": "summary_text", "text": part.text}] if part.text is not None else []
+    else:
+        item["summary"] = summary
+        item["content"] = [{"type": "reasoning_text", "text": part.text or ""}]
+    if part.opaque is not None:
+        item["encrypted_content"] = part.opaque
+    return item
 
 
 def _tool(tool: ToolSpec) -> dict[str, Any]:
@@ -158,7 +188,9 @@ def _tool(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _tool_choice(choice: ToolChoice) -> Any:
+def _tool_choice(choice: ToolChoice, forced_accepted: bool) -> Any:
+    if choice.mode in ("any", "tool") and not forced_accepted:
+        return "auto"
     if choice.mode == "tool":
         return {"type": "function", "name": choice.name}
     return {"auto": "auto", "any": "required", "none": "none"}[choice.mode]
@@ -166,8 +198,8 @@ def _tool_choice(choice: ToolChoice) -> Any:
 
 def decode_response(body: dict[str, Any], identity: str) -> Decoded:
     if body.get("status") == "failed":
-        raise WireError("response status is failed")
-    message, refused = _read_assistant(json_list(body.get("output"), "output"), identity)
+        raise failure_of(body)
+    message, refused = _read_assistant(json_list(body.get("output"), "output"), identity, str(body.get("id")))
     stop: StopReason
     if body.get("status") == "incomplete":
         details = body.get("incomplete_details")
@@ -186,19 +218,40 @@ def decode_response(body: dict[str, Any], identity: str) -> Decoded:
     )
 
 
-def _read_assistant(output: list[Any], identity: str) -> tuple[AssistantMessage, bool]:
+def failure_of(body: dict[str, Any]) -> ProviderFailure:
+    """A ``status: failed`` response as a failure of the category its ``error.code`` means."""
+    error = body.get("error")
+    error = error if isinstance(error, dict) else {}
+    code = str(error.get("code") or "")
+    category = _FAILED.get(code, "invalid_request" if "image" in code else "permanent")
+    message = str(error.get("message") or "no error message")[:300]
+    return ProviderFailure(category, f"response failed ({code or 'no code'}): {message}")
+
+
+def _read_assistant(output: list[Any], identity: str, seed: str = "") -> tuple[AssistantMessage, bool]:
     parts: list[AssistantPart] = []
     unknown: list[dict[str, Any]] = []
+    phases: list[dict[str, Any]] = []
+    reasoning: list[dict[str, Any]] = []
     refused = False
     for index, raw in enumerate(output):
         item = json_object(raw, "output item")
         kind = item.get("type")
         if kind == "reasoning":
-            summary = [str(s.get("text", "")) for s in json_list(item.get("summary"), "summary")]
+            summary_items = json_list(item.get("summary"), "summary")
+            summary = [str(s.get("text", "")) for s in summary_items if isinstance(s, dict)]
+            content = [
+                str(c.get("text", ""))
+                for c in json_list(item.get("content"), "reasoning.content")
+                if isinstance(c, dict) and c.get("type") == "reasoning_text"
+            ]
+            if content:
+                reasoning.append({"at": len(parts), "summary": summary_items})
+            text = "\n\n".join(content) if content else "\n\n".join(summary) if summary else None
             opaque = item.get("encrypted_content")
             parts.append(
                 ReasoningPart(
-                    text="\n\n".join(summary) if summary else None,
+                    text=text,
                     opaque=str(opaque) if opaque is not None else None,
                     item_id=str(item["id"]) if item.get("id") is not None else None,
                     format=FORMAT,
@@ -206,24 +259,39 @@ def _read_assistant(output: list[Any], identity: str) -> tuple[AssistantMessage,
                 )
             )
         elif kind == "message":
-            for content in json_list(item.get("content"), "message.content"):
-                content = json_object(content, "content part")
-                if content.get("type") == "output_text" and content.get("text"):
-                    parts.append(TextPart(text=str(content["text"])))
-                elif content.get("type") == "refusal" and content.get("refusal"):
+            phase = item.get("phase")
+            for raw_part in json_list(item.get("content"), "message.content"):
+                piece = json_object(raw_part, "content part")
+                if piece.get("type") == "output_text" and piece.get("text"):
+                    text = str(piece["text"])
+                elif piece.get("type") == "refusal" and piece.get("refusal"):
                     refused = True
-                    parts.append(TextPart(text=str(content["refusal"])))
+                    text = str(piece["refusal"])
+                else:
+                    continue
+                if phase in _PHASES:
+                    phases.append({"at": len(parts), "phase": phase})
+                parts.append(TextPart(text=text))
         elif kind == "function_call":
-            parts.append(
-                ToolCallPart(
-                    id=str(item["call_id"]), name=str(item["name"]), arguments_json=item["arguments"]
-                )
-            )
+            name = str(item["name"])
+            arguments = arguments_text(item.get("arguments"))
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id:
+                call_id = synthesize_tool_id(f"{seed}\x00{canonical_json(item)}", index, name, arguments)
+            parts.append(ToolCallPart(id=call_id, name=name, arguments_json=arguments))
         else:
             unknown.append({"at": index, "item": item})
-    extra = canonical_json({"items": unknown}) if unknown else None
+    extra: dict[str, Any] = {}
+    if unknown:
+        extra["items"] = unknown
+    if phases:
+        extra["phases"] = phases
+    if reasoning:
+        extra["reasoning"] = reasoning
     message = AssistantMessage(
-        parts=tuple(parts), provider_extra=extra, provider_extra_format=FORMAT if unknown else None
+        parts=tuple(parts),
+        provider_extra=canonical_json(extra) if extra else None,
+        provider_extra_format=FORMAT if extra else None,
     )
     return message, refused
 

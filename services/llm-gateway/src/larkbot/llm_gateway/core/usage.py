@@ -1,14 +1,23 @@
-"""Token usage, normalized: ``input_tokens`` is every billable input token, cache reads and writes included.
+"""Token usage, normalized: ``input_tokens`` is every billable input token, cache reads and writes included;
+``output_tokens`` is every generated token, reasoning included.
 
-- openai-chat: ``prompt_tokens`` is already the total; cache reads are
-  ``prompt_tokens_details.cached_tokens`` or DeepSeek's ``prompt_cache_hit_tokens``; no cache writes.
+- openai-chat: ``prompt_tokens`` is already the total input. Cache reads are
+  ``prompt_tokens_details.cached_tokens`` or DeepSeek's ``prompt_cache_hit_tokens``; cache writes are
+  ``prompt_tokens_details.cache_write_tokens`` (OpenRouter; OpenAI from the GPT-5.6 family on), part of
+  ``prompt_tokens`` as well. Reasoning is ``completion_tokens_details.reasoning_tokens``.
 - anthropic-messages: ``input_tokens`` is the uncached part only; the total adds
-  ``cache_read_input_tokens`` (reads) and ``cache_creation_input_tokens`` (writes).
-- responses: ``input_tokens`` is the total; cache reads are ``input_tokens_details.cached_tokens``.
+  ``cache_read_input_tokens`` (reads) and ``cache_creation_input_tokens`` (writes). ``output_tokens``
+  includes thinking; its share is ``output_tokens_details.thinking_tokens``.
+- responses: ``input_tokens`` is the total, with ``input_tokens_details.cached_tokens`` (reads) and
+  ``input_tokens_details.cache_write_tokens`` (writes); reasoning is
+  ``output_tokens_details.reasoning_tokens``.
 
-Reasoning tokens are reported by openai-chat (``completion_tokens_details.reasoning_tokens``) and responses
-(``output_tokens_details.reasoning_tokens``); they are already part of the output count. A provider that
-reports more cached tokens than input (seen with proxies) is clamped so the invariant holds.
+Reasoning inside or beside the output count: OpenAI counts reasoning inside ``completion_tokens`` /
+``output_tokens`` (``total = prompt + completion``); xAI and Gemini's compatibility endpoint count it
+beside them (``total = prompt + completion + reasoning``). The reported total decides: when it equals the
+second sum and not the first, reasoning is added to the output. Without a total, OpenAI's rule holds.
+
+A provider that reports more cached tokens than input (seen with proxies) is clamped so the invariant holds.
 """
 
 from __future__ import annotations
@@ -19,7 +28,9 @@ from larkbot.canonical.llm import Usage
 
 from .common import as_int
 
-OpenAIUsageStyle = Literal["openai", "deepseek"]
+#: How the fake provider spells openai-chat usage: OpenAI's, DeepSeek's cache fields, or xAI's reasoning
+#: beside ``completion_tokens``.
+OpenAIUsageStyle = Literal["openai", "deepseek", "xai"]
 
 
 def _usage(input_tokens: int, output: int, read: int, write: int, reasoning: int | None) -> Usage:
@@ -38,31 +49,50 @@ def _details(raw: dict[str, Any], key: str) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _reasoning(details: dict[str, Any]) -> int | None:
-    value = details.get("reasoning_tokens")
+def _reasoning(details: dict[str, Any], key: str = "reasoning_tokens") -> int | None:
+    value = details.get(key)
     return as_int(value) if value is not None else None
+
+
+def _output(raw: dict[str, Any], prompt: int, completion: int, reasoning: int | None) -> int:
+    """``completion`` plus reasoning when the provider's total shows reasoning was counted beside it."""
+    total = raw.get("total_tokens")
+    if not reasoning or not isinstance(total, int) or isinstance(total, bool):
+        return completion
+    if total == prompt + completion + reasoning and total != prompt + completion:
+        return completion + reasoning
+    return completion
 
 
 def from_openai_chat(raw: dict[str, Any]) -> Usage:
     prompt = as_int(raw.get("prompt_tokens"))
-    read = as_int(_details(raw, "prompt_tokens_details").get("cached_tokens"))
+    details = _details(raw, "prompt_tokens_details")
+    read = as_int(details.get("cached_tokens"))
     if "prompt_cache_hit_tokens" in raw:
         read = as_int(raw.get("prompt_cache_hit_tokens"))
-    completion = _details(raw, "completion_tokens_details")
-    return _usage(prompt, as_int(raw.get("completion_tokens")), read, 0, _reasoning(completion))
+    write = as_int(details.get("cache_write_tokens"))
+    completion = as_int(raw.get("completion_tokens"))
+    reasoning = _reasoning(_details(raw, "completion_tokens_details"))
+    return _usage(prompt, _output(raw, prompt, completion, reasoning), read, write, reasoning)
 
 
 def to_openai_chat(usage: Usage, style: OpenAIUsageStyle = "openai") -> dict[str, Any]:
+    completion = usage.output_tokens
+    if style == "xai" and usage.reasoning_tokens:
+        completion = max(0, usage.output_tokens - usage.reasoning_tokens)
     out: dict[str, Any] = {
         "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
+        "completion_tokens": completion,
         "total_tokens": usage.input_tokens + usage.output_tokens,
     }
     if style == "deepseek":
         out["prompt_cache_hit_tokens"] = usage.cache_read_tokens
         out["prompt_cache_miss_tokens"] = usage.input_tokens - usage.cache_read_tokens
     else:
-        out["prompt_tokens_details"] = {"cached_tokens": usage.cache_read_tokens}
+        details: dict[str, Any] = {"cached_tokens": usage.cache_read_tokens}
+        if usage.cache_write_tokens:
+            details["cache_write_tokens"] = usage.cache_write_tokens
+        out["prompt_tokens_details"] = details
     if usage.reasoning_tokens is not None:
         out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
     return out
@@ -72,28 +102,50 @@ def from_anthropic(raw: dict[str, Any]) -> Usage:
     read = as_int(raw.get("cache_read_input_tokens"))
     write = as_int(raw.get("cache_creation_input_tokens"))
     uncached = as_int(raw.get("input_tokens"))
-    return _usage(uncached + read + write, as_int(raw.get("output_tokens")), read, write, None)
+    thinking = _reasoning(_details(raw, "output_tokens_details"), "thinking_tokens")
+    return _usage(uncached + read + write, as_int(raw.get("output_tokens")), read, write, thinking)
 
 
 def to_anthropic(usage: Usage) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "input_tokens": usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens,
         "cache_creation_input_tokens": usage.cache_write_tokens,
         "cache_read_input_tokens": usage.cache_read_tokens,
         "output_tokens": usage.output_tokens,
     }
+    if usage.reasoning_tokens is not None:
+        out["output_tokens_details"] = {"thinking_tokens": usage.reasoning_tokens}
+    return out
+
+
+def sum_anthropic(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """The usage of two calls of one paused turn: every count added (both calls are billed)."""
+    out: dict[str, Any] = {}
+    for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"):
+        out[key] = as_int(first.get(key)) + as_int(second.get(key))
+    thinking = [_reasoning(_details(u, "output_tokens_details"), "thinking_tokens") for u in (first, second)]
+    if any(t is not None for t in thinking):
+        out["output_tokens_details"] = {"thinking_tokens": sum(t or 0 for t in thinking)}
+    return out
 
 
 def from_responses(raw: dict[str, Any]) -> Usage:
-    read = as_int(_details(raw, "input_tokens_details").get("cached_tokens"))
+    details = _details(raw, "input_tokens_details")
+    read = as_int(details.get("cached_tokens"))
+    write = as_int(details.get("cache_write_tokens"))
     reasoning = _reasoning(_details(raw, "output_tokens_details"))
-    return _usage(as_int(raw.get("input_tokens")), as_int(raw.get("output_tokens")), read, 0, reasoning)
+    prompt = as_int(raw.get("input_tokens"))
+    output = _output(raw, prompt, as_int(raw.get("output_tokens")), reasoning)
+    return _usage(prompt, output, read, write, reasoning)
 
 
 def to_responses(usage: Usage) -> dict[str, Any]:
+    details: dict[str, Any] = {"cached_tokens": usage.cache_read_tokens}
+    if usage.cache_write_tokens:
+        details["cache_write_tokens"] = usage.cache_write_tokens
     out: dict[str, Any] = {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "input_tokens_details": details,
         "output_tokens": usage.output_tokens,
     }
     if usage.reasoning_tokens is not None:

@@ -1,10 +1,11 @@
 """The fake LLM provider (tests, benchmarks, the local playground): ``larkbot fake-llm``."""
 
-from .script import Action, Drop, Fail, FakeCall, Reply, Script, Sequence, echo
-from .server import FakeProvider, blob_key_of, load_script, main, serve_fake
+from .script import Action, ContextOverflow, Drop, Fail, FakeCall, Reply, Script, Sequence, echo
+from .server import FakeProvider, blob_key_of, estimate_tokens, load_script, main, serve_fake
 
 __all__ = [
     "Action",
+    "ContextOverflow",
     "Drop",
     "Fail",
     "FakeCall",
@@ -14,6 +15,7 @@ __all__ = [
     "Sequence",
     "blob_key_of",
     "echo",
+    "estimate_tokens",
     "load_script",
     "main",
     "serve_fake",

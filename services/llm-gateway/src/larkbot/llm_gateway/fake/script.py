@@ -6,7 +6,13 @@ function, or :func:`echo` (the default of ``larkbot fake-llm``). Actions:
 - :class:`Reply` — an assistant message (text, tool calls, reasoning) with a stop reason and usage. With
   ``usage=None`` the fake computes usage itself, and reports as cache reads the part of the request body
   shared with the previous request of the same format (what a provider's prefix cache would hit).
-- :class:`Fail` — an HTTP error in the format's own error shape, optionally with ``retry-after``.
+- :class:`Fail` — an HTTP error in the format's own error shape, optionally with ``retry-after``, any
+  other headers (``x-should-retry``, rate-limit resets) or a body of its own (a recorded provider error).
+- :class:`ContextOverflow` — the format's real "request too long" answer (OpenAI's 400
+  ``context_length_exceeded`` or, with ``dialect``, DeepSeek's, vLLM's or the 429 "Request too large …
+  TPM"; Anthropic's 400 "prompt is too long: N tokens > M maximum"; the Responses API's 400
+  ``context_length_exceeded``), as the fake also sends on its own for any request larger than its
+  ``context_window``.
 - :class:`Drop` — the connection closes without an answer.
 """
 
@@ -29,6 +35,7 @@ from larkbot.canonical.llm import (
 )
 
 from ..core.common import ParsedRequest
+from ..core.errors import ContextDialect
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +88,23 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Fail:
+    """``body`` replaces the generated error body (a recorded provider error, sent as is)."""
+
     status: int
     message: str = "fake provider error"
     retry_after: str | None = None
+    latency_s: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextOverflow:
+    """The format's "request too long" error. ``limit`` defaults to the fake's ``context_window``, else
+    one token less than the request's estimate; ``dialect`` picks the openai-chat wording."""
+
+    dialect: ContextDialect = "openai"
+    limit: int | None = None
     latency_s: float = 0.0
 
 
@@ -92,7 +113,7 @@ class Drop:
     pass
 
 
-Action = Reply | Fail | Drop
+Action = Reply | Fail | ContextOverflow | Drop
 Script = Callable[[FakeCall], Action]
 
 

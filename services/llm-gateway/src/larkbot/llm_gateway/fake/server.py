@@ -2,11 +2,18 @@
 ``responses`` on ``POST <any prefix>/chat/completions``, ``/messages`` and ``/responses``.
 
 Faithful where the gateway depends on it: each format's request shape is read back (a body the real
-provider would reject gets HTTP 400 in that format's error shape — including Anthropic's role alternation
-and ``anthropic-version`` header), replies carry each format's usage fields with cache numbers, tool calls,
-reasoning, refusals and errors with ``retry-after``. Every reply carries ``x-larkbot-fake: 1``; the gateway
-accepts that only from an endpoint configured with ``fake: true``, so a production configuration can
-never silently talk to the fake.
+provider would reject gets HTTP 400 in that format's error shape — including Anthropic's role alternation,
+``anthropic-version`` header, empty or whitespace-only text blocks, and ``temperature`` or a forced
+``tool_choice`` beside enabled thinking; and OpenAI's refusal of ``max_tokens`` and ``temperature`` for
+its reasoning models, ``o1``…``o9`` and ``gpt-5`` on), replies carry each format's usage fields with
+cache numbers, tool calls, reasoning, refusals and errors with ``retry-after``. Every reply carries
+``x-larkbot-fake: 1``; the gateway accepts that only from an endpoint configured with ``fake: true``, so a
+production configuration can never silently talk to the fake.
+
+Context window: with ``context_window`` set (constructor, attribute, or ``--context-window``), a request
+whose :func:`estimate_tokens` exceeds it gets the format's real "request too long" error without
+consulting the script (the call is still recorded in ``.calls``); a script can also answer
+:class:`ContextOverflow` itself.
 
 With ``api_key`` set, a call without that credential gets 401 and — on purpose — the offered key echoed
 in the message, which is how the contract tests prove the gateway masks provider messages.
@@ -20,6 +27,7 @@ import hashlib
 import importlib
 import itertools
 import json
+import re
 import signal
 import sys
 from collections.abc import Sequence as Seq
@@ -30,9 +38,13 @@ from aiohttp import web
 from larkbot.canonical.llm import TextPart, ToolCallPart, Usage
 
 from ..core.common import WireError
-from ..core.errors import error_body
+from ..core.errors import context_length_body, error_body
 from ..core.formats import FAKE_HEADER, codec_for_path, encode_response
-from .script import Drop, Fail, FakeCall, Reply, Script, echo
+from .script import ContextOverflow, Drop, Fail, FakeCall, Reply, Script, echo
+
+#: OpenAI's reasoning models, which refuse ``max_tokens`` and a temperature other than 1.
+_OPENAI_REASONING = re.compile(r"^(o[1-9]|gpt-[5-9])")
+_THINKING_DOC = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
 
 
 def blob_key_of(mime: str, data_b64: str) -> str:
@@ -40,10 +52,28 @@ def blob_key_of(mime: str, data_b64: str) -> str:
     return "sha256:" + hashlib.sha256(data_b64.encode()).hexdigest()
 
 
+def estimate_tokens(raw: bytes) -> int:
+    """The fake's token estimate of a request: its body size in bytes over 4 (at least 1)."""
+    return max(1, len(raw) // 4)
+
+
+class _Refused(Exception):
+    """A request the real provider refuses with this exact status and body."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+
+
 class FakeProvider:
-    def __init__(self, script: Script = echo, *, api_key: str | None = None) -> None:
+    def __init__(
+        self, script: Script = echo, *, api_key: str | None = None, context_window: int | None = None
+    ) -> None:
         self.script = script
         self.api_key = api_key
+        #: Requests estimated above this many tokens get the format's context-length error.
+        self.context_window = context_window
         self.calls: list[FakeCall] = []
         self._last_body: dict[str, bytes] = {}
         self._runner: web.AppRunner | None = None
@@ -93,12 +123,17 @@ class FakeProvider:
                 raise WireError("body is not a JSON object")
             _validate(fmt, body, headers)
             parsed = codec.decode_request(body, blob_key_of, "request")
+        except _Refused as refused:
+            return web.json_response(refused.body, status=refused.status, headers=_FAKE)
         except (ValueError, KeyError, TypeError) as exc:
             return _error(fmt, 400, f"invalid request: {exc}")
         call = FakeCall(len(self.calls), fmt, request.path, headers, raw, body, parsed)
         self.calls.append(call)
         previous = self._last_body.get(fmt, b"")
         self._last_body[fmt] = raw
+        tokens = estimate_tokens(raw)
+        if self.context_window is not None and tokens > self.context_window:
+            return _overflow(fmt, tokens, ContextOverflow(limit=self.context_window))
         action = self.script(call)
         if not isinstance(action, Drop) and action.latency_s > 0:
             await asyncio.sleep(action.latency_s)
@@ -106,8 +141,14 @@ class FakeProvider:
             assert request.transport is not None
             request.transport.close()
             return web.Response(status=500)
+        if isinstance(action, ContextOverflow):
+            limit = action.limit if action.limit is not None else self.context_window
+            return _overflow(fmt, tokens, action if limit is None else ContextOverflow(action.dialect, limit))
         if isinstance(action, Fail):
             extra = {"retry-after": action.retry_after} if action.retry_after is not None else {}
+            extra.update(action.headers)
+            if action.body is not None:
+                return web.json_response(action.body, status=action.status, headers={**_FAKE, **extra})
             return _error(fmt, action.status, action.message, extra)
         usage = action.usage or _estimate_usage(fmt, raw, previous, action)
         payload = encode_response(
@@ -143,11 +184,52 @@ def _error(fmt: Any, status: int, message: str, extra: dict[str, str] | None = N
     )
 
 
+def _overflow(fmt: Any, tokens: int, action: ContextOverflow) -> web.Response:
+    limit = action.limit if action.limit is not None else max(1, tokens - 1)
+    status, body = context_length_body(fmt, tokens, limit, action.dialect)
+    return web.json_response(body, status=status, headers=_FAKE)
+
+
+def _openai_refusal(message: str, param: str, code: str) -> _Refused:
+    return _Refused(
+        400, {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+    )
+
+
+def _anthropic_refusal(message: str) -> _Refused:
+    return _Refused(400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+
+
 def _validate(fmt: str, body: dict[str, Any], headers: dict[str, str]) -> None:
     if not body.get("model"):
         raise WireError("model is required")
+    if fmt in ("openai-chat", "responses") and _OPENAI_REASONING.match(str(body["model"]).rsplit("/", 1)[-1]):
+        if "max_tokens" in body:
+            raise _openai_refusal(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.",
+                "max_tokens",
+                "unsupported_parameter",
+            )
+        if body.get("temperature", 1) != 1:
+            raise _openai_refusal(
+                f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
+                "Only the default (1) value is supported.",
+                "temperature",
+                "unsupported_value",
+            )
     if fmt != "anthropic-messages":
         return
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
+        if body.get("temperature", 1) != 1:
+            raise _anthropic_refusal(
+                f"`temperature` may only be set to 1 when thinking is enabled. Please consult our "
+                f"documentation at {_THINKING_DOC}#important-considerations-when-using-extended-thinking"
+            )
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+            raise _anthropic_refusal("Thinking may not be enabled when tool_choice forces tool use.")
     if "anthropic-version" not in headers:
         raise WireError("anthropic-version header is required")
     if not isinstance(body.get("max_tokens"), int):
@@ -159,8 +241,12 @@ def _validate(fmt: str, body: dict[str, Any], headers: dict[str, str]) -> None:
         raise WireError("roles must alternate between user and assistant")
     for message in body.get("messages", []):
         for block in message.get("content", []) if isinstance(message.get("content"), list) else []:
-            if block.get("type") == "text" and not block.get("text"):
-                raise WireError("text content blocks must be non-empty")
+            if block.get("type") != "text":
+                continue
+            if not block.get("text"):
+                raise _anthropic_refusal("messages: text content blocks must be non-empty")
+            if not str(block["text"]).strip():
+                raise _anthropic_refusal("messages: text content blocks must contain non-whitespace text")
 
 
 def _estimate_usage(fmt: str, raw: bytes, previous: bytes, action: Reply) -> Usage:
@@ -170,7 +256,7 @@ def _estimate_usage(fmt: str, raw: bytes, previous: bytes, action: Reply) -> Usa
         if a != b:
             break
         shared += 1
-    input_tokens = max(1, len(raw) // 4)
+    input_tokens = estimate_tokens(raw)
     read = min(shared // 4, input_tokens)
     write = input_tokens - read if fmt == "anthropic-messages" else 0
     text = 0
@@ -188,10 +274,15 @@ def _estimate_usage(fmt: str, raw: bytes, previous: bytes, action: Reply) -> Usa
 
 
 async def serve_fake(
-    host: str, port: int, script: Script = echo, *, api_key: str | None = None
+    host: str,
+    port: int,
+    script: Script = echo,
+    *,
+    api_key: str | None = None,
+    context_window: int | None = None,
 ) -> FakeProvider:
     """Start a fake provider; the caller stops it with ``await provider.stop()``."""
-    provider = FakeProvider(script, api_key=api_key)
+    provider = FakeProvider(script, api_key=api_key, context_window=context_window)
     await provider.start(host, port)
     return provider
 
@@ -208,12 +299,19 @@ def load_script(spec: str) -> Script:
 
 
 def main(argv: Seq[str] | None = None) -> int:
-    """``larkbot fake-llm [--host H] [--port P] [--script echo|module:function] [--api-key K]``."""
+    """``larkbot fake-llm [--host H] [--port P] [--script echo|module:function] [--api-key K]
+    [--context-window TOKENS]``."""
     parser = argparse.ArgumentParser(prog="larkbot fake-llm", description="Serve the fake LLM provider.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9190)
     parser.add_argument("--script", default="echo")
     parser.add_argument("--api-key", default=None)
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        default=None,
+        help="answer requests estimated above this many tokens (body bytes / 4) with a context-length error",
+    )
     args = parser.parse_args(argv)
     try:
         script = load_script(args.script)
@@ -222,7 +320,9 @@ def main(argv: Seq[str] | None = None) -> int:
         return 2
 
     async def serve() -> None:
-        provider = await serve_fake(args.host, args.port, script, api_key=args.api_key)
+        provider = await serve_fake(
+            args.host, args.port, script, api_key=args.api_key, context_window=args.context_window
+        )
         print(f"fake LLM provider at {provider.url} (formats: openai-chat, anthropic-messages, responses)")
         sys.stdout.flush()
         stopping = asyncio.Event()
