@@ -193,10 +193,11 @@ async def world(
     chats: Sequence[str] = (CHAT_ID,),
     replicas: Sequence[str] = ("a",),
     llm: dict[str, Any] | None = None,
+    fake_llm: bool = True,
     **chat: Any,
 ) -> AsyncIterator[World]:
-    """``llm``: the configuration's ``llm`` section (endpoints with their windows); ``chat``: settings
-    of every chat."""
+    """``llm``: the configuration's ``llm`` section (endpoints with their windows); ``fake_llm=False``
+    leaves ``llm.generate`` to a real gateway the caller runs; ``chat``: settings of every chat."""
     config = LarkbotConfig.model_validate(
         {
             "services": {"driver": {"database_url": database_url, "http_host": "127.0.0.1"}},
@@ -209,7 +210,9 @@ async def world(
         }
     )
     w = World(bus, nats_url, ManualClock(1_800_000_000_000), config, chats[0])
-    endpoints: list[Endpoint[Any]] = [w.platform.endpoint, w.llm.endpoint, w.media.endpoint]
+    endpoints: list[Endpoint[Any]] = [w.platform.endpoint, w.media.endpoint]
+    if fake_llm:
+        endpoints.append(w.llm.endpoint)
     await w.pipeline.start()
     for endpoint in endpoints:
         await endpoint.start()
