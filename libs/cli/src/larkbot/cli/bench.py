@@ -27,6 +27,7 @@ KEYS: tuple[str, ...] = (
     "cold_replay_1m_events_s",
     "gateway_overhead_ms",
     "cacheable_prefix_ratio",
+    "long_chat",
     "media_thumbnails_per_s",
     "resident_bytes_per_chat",
 )
@@ -55,6 +56,12 @@ async def _driver(nats_url: str, quick: bool) -> dict[str, Any]:
     return await measure(nats_url, quick)
 
 
+async def _long_chat(nats_url: str, quick: bool) -> dict[str, Any]:
+    from .longchat import measure
+
+    return await measure(nats_url, quick)
+
+
 async def _media(nats_url: str, quick: bool) -> dict[str, Any]:
     from larkbot.media.bench import measure
 
@@ -73,6 +80,7 @@ MEASUREMENTS: tuple[tuple[str, Callable[[str, bool], Awaitable[dict[str, Any]]]]
     ("llm_gateway", _gateway),
     ("pipeline", _pipeline),
     ("driver", _driver),
+    ("long_chat", _long_chat),
     ("media", _media),
     ("turn", _turn),
 )

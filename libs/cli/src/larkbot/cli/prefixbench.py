@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import re
 import secrets
 import tempfile
 import time
@@ -37,7 +38,7 @@ from typing import Any
 from larkbot.canonical.actions import ActionRequest, ActionResult, SendMessageAction
 from larkbot.canonical.content import Content, Mention, Text
 from larkbot.canonical.events import BotIdentity, MessageEvent, Sender
-from larkbot.canonical.llm import LLMReply, LLMRequest
+from larkbot.canonical.llm import LLMError, LLMReply, LLMRequest, LLMResponse, TextPart, Usage, UserMessage
 from larkbot.canonical.names import (
     PARTITIONS,
     STREAM_CONTEXT,
@@ -161,19 +162,67 @@ class SelfEventsPlatform:
 @dataclass
 class ScriptedModel:
     """Answers of the next probe and primary requests; without one, the probe does not act and a primary
-    step ends the turn."""
+    step ends the turn. A compaction request gets a summary (:func:`summary_of`).
+
+    With ``window_tokens`` the model has a context window, counted with its own tokenizer (one token per
+    three bytes of the request's JSON, unlike the driver's estimate, which it must learn): a request
+    whose tokens and output limit exceed it is refused as ``context_length`` and counted in
+    ``over_window``. Every answer reports the request's tokens as its input usage."""
 
     probe: collections.deque[LLMReply]
     primary: collections.deque[LLMReply]
+    window_tokens: int | None = None
+    max_output_tokens: int = 1024
+    over_window: int = 0
+
+    @staticmethod
+    def tokens(request: LLMRequest) -> int:
+        return len(request.model_dump_json()) // 3
 
     async def __call__(self, request: LLMRequest) -> LLMReply:
-        queue = self.probe if request.purpose == "probe" else self.primary
-        default = decide("no_action", "nothing to add") if request.purpose == "probe" else end_turn()
-        answer = queue.popleft() if queue else default
-        return answer.model_copy(update={"request_id": request.request_id})
+        tokens = self.tokens(request)
+        limit = self.window_tokens
+        if limit is not None and tokens + (request.max_output_tokens or self.max_output_tokens) > limit:
+            self.over_window += 1
+            return LLMError(
+                request_id=request.request_id,
+                category="context_length",
+                message=f"{tokens} tokens exceed the window of {limit}",
+            )
+        if request.purpose == "compaction":
+            answer: LLMReply = response(text=summary_of(request))
+        else:
+            queue = self.probe if request.purpose == "probe" else self.primary
+            default = decide("no_action", "nothing to add") if request.purpose == "probe" else end_turn()
+            answer = queue.popleft() if queue else default
+        update: dict[str, Any] = {"request_id": request.request_id}
+        if isinstance(answer, LLMResponse) and self.window_tokens is not None:
+            update["usage"] = Usage(input_tokens=tokens, output_tokens=answer.usage.output_tokens)
+        return answer.model_copy(update=update)
 
 
-def bench_config(chat_id: str, root: Path) -> LarkbotConfig:
+def summary_of(request: LLMRequest) -> str:
+    """A deterministic summary: the previous one's first lines, then one line naming the messages it was
+    given (bounded, as a model told to stay under a size would keep it)."""
+    text = "\n".join(
+        p.text
+        for m in request.messages
+        if isinstance(m, UserMessage)
+        for p in m.parts
+        if isinstance(p, TextPart)
+    )
+    previous = re.search(r"<previous-summary>\n(.*?)\n</previous-summary>", text, re.DOTALL)
+    ids = re.findall(r'<message id="([^"]+)"', text)
+    lines = previous.group(1).splitlines()[-11:] if previous else []
+    lines.append(
+        f"- {len(ids)} messages ({ids[0] if ids else '-'} to {ids[-1] if ids else '-'}): members chatted."
+    )
+    return "\n".join(lines)
+
+
+def bench_config(
+    chat_id: str, root: Path, *, chat: dict[str, Any] | None = None, llm: dict[str, Any] | None = None
+) -> LarkbotConfig:
     return parse_config(
         {
             "utc_offset_min": OFFSET_MIN,
@@ -181,7 +230,11 @@ def bench_config(chat_id: str, root: Path) -> LarkbotConfig:
                 name: {"database_url": f"sqlite+aiosqlite:///{root / f'{name}.db'}", "http_host": "127.0.0.1"}
                 for name in ("pipeline", "driver")
             },
-            "chats": {"default": {"display_name": BOT_NAME}, f"{PLATFORM.value}:{chat_id}": {}},
+            "llm": llm or {},
+            "chats": {
+                "default": {"display_name": BOT_NAME, **(chat or {})},
+                f"{PLATFORM.value}:{chat_id}": {},
+            },
         }
     )
 
@@ -235,6 +288,10 @@ class Replay:
         await self.holds(ids)
         self.clock.advance(T0 + burst.wake_at_ms - self.clock.now_ms())
         await self.chat.settled(WAIT_S)
+        # A compaction the wake-up started runs beside it; let it finish, and what its reset wakes.
+        while (task := self.chat.compaction.task) is not None and not task.done():
+            await asyncio.wait_for(asyncio.shield(task), WAIT_S)
+            await self.chat.settled(WAIT_S)
         sent = self.platform.sent[sent_before:]
         if len(sent) != (1 if burst.activation else 0) or self.model.probe or self.model.primary:
             raise RuntimeError(
@@ -246,8 +303,10 @@ class Replay:
 
 
 @asynccontextmanager
-async def replay_world(bus: Bus, nats_url: str, chat_id: str, root: Path) -> AsyncIterator[Replay]:
-    config = bench_config(chat_id, root)
+async def replay_world(
+    bus: Bus, nats_url: str, chat_id: str, root: Path, config: LarkbotConfig | None = None
+) -> AsyncIterator[Replay]:
+    config = config or bench_config(chat_id, root)
     await bootstrap(bus.js)
     identity = BotIdentity(
         platform=PLATFORM, bot_id=BOT_ID, name=BOT_NAME, app_id="cli_bench", updated_at_ms=T0

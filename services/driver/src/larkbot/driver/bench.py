@@ -207,10 +207,12 @@ class Burst:
     wake_at_ms: int
 
 
-def conversation(messages: int, *, burst: int = 3, reply_every: int = 4) -> Iterator[Burst]:
-    """The chat the bus replay feeds: four members, a message every 7 s in bursts of up to ``burst``,
-    every 11th message mentions the bot; the bot is activated by a mention and by every ``reply_every``-th
-    burst, and reads the message 40 back on every third activation."""
+def conversation(
+    messages: int, *, burst: int = 3, reply_every: int = 4, spacing_ms: int = 7_000
+) -> Iterator[Burst]:
+    """The chat the bus replay feeds: four members, a message every ``spacing_ms`` in bursts of up to
+    ``burst``, every 11th message mentions the bot; the bot is activated by a mention and by every
+    ``reply_every``-th burst, and reads the message 40 back on every third activation."""
     at = n = bursts = activations = 0
     while n < messages:
         lines: list[Line] = []
@@ -218,7 +220,7 @@ def conversation(messages: int, *, burst: int = 3, reply_every: int = 4) -> Iter
             if n >= messages:
                 break
             n += 1
-            at += 7_000
+            at += spacing_ms
             sender, name = SENDERS[n % len(SENDERS)]
             lines.append(Line(n, at, sender, name, PHRASES[n % len(PHRASES)] + f" ({n})", n % 11 == 0))
         bursts += 1

@@ -28,12 +28,13 @@ class Sizing:
         current = self.calibrations.get(endpoint, Calibration())
         self.calibrations[endpoint] = current.observe(estimated, reply.usage.input_tokens)
 
-    def window(self, endpoint: str) -> int | None:
-        """The endpoint's window for input, in estimate units (``None``: not configured)."""
+    def window(self, endpoint: str, output_tokens: int | None = None) -> int | None:
+        """The endpoint's window for input, in estimate units (``None``: not configured), less the
+        output a request may ask for (``output_tokens``, else the endpoint's default limit)."""
         config = self.llm.endpoints.get(endpoint)
         if config is None or config.context_window_tokens is None:
             return None
-        room = config.context_window_tokens - config.default_max_output_tokens
+        room = config.context_window_tokens - (output_tokens or config.default_max_output_tokens)
         return max(1, self.calibrations.get(endpoint, Calibration()).to_estimate(room))
 
     def limits(self, settings: ChatSettings, name: str, platform: str, personas: tuple[str, ...]) -> Limits:
@@ -49,7 +50,8 @@ class Sizing:
             Windows(
                 primary=self.window(self.primary_endpoint),
                 probe=self.window(self.probe_endpoint),
-                compaction=self.window(self.compaction_endpoint),
+                # A compaction request asks for up to the summary's size of output.
+                compaction=self.window(self.compaction_endpoint, settings.summary_max_est_tokens),
             ),
             primary_fixed_tokens=primary_fixed,
             probe_fixed_tokens=probe_fixed,

@@ -1,0 +1,39 @@
+"""``long_chat`` of ``larkbot bench``: a group that talks for weeks through the real pipeline and driver, with
+a model whose window is 16k tokens. The short replay runs in ``make test``; the full 20,000 messages are a
+``slow`` test (``make test-all``) and the benchmark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from larkbot.cli.longchat import QUICK_MESSAGES, measure
+from larkbot.runtime.bus import Bus
+
+
+def _check(figures: dict[str, Any], messages: int) -> dict[str, Any]:
+    long_chat = figures["long_chat"]
+    assert long_chat["messages"] == messages
+    assert long_chat["over_window"] == 0  # no request the model had to refuse
+    assert long_chat["largest_request_tokens"] + 1024 <= long_chat["window_tokens"]
+    assert long_chat["latched"] == 0  # never silent because of size
+    assert long_chat["trimmed"] == 0  # compaction kept up; nothing had to be cut
+    assert long_chat["last_answer"]
+    assert long_chat["answers"] == long_chat["requests"]["primary"] - long_chat["primary_extra_steps"]
+    assert long_chat["breaks"] == 0  # compaction boundaries are the only breaks
+    assert long_chat["compactions"] == long_chat["requests"]["compaction"]
+    assert long_chat["compaction_boundaries"] == long_chat["compactions"]
+    return long_chat
+
+
+async def test_a_short_long_chat_compacts_and_keeps_answering(bus: Bus, nats_url: str) -> None:
+    long_chat = _check(await measure(nats_url, quick=True), QUICK_MESSAGES)
+    assert long_chat["compactions"] >= 3
+
+
+@pytest.mark.slow
+async def test_twenty_thousand_messages_in_a_16k_window(bus: Bus, nats_url: str) -> None:
+    long_chat = _check(await measure(nats_url, quick=False), 20_000)
+    assert long_chat["compactions"] >= 50
+    assert long_chat["ratio_between_compactions"] >= 0.95
