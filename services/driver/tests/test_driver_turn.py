@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from larkbot.canonical.llm import LLMError, LLMResponse, TextPart, ToolResultMessage, Usage, UserMessage
+from larkbot.driver.adapters.interpreter import interpret
 from larkbot.driver.core import tools
 from larkbot.driver.core.budget import TurnBudget
 from larkbot.driver.core.records import ChainUsage, TurnRecord
@@ -14,7 +16,6 @@ from larkbot.driver.core.turn import (
     CheckInterrupt,
     ModelAnswer,
     ModelCall,
-    Persist,
     ToolDone,
     ToolRun,
     TurnPlan,
@@ -22,6 +23,7 @@ from larkbot.driver.core.turn import (
     idempotency_key,
     primary_turn,
 )
+from larkbot.driver.scripted import ScriptedPorts
 from larkbot.driver.synthetic import response, tool_call
 
 T0 = 1_700_000_000_000
@@ -62,6 +64,36 @@ def _ok(run: ToolRun) -> ToolDone:
     return ToolDone(True, (TextPart(text=f"{run.name} ok"),), T0 + 100)
 
 
+@dataclass
+class _Ports(ScriptedPorts):
+    """Scripted ports with the fixed times these tests reason about: a model answer at ``T0 + 50``, a
+    tool's own time, every persist at ``persist_now``; interrupt checks answered from a list."""
+
+    persist_now: int = T0 + 200
+    interrupts: list[bool] = field(default_factory=list)
+    runs: list[ToolRun] = field(default_factory=list)
+    records: list[TurnRecord] = field(default_factory=list)
+    pending: list[tuple[TurnRecord, int]] = field(default_factory=list)
+
+    async def model(self, call: ModelCall) -> ModelAnswer:
+        self.calls.append(call)
+        return ModelAnswer(self.script(call), T0 + 50)
+
+    async def tool(self, run: ToolRun) -> ToolDone:
+        self.runs.append(run)
+        return self.tool_script(run)
+
+    async def persist(self, record: TurnRecord) -> Ack:
+        if record.pending:
+            self.pending.append((record, len(self.runs)))
+        else:
+            self.records.append(record)
+        return Ack(self.persist_now)
+
+    async def check_interrupt(self, check: CheckInterrupt) -> Ack:
+        return Ack(self.persist_now, self.interrupts.pop(0) if self.interrupts else False)
+
+
 def drive(
     plan: TurnPlan,
     script: list[LLMResponse | LLMError],
@@ -70,34 +102,18 @@ def drive(
     interrupts: list[bool] | None = None,
     persist_now: int = T0 + 200,
 ) -> Run:
-    gen = primary_turn(plan)
+    """One primary turn through the service's interpreter, on scripted ports."""
     answers = iter(script)
-    interrupt = iter(interrupts or [])
-    calls: list[ModelCall] = []
-    runs: list[ToolRun] = []
-    records: list[TurnRecord] = []
-    pending: list[tuple[TurnRecord, int]] = []
-    command = next(gen)
-    while True:
-        if isinstance(command, ModelCall):
-            calls.append(command)
-            feedback: ModelAnswer | ToolDone | Ack = ModelAnswer(next(answers), T0 + 50)
-        elif isinstance(command, ToolRun):
-            runs.append(command)
-            feedback = tool(command)
-        elif isinstance(command, Persist):
-            if command.record.pending:
-                pending.append((command.record, len(runs)))
-            else:
-                records.append(command.record)
-            feedback = Ack(persist_now)
-        else:
-            assert isinstance(command, CheckInterrupt)
-            feedback = Ack(persist_now, next(interrupt, False))
-        try:
-            command = gen.send(feedback)
-        except StopIteration as stop:
-            return Run(stop.value, calls, runs, records, pending)
+    ports = _Ports(
+        script=lambda _call: next(answers),
+        now_ms=T0,
+        tool_script=tool,
+        persist_now=persist_now,
+        interrupts=list(interrupts or []),
+    )
+    result = asyncio.run(interpret(primary_turn(plan), ports))
+    calls = [c for c in ports.calls if isinstance(c, ModelCall)]
+    return Run(result, calls, ports.runs, ports.records, ports.pending)
 
 
 def _names(call: ModelCall) -> list[str]:

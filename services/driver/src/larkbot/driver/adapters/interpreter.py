@@ -8,14 +8,14 @@ except the ones the ports call *fatal* (a second writer of a step: the wake-up s
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Generator
+from typing import Any, Protocol, TypeVar
 
 from ..core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, Persist, ToolDone, ToolRun
 from ..core.records import TurnRecord
 from ..core.wake import (
     ChatView,
     Compact,
-    Flow,
     LoadChain,
     LoadLatest,
     LoadTurns,
@@ -28,7 +28,6 @@ from ..core.wake import (
     StoreProbe,
     WakeCommand,
     WakeFeedback,
-    WakeOutcome,
 )
 
 
@@ -88,7 +87,11 @@ async def _dispatch(command: WakeCommand, ports: WakePorts) -> WakeFeedback:
     return None
 
 
-async def interpret(flow: Flow, ports: WakePorts) -> WakeOutcome:
+R = TypeVar("R")
+
+
+async def interpret(flow: Generator[WakeCommand, Any, R], ports: WakePorts) -> R:
+    """Run ``flow`` (a wake-up, or one primary turn alone) to its end and return what it returns."""
     try:
         command = next(flow)
         while True:
@@ -101,7 +104,7 @@ async def interpret(flow: Flow, ports: WakePorts) -> WakeOutcome:
                 continue
             command = flow.send(feedback)
     except StopIteration as stop:
-        outcome: WakeOutcome = stop.value
+        outcome: R = stop.value
         return outcome
     finally:
         flow.close()
