@@ -92,6 +92,9 @@ class ChatState:
         self.trim_from_ms: int | None = None
         #: When the wake-up in progress started (compaction keeps what it may still store).
         self.running_since_ms: int | None = None
+        #: Estimated tokens of the turn responses after the summary's boundary, as the last wake-up loaded
+        #: and stored them (``None``: not known yet); the compactor's cheap check.
+        self.turn_tokens: int | None = None
         self.compaction = CompactionState()
         self._cond = asyncio.Condition()
         self._idle_at: int | None = None
@@ -121,6 +124,7 @@ class ChatState:
     def adopt_summary(self, summary: Summary) -> None:
         self.summary = summary
         self.trim_from_ms = None
+        self.turn_tokens = None
 
     def typing(self, at_ms: int) -> None:
         self.schedule = scheduler.on_typing(self.schedule, at_ms)

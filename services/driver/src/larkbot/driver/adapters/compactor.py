@@ -67,6 +67,15 @@ class Compactor:
             return
         if self.clock.now_ms() < state.retry_at_ms:
             return
+        summary = chat.summary
+        lagging = summary is not None and chat.context.cursor < summary.cursor
+        if not lagging and chat.turn_tokens is not None:
+            # The cheap check first (no database read): the rendered context plus the turn responses'
+            # estimate the last wake-up loaded and stored.
+            persona = chat.persona
+            limits = self.sizing.limits(chat.settings, persona.name, chat.platform, persona.texts)
+            if history_tokens(chat.shown_segments(), ()) + chat.turn_tokens <= limits.trigger:
+                return
         task = asyncio.create_task(self._guarded(chat, force=False), name=f"compaction-{chat.key}")
         state.task = task
         self._tasks.add(task)

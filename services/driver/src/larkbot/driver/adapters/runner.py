@@ -20,6 +20,7 @@ from larkbot.runtime.config import LlmSettings
 
 from .. import metrics
 from ..core.budget import TurnBudget
+from ..core.compaction import turn_tokens
 from ..core.estimate import request_tokens
 from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC
 from ..core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
@@ -154,7 +155,9 @@ class ChatPorts:
         )
 
     async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:
-        return await self.runner.repo.turns(self.chat.platform, self.chat.chat_id, since_ms=since_ms)
+        turns = await self.runner.repo.turns(self.chat.platform, self.chat.chat_id, since_ms=since_ms)
+        self.chat.turn_tokens = sum(turn_tokens(t) for t in turns if not t.pending)
+        return turns
 
     async def load_chain(self, chain_id: str) -> tuple[TurnRecord, ...]:
         return await self.runner.repo.chain(self.chat.platform, self.chat.chat_id, chain_id)
@@ -246,6 +249,8 @@ class ChatPorts:
         await self.runner.repo.add_turn(record)
         if not record.pending:
             count_record(record)
+            if self.chat.turn_tokens is not None:
+                self.chat.turn_tokens += turn_tokens(record)
         if record.sent or record.reacted:
             self.chat.acted(record.requested_at_ms)
         return Ack(self.runner.clock.now_ms())
