@@ -17,21 +17,22 @@ counts every request.
 
 from __future__ import annotations
 
+import collections
 import secrets
 import tempfile
 import time
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import REGISTRY
 
-from larkbot.canonical.llm import LLMRequest, TextPart, UserMessage
+from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.driver.bench import PrefixReport, conversation, prefix_report, request_bytes
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings
 
-from .prefixbench import bench_config, replay_world
+from .prefixbench import ScriptedModel, bench_config, replay_world
 
 WINDOW_TOKENS = 16_000
 OUTPUT_TOKENS = 1_024
@@ -55,27 +56,58 @@ def _sample(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
-def split_at_compactions(requests: Sequence[LLMRequest]) -> tuple[PrefixReport, PrefixReport, int]:
-    """(every request, requests that do not follow a compaction, compaction boundaries)."""
-    pairs = request_bytes(requests)
-    everything = prefix_report(pairs)
-    kept: list[PrefixReport] = []
-    boundaries = 0
-    start = 0
-    for i in range(1, len(requests) + 1):
-        if i == len(requests) or _summary_of(requests[i]) != _summary_of(requests[i - 1]):
-            kept.append(prefix_report(pairs[start:i]))
-            if i < len(requests):
-                boundaries += 1
-            start = i
-    between = PrefixReport(
+@dataclass
+class Watch:
+    """What the replay learns from the requests as they pass, without keeping them (a long replay
+    makes thousands): counts by purpose, the largest request, and the primary requests' prefix sharing,
+    split at compaction boundaries (a request whose summary differs from its predecessor's)."""
+
+    counts: collections.Counter[str] = field(default_factory=collections.Counter)
+    largest_tokens: int = 0
+    everything: PrefixReport = field(default_factory=lambda: PrefixReport(0, 0, 0, 0, 0))
+    between: PrefixReport = field(default_factory=lambda: PrefixReport(0, 0, 0, 0, 0))
+    boundaries: int = 0
+    _previous: tuple[bytes, bytes, str | None] | None = None
+
+    def see(self, request: LLMRequest, tokens: int) -> None:
+        self.counts[request.purpose] += 1
+        self.largest_tokens = max(self.largest_tokens, tokens)
+        if request.purpose != "primary":
+            return
+        [(full, stable)] = request_bytes([request])
+        summary = _summary_of(request)
+        previous, self._previous = self._previous, (full, stable, summary)
+        if previous is None:
+            self.everything = _add(self.everything, prefix_report([]), requests=1)
+            self.between = _add(self.between, prefix_report([]), requests=1)
+            return
+        pair = prefix_report([(previous[0], previous[1]), (full, stable)])
+        self.everything = _add(self.everything, pair, requests=1)
+        if previous[2] != summary:
+            self.boundaries += 1
+        else:
+            self.between = _add(self.between, pair, requests=1)
+
+
+def _add(total: PrefixReport, pair: PrefixReport, *, requests: int) -> PrefixReport:
+    return PrefixReport(
         0,
-        sum(r.requests for r in kept),
-        sum(r.request_bytes for r in kept),
-        sum(r.shared_bytes for r in kept),
-        sum(r.breaks for r in kept),
+        total.requests + requests,
+        total.request_bytes + pair.request_bytes,
+        total.shared_bytes + pair.shared_bytes,
+        total.breaks + pair.breaks,
     )
-    return everything, between, boundaries
+
+
+@dataclass
+class WatchedModel(ScriptedModel):
+    """The scripted model, watching every request before it answers."""
+
+    watch: Watch = field(default_factory=Watch)
+
+    async def __call__(self, request: LLMRequest) -> LLMReply:
+        self.watch.see(request, self.tokens(request))
+        return await super().__call__(request)
 
 
 async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
@@ -98,8 +130,11 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
             root = Path(tmp)
             config = bench_config(chat_id, root, llm=llm)
             async with replay_world(bus, nats_url, chat_id, root, config) as replay:
-                replay.model.window_tokens = WINDOW_TOKENS
-                replay.model.max_output_tokens = OUTPUT_TOKENS
+                model = WatchedModel(replay.model.probe, replay.model.primary, WINDOW_TOKENS, OUTPUT_TOKENS)
+                watch = model.watch
+                replay.model = model
+                replay.llm.script = model
+                replay.llm.keep = False
                 answers = reads = 0
                 for burst in conversation(messages, spacing_ms=SPACING_MS, reply_every=REPLY_EVERY):
                     await replay.burst(burst)
@@ -107,23 +142,17 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
                     reads += 1 if burst.read_old is not None else 0
                 assert replay.driver.repo is not None
                 summaries = await replay.driver.repo.summaries(PLATFORM_VALUE, chat_id)
-                requests = replay.llm.requests
-                primaries = replay.llm.by_purpose("primary")
-                over_window = replay.model.over_window
+                over_window = model.over_window
                 mention_at_end = replay.platform.sent[-1] if replay.platform.sent else None
     finally:
         await bus.close()
-    everything, between, boundaries = split_at_compactions(primaries)
-    largest = max((replay.model.tokens(r) for r in requests), default=0)
+    everything, between = watch.everything, watch.between
     return {
         "long_chat": {
             "messages": messages,
             "window_tokens": WINDOW_TOKENS,
-            "requests": {
-                purpose: sum(1 for r in requests if r.purpose == purpose)
-                for purpose in ("probe", "primary", "compaction")
-            },
-            "largest_request_tokens": largest,
+            "requests": {purpose: watch.counts[purpose] for purpose in ("probe", "primary", "compaction")},
+            "largest_request_tokens": watch.largest_tokens,
             "over_window": over_window,
             "latched": int(
                 _sample("larkbot_driver_wake_failures_total", outcome="permanent") - latched_before
@@ -140,7 +169,7 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
             },
             "ratio": round(everything.ratio, 4),
             "ratio_between_compactions": round(between.ratio, 4),
-            "compaction_boundaries": boundaries,
+            "compaction_boundaries": watch.boundaries,
             "breaks": between.breaks,
             "seconds": round(time.perf_counter() - started, 1),
         }

@@ -63,8 +63,10 @@ Script = Callable[[LLMRequest], Awaitable[LLMReply]]
 class FakeLLM:
     """Answers ``llm.generate`` with ``script(request)``; remembers every request."""
 
-    def __init__(self, bus: Bus, script: Script) -> None:
+    def __init__(self, bus: Bus, script: Script, *, keep: bool = True) -> None:
         self.script = script
+        #: Remember requests (``keep=False``: a long replay that watches them through its script).
+        self.keep = keep
         self.requests: list[LLMRequest] = []
         self.changed = asyncio.Condition()
         self.endpoint = Endpoint(
@@ -79,7 +81,8 @@ class FakeLLM:
         )
 
     async def _handle(self, request: LLMRequest) -> BaseModel:
-        self.requests.append(request)
+        if self.keep:
+            self.requests.append(request)
         async with self.changed:
             self.changed.notify_all()
         reply: BaseModel = await self.script(request)
