@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig, SubjectTransform
 
 from larkbot.canonical.events import TypingSignal
+from larkbot.canonical.names import KV_LEASES
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.consume import Delivery
 from larkbot.runtime.partitions import PartitionedConsumer, PartitionLeases
@@ -117,3 +118,24 @@ async def test_partitions_move_between_replicas_without_breaking_order(bus: Bus)
     for chat in chats:
         # Exactly once and in order for every chat, across two hand-overs.
         assert [n for _, n in log[chat]] == list(range(1, sent + 1)), chat
+
+
+async def test_listing_members_leaves_no_consumer_behind(bus: Bus) -> None:
+    # Regression: members() listed keys through nats-py's kv.keys(), an ordered consumer the server keeps
+    # 5 minutes; a rebalance round every few seconds piled them up until every lease operation failed
+    # with BadRequest (seen after ~10 minutes of a 0.2 s heartbeat).
+    kv = await bus.js.key_value(KV_LEASES)
+    tag = f"g{secrets.token_hex(3)}"
+    leases = PartitionLeases(kv, tag, "a", N, on_acquire=_nothing, on_release=_nothing)
+    await kv.put(f"{tag}.members.b", b"b")
+    await kv.put(f"{tag}.members.c", b"c")
+    await kv.delete(f"{tag}.members.c")  # a clean leave
+    await kv.put("other.members.z", b"z")  # another group
+    before = (await bus.js.stream_info(f"KV_{KV_LEASES}")).state.consumer_count
+    for _ in range(50):
+        assert await leases.members() == ["a", "b"]
+    assert (await bus.js.stream_info(f"KV_{KV_LEASES}")).state.consumer_count == before
+
+
+async def _nothing(_partition: int) -> None:
+    return None

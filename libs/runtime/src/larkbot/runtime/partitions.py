@@ -66,14 +66,28 @@ class PartitionLeases:
         return f"{self.group}.members.{replica}"
 
     async def members(self) -> list[str]:
-        prefix = f"{self.group}.members."
-        try:
-            # Filtered on our side: nats-py warns on every filtered listing, and the bucket is small.
-            keys = await self.kv.keys()
-        except nats.js.errors.NoKeysError:
-            return [self.replica]
-        found = {key[len(prefix) :] for key in keys if key.startswith(prefix)}
-        found.add(self.replica)
+        """The group's live members: the member keys the bucket's stream holds (a key expires with the
+        bucket's TTL when its replica stops renewing it), less those deleted by a clean leave.
+
+        Read from the stream's per-subject state, not with ``kv.keys()``: nats-py lists keys through an
+        ordered consumer that the server keeps for 5 minutes after each call, and a rebalance round every
+        few seconds per replica piles up hundreds of them until the server refuses more (BadRequest on
+        every lease operation). A stream info request creates nothing.
+        """
+        # nats-py's KeyValue keeps its stream and subject prefix in private fields (pinned nats-py 2.x).
+        stream, prefix = self.kv._stream, self.kv._pre
+        info = await self.kv._js.stream_info(stream, subjects_filter=f"{prefix}{self.group}.members.>")
+        found = {self.replica}
+        for subject in info.state.subjects or {}:
+            key = subject[len(prefix) :]
+            replica = key[len(f"{self.group}.members.") :]
+            if replica == self.replica:
+                continue
+            try:
+                await self.kv.get(key)
+            except (nats.js.errors.KeyDeletedError, nats.js.errors.KeyNotFoundError):
+                continue  # left cleanly (a delete marker), or expired since the listing
+            found.add(replica)
         return sorted(found)
 
     def desired(self, members: list[str]) -> set[int]:
