@@ -65,8 +65,9 @@ def test_elements_open_at_the_cuts_are_closed_and_reopened() -> None:
         max_size=200,
     ),
     st.integers(min_value=20, max_value=400),
+    st.integers(min_value=0, max_value=600),
 )
-def test_any_clipped_message_is_well_formed(pieces: list[str], limit: int) -> None:
+def test_any_clipped_message_is_well_formed(pieces: list[str], limit: int, name_length: int) -> None:
     # Balance the random tags so the input is well-formed, as the renderer's output always is.
     body: list[str] = []
     stack: list[str] = []
@@ -81,9 +82,10 @@ def test_any_clipped_message_is_well_formed(pieces: list[str], limit: int) -> No
         else:
             body.append(piece)
     body.extend(f"</{name}>" for name in reversed(stack))
-    xml = f'<message id="m1">{"".join(body)}</message>'
+    xml = f'<message id="m1" sender="{"n" * name_length}">{"".join(body)}</message>'
     clipped = clip_xml(xml, limit)
-    ET.fromstring(clipped)
+    root = ET.fromstring(clipped)
+    assert root.tag == "message"
     assert clip_xml(xml, limit) == clipped  # deterministic
     if len(xml) <= limit:
         assert clipped == xml

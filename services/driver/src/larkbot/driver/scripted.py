@@ -53,8 +53,9 @@ class ScriptedPorts:
 
     async def read_chat(self) -> ChatView:
         externals = [s.received_at_ms for s in self.segments if not s.is_myself and s.node_type != "event"]
+        cursor = self.summary.cursor if self.summary is not None else 0
         return ChatView(
-            segments=tuple(self.segments),
+            segments=tuple(s for s in self.segments if s.event_seq > cursor),
             summary=self.summary,
             last_action_ms=self.last_action_ms,
             processed_until_ms=self.processed_until_ms,

@@ -47,7 +47,9 @@ def _boundary(xml: str, limit: int, *, forward: bool) -> tuple[int, list[str]]:
         if end > limit:
             if start >= limit or token[0] not in "<&":
                 return (limit if start < limit else start), stack
-            if not forward:
+            if not forward or token.startswith("</"):
+                # A closing tag straddling a forward cut stays in the tail: skipping it would put the
+                # marker outside the element it closes.
                 return start, stack
             _apply(stack, token)
             return end, stack
@@ -60,8 +62,17 @@ def clip_xml(xml: str, max_chars: int) -> str:
     if len(xml) <= max_chars:
         return xml
     head_limit = int(max_chars * HEAD_SHARE)
+    tail_limit = len(xml) - (max_chars - head_limit)
+    # The marker always lands inside the outermost element: the head keeps at least its opening tag and
+    # the tail at least its closing tag, however long they are.
+    first = _TOKEN.match(xml)
+    if first is not None and first.group().startswith("<") and not first.group().endswith("/>"):
+        head_limit = max(head_limit, first.end())
+    if xml.endswith(">") and (close := xml.rfind("</")) > 0:
+        tail_limit = min(tail_limit, close)
+    tail_limit = max(tail_limit, head_limit)
     head_end, head_open = _boundary(xml, head_limit, forward=False)
-    tail_start, tail_open = _boundary(xml, len(xml) - (max_chars - head_limit), forward=True)
+    tail_start, tail_open = _boundary(xml, tail_limit, forward=True)
     shared = 0
     while shared < min(len(head_open), len(tail_open)) and head_open[shared] == tail_open[shared]:
         shared += 1

@@ -97,6 +97,8 @@ class WakeInput:
 
 @dataclass(frozen=True, slots=True)
 class ChatView:
+    #: The context after the summary's cursor (the pipeline's copy may still hold what a new summary
+    #: covers until its reset arrives; the reader leaves that out).
     segments: tuple[Segment, ...]
     summary: Summary | None
     last_action_ms: int
@@ -111,14 +113,6 @@ class ChatView:
     @property
     def turns_from_ms(self) -> int:
         return self.summary.turns_from_ms if self.summary is not None else 0
-
-    @property
-    def shown(self) -> tuple[Segment, ...]:
-        """Segments after the summary's cursor (the pipeline may not have moved its copy yet)."""
-        if self.summary is None:
-            return self.segments
-        cursor = self.summary.cursor
-        return tuple(s for s in self.segments if s.event_seq > cursor)
 
 
 # -- commands -----------------------------------------------------------------------------------------
@@ -275,7 +269,7 @@ def wake_up(w: WakeInput) -> Flow:
     elif not w.settings.probe_enabled:
         path, activation = "activation", Activation("send_message", "probe disabled for this chat")
     elif bot_loop_brake(
-        state.view.shown, state.view.processed_until_ms, state.view.now_ms, w.settings.bot_exchange_cap
+        state.view.segments, state.view.processed_until_ms, state.view.now_ms, w.settings.bot_exchange_cap
     ):
         yield Note("path", "braked")
         yield Note("braked")
@@ -346,7 +340,7 @@ def _probe(
     """The probe's activation, ``None`` when it suppressed the wake-up, or the failure of its call."""
     view, settings = state.view, w.settings
     now = view.now_ms
-    shown = with_actions(view.shown, action_segments(state.turns, w.utc_offset_min))
+    shown = with_actions(view.segments, action_segments(state.turns, w.utc_offset_min))
     window = select_window(shown, view.last_action_ms, settings.probe_budget_tokens, view.probe_start)
     yield Remember(probe_start=window.start_id)
     if window.omitted:
@@ -358,7 +352,7 @@ def _probe(
             view.summary.text if view.summary is not None else None,
             now_ms=now,
             utc_offset_min=w.utc_offset_min,
-            stats=participation(view.shown, now),
+            stats=participation(view.segments, now),
             summary_max_est_tokens=settings.probe_summary_max_tokens,
         ),
         deadline_ms=now + settings.probe_timeout_ms,
@@ -408,7 +402,7 @@ def _plan(
     selected: prompt.Selected | None = None,
 ) -> TurnPlan:
     started = view.now_ms
-    segments = view.shown
+    segments = view.segments
     model = turns[-1].model_identity if turns else ""
     react_only = activation is not None and activation.decision == "react_only"
     continuing = recover or (chain[-1] if chain else None)
@@ -467,7 +461,7 @@ def _primary_within_window(
         if trimmed or view.trim_from_ms is not None:
             keep = state.chain[0].requested_at_ms if state.chain else None
             selected = prompt.select_history(
-                view.shown,
+                view.segments,
                 state.turns,
                 budget_tokens=w.settings.trim_budget_tokens,
                 sticky_from_ms=view.trim_from_ms,
