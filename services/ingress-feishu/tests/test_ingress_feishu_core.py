@@ -19,6 +19,7 @@ from larkbot.ingress_feishu.core import (
     UnsupportedEmoji,
     emoji,
 )
+from larkbot.ingress_feishu.core.apierrors import ApiFailure, classify
 from larkbot.ingress_feishu.core.names import NameTable
 from larkbot.ingress_feishu.core.outbound import (
     feishu_uuid,
@@ -240,3 +241,25 @@ def test_verify_rules() -> None:
     assert verify(sealed, {}, encrypt_key=None, verification_token=None) == Rejected(
         "undecryptable", "an encrypted callback arrived but no encrypt key is configured"
     )
+
+
+# -- OpenAPI error classes -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("code", "status", "failure"),
+    [
+        (230001, 400, ApiFailure.NOT_FOUND),  # message GET of an id Feishu does not know
+        (230110, 400, ApiFailure.NOT_FOUND),
+        (41050, 400, ApiFailure.NOT_FOUND),
+        (230027, 400, ApiFailure.FORBIDDEN),
+        (99991672, 400, ApiFailure.FORBIDDEN),
+        (99992402, 400, ApiFailure.REFUSED),
+        (123456, 404, ApiFailure.REFUSED),
+        (99991400, 400, ApiFailure.TRANSIENT),
+        (230020, 400, ApiFailure.TRANSIENT),
+        (1500, 500, ApiFailure.TRANSIENT),
+        (123456, 429, ApiFailure.TRANSIENT),
+        (-1, 200, ApiFailure.TRANSIENT),
+    ],
+)
+def test_openapi_error_classes(code: int, status: int, failure: ApiFailure) -> None:
+    assert classify(code, status) is failure

@@ -2,8 +2,10 @@
 
 ``handle`` returns only once every canonical event of the envelope is durably in JetStream (PubAck) —
 or the envelope was deliberately dropped or dead-lettered — so the caller may acknowledge Feishu. It
-raises when that is not (yet) true (bus down, message lookup failed), and the caller must let Feishu
-re-push.
+raises when that is not (yet) true (bus down, a transient failure of the message lookup), and the caller
+must let Feishu re-push. A lookup that Feishu refuses for good never raises: the message is unknown
+(dropped, ``unknown_message``) or the event is dead-lettered (``lookup_forbidden`` / ``lookup_refused``),
+because a re-push would meet the same answer for hours (``core.apierrors``).
 
 Dedup: Feishu re-pushes at +15 s, +5 min, +1 h and +6 h with the same ``event_id``. JetStream's
 ``Nats-Msg-Id`` window (2 min) covers the first; the ``ingress-dedup`` KV bucket (TTL 9 h) remembers every
@@ -44,14 +46,26 @@ from larkbot.runtime.logs import log_context, mask
 
 from .. import metrics
 from ..core.adapter import EVENT_TYPES, Adapted, Dropped, FeishuAdapter, FeishuEvent, NeedsChat
+from ..core.apierrors import ApiFailure
 from ..core.errors import FeishuPayloadError, MalformedPayload
 from .api import FeishuApi
 from .contacts import Contacts
+from .rest import FeishuApiError
 
 log = logging.getLogger(__name__)
 
 DEAD_LETTER_STREAM = "FEISHU"
 DEAD_LETTER_CONSUMER = "ingress-feishu"
+
+
+class LookupRefused(Exception):
+    """An OpenAPI lookup the event needs was refused for good (the app lacks a scope, the request is
+    invalid): the event is dead-lettered with ``reason`` ``lookup_<failure>`` and acknowledged."""
+
+    def __init__(self, cause: FeishuApiError, event_type: str) -> None:
+        super().__init__(str(cause))
+        self.reason = f"lookup_{cause.failure.value}"
+        self.event_type: str | None = event_type
 
 
 def dedup_kv_key(nats_msg_id: str) -> str:
@@ -97,6 +111,10 @@ class Inbound:
         except FeishuPayloadError as exc:
             await self._dead_letter(body, exc)
             return
+        except LookupRefused as exc:
+            # Final for this event: a re-push would meet the same answer for hours (see core.apierrors).
+            await self._dead_letter(body, exc)
+            return
         if isinstance(result, Dropped):
             metrics.EVENTS.labels(result.event_type, f"dropped_{result.reason}").inc()
             log.debug("dropped %s: %s", result.event_type, result.reason)
@@ -109,7 +127,14 @@ class Inbound:
     async def _resolve_chat(
         self, needs: NeedsChat, payload: dict[str, object], received_at_ms: int
     ) -> Adapted | Dropped:
-        chat_id = await self.api.message_chat(needs.message_id) if self.api is not None else None
+        """Look the reacted message up. Not there or not visible → dropped (``unknown_message``); any
+        other final refusal → :class:`LookupRefused`; a transient failure raises (Feishu re-pushes)."""
+        try:
+            chat_id = await self.api.message_chat(needs.message_id) if self.api is not None else None
+        except FeishuApiError as exc:
+            if exc.failure is ApiFailure.TRANSIENT:
+                raise
+            raise LookupRefused(exc, needs.event_type) from None
         if chat_id is None:
             return Dropped(needs.event_type, needs.event_id, "unknown_message")
         self.adapter.remember(needs.message_id, chat_id)
@@ -145,7 +170,7 @@ class Inbound:
             metrics.EVENTS.labels(event_type, outcome).inc()
             return outcome
 
-    async def _dead_letter(self, body: bytes, exc: FeishuPayloadError) -> None:
+    async def _dead_letter(self, body: bytes, exc: FeishuPayloadError | LookupRefused) -> None:
         error = mask(str(exc))[:2000].replace("\r", " ").replace("\n", " ")
         # Bounded and single-line: a header over NATS's limit would lose the record (and the payload).
         event_type = (exc.event_type or "unknown")[:200].replace("\r", " ").replace("\n", " ")
