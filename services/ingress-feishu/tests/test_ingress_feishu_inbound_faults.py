@@ -7,6 +7,7 @@ Real lark-oapi long connection against the fake Feishu, real JetStream.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,8 +15,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from larkbot.canonical.codec import decode_as
-from larkbot.canonical.events import EVENT_ADAPTER, ReactionEvent
-from larkbot.canonical.names import STREAM_DEAD_LETTER, STREAM_EVENTS, Service
+from larkbot.canonical.content import Text
+from larkbot.canonical.events import EVENT_ADAPTER, MessageEvent, ReactionEvent
+from larkbot.canonical.names import OBJECT_STORE_BLOBS, STREAM_DEAD_LETTER, STREAM_EVENTS, Service
 from larkbot.ingress_feishu.app import FeishuOptions, IngressFeishuService
 from larkbot.ingress_feishu.fake.longconn import LongConnection
 from larkbot.ingress_feishu.fake.samples import ALICE, CHAT, payload
@@ -43,7 +45,9 @@ async def connection(fake: FakeFeishu, bus: Bus, nats_url: str) -> AsyncIterator
         },
         env={},
     )
-    app = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0))
+    # The outcomes are under test, not Feishu's 3 s budget: a 10 MB event takes ~0.4 s here, more on a
+    # loaded machine.
+    app = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0, ack_timeout_s=10.0))
     async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
         await fake.long_connection.wait_connected()
         yield fake.long_connection
@@ -121,3 +125,49 @@ async def test_a_transient_lookup_failure_is_left_to_feishus_re_push(
     assert isinstance(reaction, ReactionEvent)
     assert (reaction.chat_id, reaction.message_id) == (CHAT, "om_000000000000000000000000000000bb")
     assert await stored(bus, STREAM_DEAD_LETTER) == []
+
+
+# -- sizes ---------------------------------------------------------------------------------------------
+def text_event(event_id: str, message_id: str, text: str) -> dict[str, Any]:
+    data = copy.deepcopy(payload("message_text"))
+    data["header"]["event_id"] = event_id
+    data["event"]["message"]["message_id"] = message_id
+    # ASCII escapes in the content string (``\\u4e2d``), escaped once more in the envelope.
+    data["event"]["message"]["content"] = json.dumps({"text": text})
+    data["event"]["message"]["mentions"] = []
+    return data
+
+
+async def test_an_event_over_one_mib_is_accepted_on_the_same_connection(
+    connection: LongConnection, bus: Bus
+) -> None:
+    """A 150,000-character text (Feishu's 150 KB limit) is ~1.05 MB as an envelope: over the 1 MiB frame
+    limit of ``websockets``, which closed the connection (1009) before any handler saw the event."""
+    text = "中" * 150_000
+    event = text_event("d4" * 16, "om_0000000000000000000000000000long", text)
+    assert len(json.dumps(event, ensure_ascii=False).encode()) > 1024 * 1024
+    assert await connection.push(event) == 200
+    assert (connection.connections, len(connection.sockets)) == (1, 1)
+    [(headers, data)] = await stored(bus, STREAM_EVENTS)
+    message = decode_as(data, EVENT_ADAPTER, headers)
+    assert isinstance(message, MessageEvent)
+    assert message.content.nodes == (Text(text=text),)
+
+
+async def test_an_event_the_bus_cannot_carry_is_dead_lettered_whole_and_acknowledged(
+    connection: LongConnection, bus: Bus
+) -> None:
+    """Its canonical event exceeds the bus's 8 MiB message limit (each U+0001 is ``\\u0001`` in JSON):
+    acknowledged 200 on the same connection, dead-lettered ``too_large``, the payload kept whole in the
+    object store (a bus message could not hold it), and a re-push adds no second record."""
+    event = text_event("e5" * 16, "om_00000000000000000000000000000big", "\x01" * 1_500_000)
+    assert await connection.push(event) == 200
+    assert await connection.redeliver(event["header"]["event_id"]) == 200
+    assert (connection.connections, len(connection.sockets)) == (1, 1)
+    assert await stored(bus, STREAM_EVENTS) == []
+    [(headers, body)] = await stored(bus, STREAM_DEAD_LETTER)
+    assert headers["Larkbot-Dead-Letter-Reason"] == "too_large"
+    assert "max_payload" in headers["Larkbot-Dead-Letter-Error"]
+    assert body == b""
+    blob = await (await bus.js.object_store(OBJECT_STORE_BLOBS)).get(headers["Larkbot-Dead-Letter-Blob"])
+    assert blob.data == connection.pushed[event["header"]["event_id"]]

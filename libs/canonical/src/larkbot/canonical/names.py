@@ -48,6 +48,8 @@ HEADER_DL_CONSUMER: Final = "Larkbot-Dead-Letter-Consumer"
 HEADER_DL_SUBJECT: Final = "Larkbot-Dead-Letter-Subject"
 HEADER_DL_SEQUENCE: Final = "Larkbot-Dead-Letter-Sequence"
 HEADER_DL_DELIVERIES: Final = "Larkbot-Dead-Letter-Deliveries"
+#: Set when the payload was too large for the record itself: the object-store key (``blobs``) holding it.
+HEADER_DL_BLOB: Final = "Larkbot-Dead-Letter-Blob"
 
 # Subject syntax characters, the escape character itself, whitespace, and the C0 controls and DEL (the
 # server rejects NUL; the others would make logs and tooling misread a subject).

@@ -28,21 +28,9 @@ import time
 import nats
 from nats.js.kv import KeyValue
 
-from larkbot.canonical.names import (
-    HEADER_DL_CONSUMER,
-    HEADER_DL_ERROR,
-    HEADER_DL_REASON,
-    HEADER_DL_STREAM,
-    HEADER_DL_SUBJECT,
-    HEADER_MSG_ID,
-    KV_INGRESS_DEDUP,
-    Platform,
-    dead_letter_subject,
-    events_subject,
-    msg_id,
-)
-from larkbot.runtime.bus import Bus, BusUnavailable
-from larkbot.runtime.logs import log_context, mask
+from larkbot.canonical.names import KV_INGRESS_DEDUP, Platform, events_subject, msg_id
+from larkbot.runtime.bus import Bus, PayloadTooLarge
+from larkbot.runtime.logs import log_context
 
 from .. import metrics
 from ..core.adapter import EVENT_TYPES, Adapted, Dropped, FeishuAdapter, FeishuEvent, NeedsChat
@@ -50,21 +38,30 @@ from ..core.apierrors import ApiFailure
 from ..core.errors import FeishuPayloadError, MalformedPayload
 from .api import FeishuApi
 from .contacts import Contacts
+from .deadletters import write_dead_letter
 from .rest import FeishuApiError
 
 log = logging.getLogger(__name__)
 
-DEAD_LETTER_STREAM = "FEISHU"
-DEAD_LETTER_CONSUMER = "ingress-feishu"
+#: The largest event envelope the inbound path reads (a WebSocket frame, a webhook body). Feishu documents
+#: message bodies up to 150 KB (text; post and card 30 KB). The envelope carries the content as a JSON
+#: string inside JSON, so escaping can multiply it: a character Feishu sends as ``\u4e2d`` in the content
+#: is ``\\u4e2d`` in the envelope, 7 bytes — a 150 KB text exceeds the 1 MiB default of ``websockets``.
+#: 16 MiB is ~15 times that worst case, and twice the bus's 8 MiB message limit: every event the bus can
+#: carry gets through, and one it cannot reaches the handler and is dead-lettered (``too_large``) instead
+#: of closing the connection before it can be acknowledged (Feishu would re-push it for hours).
+MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
 
 
-class LookupRefused(Exception):
-    """An OpenAPI lookup the event needs was refused for good (the app lacks a scope, the request is
-    invalid): the event is dead-lettered with ``reason`` ``lookup_<failure>`` and acknowledged."""
+class EventRefused(Exception):
+    """The event can never be published as things stand: dead-lettered with ``reason`` and acknowledged.
 
-    def __init__(self, cause: FeishuApiError, event_type: str) -> None:
-        super().__init__(str(cause))
-        self.reason = f"lookup_{cause.failure.value}"
+    ``lookup_forbidden`` / ``lookup_refused``: an OpenAPI lookup it needs was refused for good (the app
+    lacks a scope, the request is invalid); ``too_large``: its canonical event exceeds the bus's limit."""
+
+    def __init__(self, reason: str, message: str, event_type: str) -> None:
+        super().__init__(message)
+        self.reason = reason
         self.event_type: str | None = event_type
 
 
@@ -111,8 +108,7 @@ class Inbound:
         except FeishuPayloadError as exc:
             await self._dead_letter(body, exc)
             return
-        except LookupRefused as exc:
-            # Final for this event: a re-push would meet the same answer for hours (see core.apierrors).
+        except EventRefused as exc:
             await self._dead_letter(body, exc)
             return
         if isinstance(result, Dropped):
@@ -122,19 +118,24 @@ class Inbound:
         self.contacts.seed(result.seen_names)
         self.contacts.want(result.user_ids)
         for event in result.events:
-            await self.publish(event, result.event_type)
+            try:
+                await self.publish(event, result.event_type)
+            except PayloadTooLarge as exc:
+                await self._dead_letter(body, EventRefused("too_large", str(exc), result.event_type))
+                return
 
     async def _resolve_chat(
         self, needs: NeedsChat, payload: dict[str, object], received_at_ms: int
     ) -> Adapted | Dropped:
         """Look the reacted message up. Not there or not visible → dropped (``unknown_message``); any
-        other final refusal → :class:`LookupRefused`; a transient failure raises (Feishu re-pushes)."""
+        other final refusal → :class:`EventRefused`; a transient failure raises (Feishu re-pushes)."""
         try:
             chat_id = await self.api.message_chat(needs.message_id) if self.api is not None else None
         except FeishuApiError as exc:
             if exc.failure is ApiFailure.TRANSIENT:
                 raise
-            raise LookupRefused(exc, needs.event_type) from None
+            # Final: a re-push would meet the same answer for hours (core.apierrors).
+            raise EventRefused(f"lookup_{exc.failure.value}", str(exc), needs.event_type) from None
         if chat_id is None:
             return Dropped(needs.event_type, needs.event_id, "unknown_message")
         self.adapter.remember(needs.message_id, chat_id)
@@ -170,26 +171,7 @@ class Inbound:
             metrics.EVENTS.labels(event_type, outcome).inc()
             return outcome
 
-    async def _dead_letter(self, body: bytes, exc: FeishuPayloadError | LookupRefused) -> None:
-        error = mask(str(exc))[:2000].replace("\r", " ").replace("\n", " ")
-        # Bounded and single-line: a header over NATS's limit would lose the record (and the payload).
-        event_type = (exc.event_type or "unknown")[:200].replace("\r", " ").replace("\n", " ")
-        headers = {
-            HEADER_MSG_ID: f"dl:feishu:{hashlib.sha256(body).hexdigest()[:40]}",
-            HEADER_DL_REASON: exc.reason,
-            HEADER_DL_ERROR: error,
-            HEADER_DL_STREAM: DEAD_LETTER_STREAM,
-            HEADER_DL_CONSUMER: DEAD_LETTER_CONSUMER,
-            HEADER_DL_SUBJECT: event_type,
-        }
-        try:
-            await self.bus.js.publish(
-                dead_letter_subject(DEAD_LETTER_STREAM, DEAD_LETTER_CONSUMER),
-                body,
-                headers=headers,
-                timeout=5.0,
-            )
-        except (nats.errors.Error, TimeoutError) as dl_exc:
-            raise BusUnavailable(f"dead-letter record not written: {type(dl_exc).__name__}") from None
+    async def _dead_letter(self, body: bytes, exc: FeishuPayloadError | EventRefused) -> None:
+        event_type = exc.event_type or "unknown"
+        await write_dead_letter(self.bus, body, exc.reason, str(exc), event_type)
         metrics.EVENTS.labels(event_type if event_type in EVENT_TYPES else "other", "dead_lettered").inc()
-        log.error("dead-lettered Feishu event (%s): %s", exc.reason, error)
