@@ -173,6 +173,7 @@ QUEUE_MEDIA: Final = "media"
 KV_IDENTITY: Final = "identity"
 KV_LEASES: Final = "leases"
 KV_INGRESS_DEDUP: Final = "ingress-dedup"
+KV_FEISHU_CONTACT_NAMES: Final = "feishu-contact-names"
 KV_MEDIA_ALT_TEXTS: Final = "media-alt-texts"
 OBJECT_STORE_BLOBS: Final = "blobs"
 
@@ -236,6 +237,9 @@ KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
     KeyValueSpec(KV_IDENTITY),
     KeyValueSpec(KV_LEASES, ttl_s=15.0),
     KeyValueSpec(KV_INGRESS_DEDUP, ttl_s=9 * 3600.0),
+    # Contact names of ingress-feishu, shared by its replicas: no TTL (an expired name would come back as
+    # the open_id, a false rename); entries are refreshed, never dropped, by the contact API.
+    KeyValueSpec(KV_FEISHU_CONTACT_NAMES),
     # Alt texts by content hash: worth keeping (a picture is described once), so no TTL.
     KeyValueSpec(KV_MEDIA_ALT_TEXTS),
 )

@@ -115,7 +115,12 @@ class Inbound:
             metrics.EVENTS.labels(result.event_type, f"dropped_{result.reason}").inc()
             log.debug("dropped %s: %s", result.event_type, result.reason)
             return
-        self.contacts.seed(result.seen_names)
+        await self.contacts.seed(result.seen_names)
+        if await self.contacts.resolve(result.user_ids):
+            # A first-seen person's name arrived within the wait: adapt again, so that their first
+            # event carries it (the adapter is pure; this repeats no side effect).
+            adapted = self.adapter.adapt(payload, received_at_ms, self.contacts.names())
+            result = adapted if isinstance(adapted, Adapted) else result
         self.contacts.want(result.user_ids)
         for event in result.events:
             try:
