@@ -8,11 +8,12 @@ from prometheus_client import REGISTRY
 from larkbot.canonical.codec import decode_as
 from larkbot.canonical.content import Attachment, AttachmentType
 from larkbot.canonical.events import EVENT_ADAPTER, MessageEvent
+from larkbot.canonical.fingerprint import event_fingerprint
 from larkbot.canonical.names import STREAM_DEAD_LETTER
 from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.adapters.repository import EventRepository, NewEvent, Stored
 from larkbot.pipeline.app import MIGRATIONS
-from larkbot.pipeline.core.repeats import classify, fingerprint
+from larkbot.pipeline.core.repeats import classify
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.db import create_engine, migrate
 
@@ -38,7 +39,7 @@ def test_a_redelivery_differs_only_in_what_each_delivery_captures() -> None:
         offset=0,  # taken by a replica in another zone
         attachments=(photo.model_copy(update={"content_hash": "sha256:ab", "thumbnail_key": "sha256:cd"}),),
     ).model_copy(update={"event_id": "ev_other"})
-    assert fingerprint(first) == fingerprint(again)
+    assert event_fingerprint(first) == event_fingerprint(again)
     assert classify(again, first) == "duplicate"
 
 

@@ -156,7 +156,8 @@ def partition_consumer(durable: str, partition: int) -> str:
 
 
 def msg_id(platform: str, dedup_key: str) -> str:
-    """The ``Nats-Msg-Id`` of a canonical event: ``<platform>:<dedup_key>`` (DESIGN §3)."""
+    """``<platform>:<dedup_key>`` (DESIGN §3); an ingress appends the event's fingerprint
+    (:func:`larkbot.canonical.fingerprint.event_msg_id`)."""
     return f"{platform}:{dedup_key}"
 
 

@@ -28,7 +28,8 @@ import time
 import nats
 from nats.js.kv import KeyValue
 
-from larkbot.canonical.names import KV_INGRESS_DEDUP, Platform, events_subject, msg_id
+from larkbot.canonical.fingerprint import event_msg_id
+from larkbot.canonical.names import KV_INGRESS_DEDUP, Platform, events_subject
 from larkbot.runtime.bus import Bus, PayloadTooLarge
 from larkbot.runtime.logs import log_context
 
@@ -151,7 +152,7 @@ class Inbound:
 
     async def publish(self, event: FeishuEvent, event_type: str) -> str:
         """Publish one canonical event (also used for self-events); returns the outcome label."""
-        nats_id = msg_id(Platform.FEISHU.value, event.dedup_key)
+        nats_id = event_msg_id(event)
         key = dedup_kv_key(nats_id)
         with log_context(chat=event.chat_id, dedup_key=event.dedup_key):
             if self._kv is not None:
