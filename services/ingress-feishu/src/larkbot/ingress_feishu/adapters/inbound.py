@@ -106,10 +106,7 @@ class Inbound:
             result = self.adapter.adapt(payload, received_at_ms, self.contacts.names())
             if isinstance(result, NeedsChat):
                 result = await self._resolve_chat(result, payload, received_at_ms)
-        except FeishuPayloadError as exc:
-            await self._dead_letter(body, exc)
-            return
-        except EventRefused as exc:
+        except (FeishuPayloadError, EventRefused) as exc:
             await self._dead_letter(body, exc)
             return
         if isinstance(result, Dropped):
