@@ -25,6 +25,7 @@ from larkbot.canonical.codec import decode_as, encode
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent
 from larkbot.canonical.names import HEADER_DL_REASON, STREAM_DEAD_LETTER, STREAM_EVENTS, Service
+from larkbot.ingress_feishu.adapters.inbound import MAX_ENVELOPE_BYTES
 from larkbot.ingress_feishu.app import IngressFeishuService
 from larkbot.ingress_feishu.core import FeishuAdapter
 from larkbot.ingress_feishu.core.adapter import Adapted as FeishuAdapted
@@ -245,7 +246,10 @@ async def test_feishu_webhook_fuzz(bus: Bus, nats_url: str, fake_feishu: FakeFei
             for body, _valid in bodies(rng, valid, 150):
                 async with http.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
                     statuses.append(resp.status)
+            # Read and judged (dead-lettered) up to the long connection's bound; refused beyond it.
             async with http.post(url, data=io.BytesIO(b"{" + b" " * (5 * 1024 * 1024) + b"}")) as resp:
+                assert resp.status == 200
+            async with http.post(url, data=io.BytesIO(b"{" + b" " * MAX_ENVELOPE_BYTES + b"}")) as resp:
                 assert resp.status == 413
             for payload in valid:  # after all that, valid events still get through
                 async with http.post(url, json=payload) as resp:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -9,6 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from larkbot.canonical import names
+from larkbot.canonical.content import Content
+from larkbot.canonical.events import MessageEvent, Sender
+from larkbot.canonical.fingerprint import event_msg_id
 
 # Subject syntax, whitespace and control characters (the server rejects NUL in a subject).
 UNSAFE = frozenset(".*> \x7f") | {chr(code) for code in range(0x20)}
@@ -94,3 +98,30 @@ def test_layout_names_are_unique() -> None:
 def test_every_service_has_a_distinct_port() -> None:
     assert set(names.SERVICE_PORTS) == set(names.Service)
     assert len(set(names.SERVICE_PORTS.values())) == len(names.SERVICE_PORTS)
+
+
+def test_event_msg_id_is_the_same_for_a_redelivery_and_differs_for_other_content() -> None:
+    event = MessageEvent(
+        platform=names.Platform.FEISHU,
+        chat_id="oc_1",
+        dedup_key="om_1",
+        event_id="ev_1",
+        received_at_ms=1_000,
+        timestamp_sec=1.0,
+        utc_offset_min=480,
+        message_id="om_1",
+        sender=Sender(id="ou_a", display_name="ou_a"),
+        content=Content.from_text("hi"),
+    )
+    again = event.model_copy(
+        update={
+            "received_at_ms": 9_000,
+            "utc_offset_min": 0,
+            "event_id": "ev_2",
+            "sender": Sender(id="ou_a", display_name="Alice"),
+        }
+    )
+    other = event.model_copy(update={"content": Content.from_text("bye")})
+    assert re.fullmatch(r"feishu:om_1#[0-9a-f]{16}", event_msg_id(event))
+    assert event_msg_id(again) == event_msg_id(event)
+    assert event_msg_id(other) != event_msg_id(event)

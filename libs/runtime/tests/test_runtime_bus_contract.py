@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
+from pydantic import BaseModel
 
 from larkbot.canonical.codec import decode, encode
 from larkbot.canonical.errors import PermanentError, RetryableError
@@ -19,7 +20,7 @@ from larkbot.canonical.names import (
     STREAM_DEAD_LETTER,
     dead_letter_subject,
 )
-from larkbot.runtime.bus import Bus
+from larkbot.runtime.bus import Bus, PayloadTooLarge
 from larkbot.runtime.consume import Delivery, ErrorPolicy, PullConsumer
 
 WAIT = 30.0
@@ -221,3 +222,21 @@ async def test_events_are_stored_under_their_partition(bus: Bus) -> None:
         assert split_chat_subject(stored.subject) == (platform, chat)
         partitions.add(partition)
     assert len(partitions) > 8  # spread, not all in one
+
+
+class _Blob(BaseModel):
+    text: str
+
+
+async def test_a_message_over_max_payload_is_refused_before_it_can_close_the_connection(bus: Bus) -> None:
+    """nats-py checks the payload alone; a payload that fits only without its headers made the server
+    close the connection ("Maximum Payload Violation"). The bus refuses it with a permanent error."""
+    _stream_name, prefix, _ = await _stream(bus)
+    limit = bus.nc.max_payload
+    fits_alone = _Blob(text="x" * (limit - len(encode(_Blob(text=""))) - 16))
+    assert len(encode(fits_alone)) < limit
+    with pytest.raises(PayloadTooLarge, match="max_payload"):
+        await bus.publish(f"{prefix}.big", fits_alone, msg_id="big-1")
+    assert bus.connected
+    ack = await bus.publish(f"{prefix}.small", _signal(1), timeout_s=WAIT)
+    assert ack.seq == 1

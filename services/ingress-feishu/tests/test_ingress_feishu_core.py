@@ -19,7 +19,15 @@ from larkbot.ingress_feishu.core import (
     UnsupportedEmoji,
     emoji,
 )
-from larkbot.ingress_feishu.core.names import NameTable
+from larkbot.ingress_feishu.core.apierrors import ApiFailure, classify
+from larkbot.ingress_feishu.core.names import (
+    NameEntry,
+    Source,
+    contact_answer,
+    merge,
+    needs_lookup,
+    payload_name,
+)
 from larkbot.ingress_feishu.core.outbound import (
     feishu_uuid,
     post_content,
@@ -200,15 +208,34 @@ def test_pacer_spaces_sends_per_chat_and_per_app() -> None:
     assert pacer.reserve("c", 11.0) == pytest.approx(9.0)
 
 
-def test_name_table_ttl_and_misses() -> None:
-    table = NameTable(ttl_s=100)
-    assert table.stale(["ou_a", "ou_a", "ou_b"], 0) == ["ou_a", "ou_b"]
-    table.put("ou_a", "Alice", 0)
-    table.put("ou_b", None, 0)
-    assert table.stale(["ou_a", "ou_b"], 50) == []
-    assert table.stale(["ou_a"], 100) == ["ou_a"]
-    table.put("ou_a", None, 120)  # a failed refresh keeps the known name
-    assert table.names() == {"ou_a": "Alice"}
+def test_name_rule_contact_api_wins_payload_names_only_fill_gaps() -> None:
+    mention = merge(None, payload_name("ou_a", "Ali"))
+    assert mention == NameEntry("ou_a", "Ali", Source.PAYLOAD, None)
+    assert merge(mention, payload_name("ou_a", "Alice W.")) is None  # a payload never replaces a name
+    found = merge(mention, contact_answer("ou_a", "Alice Wang", 1000.0))
+    assert found == NameEntry("ou_a", "Alice Wang", Source.CONTACT, 1000.0)
+    assert merge(found, payload_name("ou_a", "Ali")) is None  # nor the contact API's
+    missed = merge(found, contact_answer("ou_a", None, 2000.0))  # a failed refresh keeps the name
+    assert missed == NameEntry("ou_a", "Alice Wang", Source.CONTACT, 2000.0)
+    renamed = merge(missed, contact_answer("ou_a", "Alice Li", 3000.0))  # a directory rename is real
+    assert renamed == NameEntry("ou_a", "Alice Li", Source.CONTACT, 3000.0)
+    assert merge(renamed, contact_answer("ou_a", "Alice Li", 3000.0)) is None
+
+
+def test_name_lookups_follow_the_contact_answer_not_payload_names() -> None:
+    assert needs_lookup(None, 0.0, 100.0)
+    assert needs_lookup(NameEntry("ou_a", "Ali", Source.PAYLOAD, None), 0.0, 100.0)
+    answered = NameEntry("ou_a", None, None, 1000.0)
+    assert not needs_lookup(answered, 1099.0, 100.0)
+    assert needs_lookup(answered, 1100.0, 100.0)
+
+
+def test_name_entries_round_trip_and_refuse_foreign_values() -> None:
+    entry = NameEntry("ou_a", "名字", Source.CONTACT, 1.5)
+    assert NameEntry.from_json(entry.to_json()) == entry
+    for bad in (b"[]", b'{"open_id": 1}', b'{"open_id": "ou_a", "name": "x", "source": null}'):
+        with pytest.raises(ValueError):  # noqa: PT011 - json, enum and shape errors are all ValueError
+            NameEntry.from_json(bad)
 
 
 # -- webhook -------------------------------------------------------------------------------------------
@@ -240,3 +267,25 @@ def test_verify_rules() -> None:
     assert verify(sealed, {}, encrypt_key=None, verification_token=None) == Rejected(
         "undecryptable", "an encrypted callback arrived but no encrypt key is configured"
     )
+
+
+# -- OpenAPI error classes -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("code", "status", "failure"),
+    [
+        (230001, 400, ApiFailure.NOT_FOUND),  # message GET of an id Feishu does not know
+        (230110, 400, ApiFailure.NOT_FOUND),
+        (41050, 400, ApiFailure.NOT_FOUND),
+        (230027, 400, ApiFailure.FORBIDDEN),
+        (99991672, 400, ApiFailure.FORBIDDEN),
+        (99992402, 400, ApiFailure.REFUSED),
+        (123456, 404, ApiFailure.REFUSED),
+        (99991400, 400, ApiFailure.TRANSIENT),
+        (230020, 400, ApiFailure.TRANSIENT),
+        (1500, 500, ApiFailure.TRANSIENT),
+        (123456, 429, ApiFailure.TRANSIENT),
+        (-1, 200, ApiFailure.TRANSIENT),
+    ],
+)
+def test_openapi_error_classes(code: int, status: int, failure: ApiFailure) -> None:
+    assert classify(code, status) is failure

@@ -86,3 +86,17 @@ async def test_webhook_checks_and_delivery(webhook_url: str, bus: Bus) -> None:
         again = await http.post(webhook_url, content=body, headers=signed_headers(body))
         assert again.status_code == 200
         assert await event_count(bus) == 1
+
+
+async def test_webhook_takes_an_envelope_over_four_mib(webhook_url: str, bus: Bus) -> None:
+    """A body the HTTP server refused (413) is re-sent by Feishu for hours; the webhook reads envelopes
+    up to the same bound as the long connection and leaves the verdict to the inbound path."""
+    big = payload("message_text")
+    big["event"]["message"]["content"] = json.dumps({"text": "中" * 700_000})
+    big["event"]["message"]["mentions"] = []
+    body = sealed(big)
+    assert len(body) > 4 * 1024 * 1024
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
+        accepted = await http.post(webhook_url, content=body, headers=signed_headers(body))
+    assert accepted.status_code == 200
+    assert await event_count(bus) == 1

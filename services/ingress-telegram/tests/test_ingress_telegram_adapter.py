@@ -43,7 +43,21 @@ def test_phantom_edit_with_identical_content_is_skipped() -> None:
 def test_edit_of_a_message_never_seen_is_published() -> None:
     (event,) = TelegramAdapter(None, None, 0).adapt(load("edited_message"), 1).events
     assert isinstance(event, EditEvent)
-    assert event.dedup_key == "-1001234567890:501:edit:1767225720"
+    assert event.dedup_key.startswith("-1001234567890:501:edit:1767225720:")
+
+
+def test_edits_within_one_second_have_keys_of_their_own_and_a_redelivery_keeps_its_key() -> None:
+    """``edit_date`` counts seconds; a bot streaming its answer edits several times in one. Keyed by the
+    date alone, the later states hit the first one's key and were lost as "duplicates"."""
+    edited = load("edited_message")
+    later = json.loads(json.dumps(edited))
+    later["update_id"] += 1
+    later["edited_message"]["text"] += " (and more)"
+    first_key = TelegramAdapter(None, None, 0).adapt(edited, 1).events[0].dedup_key
+    later_key = TelegramAdapter(None, None, 0).adapt(later, 2).events[0].dedup_key
+    assert later["edited_message"]["edit_date"] == edited["edited_message"]["edit_date"]
+    assert first_key != later_key
+    assert TelegramAdapter(None, None, 0).adapt(edited, 9).events[0].dedup_key == first_key
 
 
 def test_fingerprint_memory_is_bounded() -> None:

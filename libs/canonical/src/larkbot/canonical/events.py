@@ -7,7 +7,8 @@ Decisions:
   model is shown), plus the ingress's ``utc_offset_min`` at capture.
 - ``dedup_key`` is derived from the platform payload and is stable across redeliveries (Feishu message id,
   ``recall:<message_id>``, ``reaction:<message>:<emoji>:<user>:<action>``; Telegram message id plus edit
-  date). It is the pipeline's unique key and, prefixed by the platform, the ``Nats-Msg-Id``.
+  date and state). It is the pipeline's unique key and, with the platform and the event's fingerprint, the
+  ``Nats-Msg-Id`` (:mod:`.fingerprint`).
 - Identity is the platform id (Feishu ``ou_…`` open_id, Telegram user id as a string); names in
   :class:`Sender` are snapshots taken when the event arrived, never identity.
 - ``edit`` is the full new state of the message, not a diff. ``reaction`` carries ``removed`` (not

@@ -48,6 +48,8 @@ HEADER_DL_CONSUMER: Final = "Larkbot-Dead-Letter-Consumer"
 HEADER_DL_SUBJECT: Final = "Larkbot-Dead-Letter-Subject"
 HEADER_DL_SEQUENCE: Final = "Larkbot-Dead-Letter-Sequence"
 HEADER_DL_DELIVERIES: Final = "Larkbot-Dead-Letter-Deliveries"
+#: Set when the payload was too large for the record itself: the object-store key (``blobs``) holding it.
+HEADER_DL_BLOB: Final = "Larkbot-Dead-Letter-Blob"
 
 # Subject syntax characters, the escape character itself, whitespace, and the C0 controls and DEL (the
 # server rejects NUL; the others would make logs and tooling misread a subject).
@@ -154,7 +156,8 @@ def partition_consumer(durable: str, partition: int) -> str:
 
 
 def msg_id(platform: str, dedup_key: str) -> str:
-    """The ``Nats-Msg-Id`` of a canonical event: ``<platform>:<dedup_key>`` (DESIGN §3)."""
+    """``<platform>:<dedup_key>`` (DESIGN §3); an ingress appends the event's fingerprint
+    (:func:`larkbot.canonical.fingerprint.event_msg_id`)."""
     return f"{platform}:{dedup_key}"
 
 
@@ -171,6 +174,7 @@ QUEUE_MEDIA: Final = "media"
 KV_IDENTITY: Final = "identity"
 KV_LEASES: Final = "leases"
 KV_INGRESS_DEDUP: Final = "ingress-dedup"
+KV_FEISHU_CONTACT_NAMES: Final = "feishu-contact-names"
 KV_MEDIA_ALT_TEXTS: Final = "media-alt-texts"
 OBJECT_STORE_BLOBS: Final = "blobs"
 
@@ -234,6 +238,9 @@ KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
     KeyValueSpec(KV_IDENTITY),
     KeyValueSpec(KV_LEASES, ttl_s=15.0),
     KeyValueSpec(KV_INGRESS_DEDUP, ttl_s=9 * 3600.0),
+    # Contact names of ingress-feishu, shared by its replicas: no TTL (an expired name would come back as
+    # the open_id, a false rename); entries are refreshed, never dropped, by the contact API.
+    KeyValueSpec(KV_FEISHU_CONTACT_NAMES),
     # Alt texts by content hash: worth keeping (a picture is described once), so no TTL.
     KeyValueSpec(KV_MEDIA_ALT_TEXTS),
 )

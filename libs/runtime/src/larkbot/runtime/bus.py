@@ -22,7 +22,7 @@ from nats.js.api import PubAck
 from pydantic import BaseModel, TypeAdapter
 
 from larkbot.canonical.codec import decode, decode_as, encode, headers_for
-from larkbot.canonical.errors import RetryableError
+from larkbot.canonical.errors import PermanentError, RetryableError
 from larkbot.canonical.names import HEADER_MSG_ID, HEADER_TRACE
 
 from .config import NatsSettings
@@ -36,6 +36,20 @@ T = TypeVar("T")
 
 class BusUnavailable(RetryableError):
     """NATS did not answer (connect, publish or request timed out)."""
+
+
+class PayloadTooLarge(PermanentError):
+    """The message (payload and headers) is larger than the server accepts (its ``max_payload``):
+    publishing it can never succeed. Checked before sending: nats-py checks the payload alone, and a
+    message the server refuses for its size closes the whole connection."""
+
+
+def message_size(data: bytes, headers: dict[str, str]) -> int:
+    """Bytes a message counts against ``max_payload``: the payload plus the ``NATS/1.0`` header block."""
+    if not headers:
+        return len(data)
+    block = 12 + sum(len(k.encode()) + len(v.encode()) + 4 for k, v in headers.items())
+    return len(data) + block
 
 
 class Bus:
@@ -66,8 +80,14 @@ class Bus:
         _propagate_trace(hdrs)
         if msg_id is not None:
             hdrs[HEADER_MSG_ID] = msg_id
+        data = encode(model)
+        size = message_size(data, hdrs)
+        if size > self.nc.max_payload:
+            raise PayloadTooLarge(
+                f"publish to {subject}: {size} bytes exceed the server's max_payload of {self.nc.max_payload}"
+            )
         try:
-            ack: PubAck = await self.js.publish(subject, encode(model), timeout=timeout_s, headers=hdrs)
+            ack: PubAck = await self.js.publish(subject, data, timeout=timeout_s, headers=hdrs)
         except (
             nats.errors.TimeoutError,
             nats.errors.ConnectionClosedError,

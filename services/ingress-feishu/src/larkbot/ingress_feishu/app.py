@@ -51,6 +51,8 @@ class FeishuOptions:
     webhook_port: int = 9111
     webhook_path: str = "/feishu/events"
     name_ttl_s: float = 6 * 3600.0
+    #: How long the first event of a person nobody has named waits for the contact API (0: never).
+    name_wait_s: float = 0.5
     ack_timeout_s: float = 2.5
     api_timeout_s: float = 10.0
     send_attempts: int = 3
@@ -122,8 +124,10 @@ class IngressFeishuService:
             self.adapter = FeishuAdapter(
                 info.open_id, self.config.chat_ids(Platform.FEISHU.value), offset, bot_app_id=feishu.app_id
             )
-            self.contacts = Contacts(api, opts.name_ttl_s)
-            self.contacts.seed([(info.open_id, info.name)])
+            self.contacts = Contacts(ctx.bus, api, opts.name_ttl_s, wait_s=opts.name_wait_s)
+            await self.contacts.start()
+            ctx.spawn(self.contacts.watch(), "feishu-contact-names")
+            await self.contacts.learn(info.open_id, info.name)
             self.inbound = Inbound(ctx.bus, self.adapter, self.contacts, api)
             await self.inbound.start()
             me = BotSelf(info.open_id, info.name)

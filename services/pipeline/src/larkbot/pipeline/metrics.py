@@ -12,7 +12,8 @@ _FAST = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.0
 
 EVENTS = Counter(
     "larkbot_pipeline_events_total",
-    "Canonical events consumed, by kind and outcome (committed, duplicate, archived, dropped, dead_lettered)",
+    "Canonical events consumed, by kind and outcome (committed, duplicate, self_echo, conflict, archived, "
+    "dropped, dead_lettered)",
     ["kind", "outcome"],
 )
 REDUCE_SECONDS = Histogram(

@@ -44,10 +44,11 @@ from larkbot.runtime.ingress import failed
 from .. import metrics
 from ..core import emoji
 from ..core.adapter import FeishuAdapter
+from ..core.apierrors import ApiFailure
 from ..core.errors import UnsupportedEmoji
 from ..core.outbound import feishu_uuid, post_content, self_content, split_text, to_feishu_markdown
 from ..core.pacing import SendPacer
-from .api import NOT_FOUND_CODES, FeishuApi, SentMessage, image_content
+from .api import FeishuApi, SentMessage, image_content
 from .inbound import Inbound
 from .rest import FeishuApiError, PlatformTimeout, PlatformUnavailable, RateLimited
 
@@ -138,8 +139,8 @@ class Actions:
         except (PlatformTimeout, PlatformUnavailable) as exc:
             return failed(key, "unavailable", str(exc), retryable=True)
         except FeishuApiError as exc:
-            code = "not_found" if exc.code in NOT_FOUND_CODES else "platform"
-            return failed(key, code, str(exc), retryable=exc.status >= 500)
+            code = "not_found" if exc.failure is ApiFailure.NOT_FOUND else "platform"
+            return failed(key, code, str(exc), retryable=exc.failure is ApiFailure.TRANSIENT)
 
     async def _dispatch(self, action: ActionRequest) -> ActionResult:
         key = action.idempotency_key

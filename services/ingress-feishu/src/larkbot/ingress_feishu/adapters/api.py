@@ -7,10 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from ..core.apierrors import ApiFailure
 from .rest import FeishuApiError, FeishuRest
-
-#: Codes meaning "the message/user/file is not there (or not visible to this app)".
-NOT_FOUND_CODES = frozenset({230011, 231001, 234003, 41050, 99992361, 99992402})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +71,12 @@ class FeishuApi:
         return _sent(body)
 
     async def message_chat(self, message_id: str) -> str | None:
-        """The chat of a message (reaction events carry none); ``None`` when Feishu does not know it."""
+        """The chat of a message (reaction events carry none); ``None`` when Feishu does not know it or
+        this app may not see it. Other refusals raise :class:`FeishuApiError` (see its ``failure``)."""
         try:
             body = await self.rest.call("message.get", "GET", f"/open-apis/im/v1/messages/{_seg(message_id)}")
         except FeishuApiError as exc:
-            if exc.code in NOT_FOUND_CODES:
+            if exc.failure is ApiFailure.NOT_FOUND:
                 return None
             raise
         items = (body.get("data") or {}).get("items") or []
@@ -133,7 +132,7 @@ class FeishuApi:
                 params={"user_id_type": "open_id"},
             )
         except FeishuApiError as exc:
-            if exc.code in NOT_FOUND_CODES:
+            if exc.failure is ApiFailure.NOT_FOUND:
                 return None
             raise
         user = (body.get("data") or {}).get("user") or {}

@@ -2,8 +2,10 @@
 
 ``handle`` returns only once every canonical event of the envelope is durably in JetStream (PubAck) —
 or the envelope was deliberately dropped or dead-lettered — so the caller may acknowledge Feishu. It
-raises when that is not (yet) true (bus down, message lookup failed), and the caller must let Feishu
-re-push.
+raises when that is not (yet) true (bus down, a transient failure of the message lookup), and the caller
+must let Feishu re-push. A lookup that Feishu refuses for good never raises: the message is unknown
+(dropped, ``unknown_message``) or the event is dead-lettered (``lookup_forbidden`` / ``lookup_refused``),
+because a re-push would meet the same answer for hours (``core.apierrors``).
 
 Dedup: Feishu re-pushes at +15 s, +5 min, +1 h and +6 h with the same ``event_id``. JetStream's
 ``Nats-Msg-Id`` window (2 min) covers the first; the ``ingress-dedup`` KV bucket (TTL 9 h) remembers every
@@ -26,32 +28,42 @@ import time
 import nats
 from nats.js.kv import KeyValue
 
-from larkbot.canonical.names import (
-    HEADER_DL_CONSUMER,
-    HEADER_DL_ERROR,
-    HEADER_DL_REASON,
-    HEADER_DL_STREAM,
-    HEADER_DL_SUBJECT,
-    HEADER_MSG_ID,
-    KV_INGRESS_DEDUP,
-    Platform,
-    dead_letter_subject,
-    events_subject,
-    msg_id,
-)
-from larkbot.runtime.bus import Bus, BusUnavailable
-from larkbot.runtime.logs import log_context, mask
+from larkbot.canonical.fingerprint import event_msg_id
+from larkbot.canonical.names import KV_INGRESS_DEDUP, Platform, events_subject
+from larkbot.runtime.bus import Bus, PayloadTooLarge
+from larkbot.runtime.logs import log_context
 
 from .. import metrics
 from ..core.adapter import EVENT_TYPES, Adapted, Dropped, FeishuAdapter, FeishuEvent, NeedsChat
+from ..core.apierrors import ApiFailure
 from ..core.errors import FeishuPayloadError, MalformedPayload
 from .api import FeishuApi
 from .contacts import Contacts
+from .deadletters import write_dead_letter
+from .rest import FeishuApiError
 
 log = logging.getLogger(__name__)
 
-DEAD_LETTER_STREAM = "FEISHU"
-DEAD_LETTER_CONSUMER = "ingress-feishu"
+#: The largest event envelope the inbound path reads (a WebSocket frame, a webhook body). Feishu documents
+#: message bodies up to 150 KB (text; post and card 30 KB). The envelope carries the content as a JSON
+#: string inside JSON, so escaping can multiply it: a character Feishu sends as ``\u4e2d`` in the content
+#: is ``\\u4e2d`` in the envelope, 7 bytes — a 150 KB text exceeds the 1 MiB default of ``websockets``.
+#: 16 MiB is ~15 times that worst case, and twice the bus's 8 MiB message limit: every event the bus can
+#: carry gets through, and one it cannot reaches the handler and is dead-lettered (``too_large``) instead
+#: of closing the connection before it can be acknowledged (Feishu would re-push it for hours).
+MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
+
+
+class EventRefused(Exception):
+    """The event can never be published as things stand: dead-lettered with ``reason`` and acknowledged.
+
+    ``lookup_forbidden`` / ``lookup_refused``: an OpenAPI lookup it needs was refused for good (the app
+    lacks a scope, the request is invalid); ``too_large``: its canonical event exceeds the bus's limit."""
+
+    def __init__(self, reason: str, message: str, event_type: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.event_type: str | None = event_type
 
 
 def dedup_kv_key(nats_msg_id: str) -> str:
@@ -94,22 +106,39 @@ class Inbound:
             result = self.adapter.adapt(payload, received_at_ms, self.contacts.names())
             if isinstance(result, NeedsChat):
                 result = await self._resolve_chat(result, payload, received_at_ms)
-        except FeishuPayloadError as exc:
+        except (FeishuPayloadError, EventRefused) as exc:
             await self._dead_letter(body, exc)
             return
         if isinstance(result, Dropped):
             metrics.EVENTS.labels(result.event_type, f"dropped_{result.reason}").inc()
             log.debug("dropped %s: %s", result.event_type, result.reason)
             return
-        self.contacts.seed(result.seen_names)
+        await self.contacts.seed(result.seen_names)
+        if await self.contacts.resolve(result.user_ids):
+            # A first-seen person's name arrived within the wait: adapt again, so that their first
+            # event carries it (the adapter is pure; this repeats no side effect).
+            adapted = self.adapter.adapt(payload, received_at_ms, self.contacts.names())
+            result = adapted if isinstance(adapted, Adapted) else result
         self.contacts.want(result.user_ids)
         for event in result.events:
-            await self.publish(event, result.event_type)
+            try:
+                await self.publish(event, result.event_type)
+            except PayloadTooLarge as exc:
+                await self._dead_letter(body, EventRefused("too_large", str(exc), result.event_type))
+                return
 
     async def _resolve_chat(
         self, needs: NeedsChat, payload: dict[str, object], received_at_ms: int
     ) -> Adapted | Dropped:
-        chat_id = await self.api.message_chat(needs.message_id) if self.api is not None else None
+        """Look the reacted message up. Not there or not visible → dropped (``unknown_message``); any
+        other final refusal → :class:`EventRefused`; a transient failure raises (Feishu re-pushes)."""
+        try:
+            chat_id = await self.api.message_chat(needs.message_id) if self.api is not None else None
+        except FeishuApiError as exc:
+            if exc.failure is ApiFailure.TRANSIENT:
+                raise
+            # Final: a re-push would meet the same answer for hours (core.apierrors).
+            raise EventRefused(f"lookup_{exc.failure.value}", str(exc), needs.event_type) from None
         if chat_id is None:
             return Dropped(needs.event_type, needs.event_id, "unknown_message")
         self.adapter.remember(needs.message_id, chat_id)
@@ -120,7 +149,7 @@ class Inbound:
 
     async def publish(self, event: FeishuEvent, event_type: str) -> str:
         """Publish one canonical event (also used for self-events); returns the outcome label."""
-        nats_id = msg_id(Platform.FEISHU.value, event.dedup_key)
+        nats_id = event_msg_id(event)
         key = dedup_kv_key(nats_id)
         with log_context(chat=event.chat_id, dedup_key=event.dedup_key):
             if self._kv is not None:
@@ -145,26 +174,7 @@ class Inbound:
             metrics.EVENTS.labels(event_type, outcome).inc()
             return outcome
 
-    async def _dead_letter(self, body: bytes, exc: FeishuPayloadError) -> None:
-        error = mask(str(exc))[:2000].replace("\r", " ").replace("\n", " ")
-        # Bounded and single-line: a header over NATS's limit would lose the record (and the payload).
-        event_type = (exc.event_type or "unknown")[:200].replace("\r", " ").replace("\n", " ")
-        headers = {
-            HEADER_MSG_ID: f"dl:feishu:{hashlib.sha256(body).hexdigest()[:40]}",
-            HEADER_DL_REASON: exc.reason,
-            HEADER_DL_ERROR: error,
-            HEADER_DL_STREAM: DEAD_LETTER_STREAM,
-            HEADER_DL_CONSUMER: DEAD_LETTER_CONSUMER,
-            HEADER_DL_SUBJECT: event_type,
-        }
-        try:
-            await self.bus.js.publish(
-                dead_letter_subject(DEAD_LETTER_STREAM, DEAD_LETTER_CONSUMER),
-                body,
-                headers=headers,
-                timeout=5.0,
-            )
-        except (nats.errors.Error, TimeoutError) as dl_exc:
-            raise BusUnavailable(f"dead-letter record not written: {type(dl_exc).__name__}") from None
+    async def _dead_letter(self, body: bytes, exc: FeishuPayloadError | EventRefused) -> None:
+        event_type = exc.event_type or "unknown"
+        await write_dead_letter(self.bus, body, exc.reason, str(exc), event_type)
         metrics.EVENTS.labels(event_type if event_type in EVENT_TYPES else "other", "dead_lettered").inc()
-        log.error("dead-lettered Feishu event (%s): %s", exc.reason, error)

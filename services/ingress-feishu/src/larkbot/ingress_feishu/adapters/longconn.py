@@ -30,12 +30,26 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .. import metrics
+from .inbound import MAX_ENVELOPE_BYTES
 from .larksdk import EventDispatcherHandlerBase, LogLevel, ws_client
 
 log = logging.getLogger(__name__)
 
 # lark-oapi installs its own unmasked stdout handler; route its records through ours instead.
 logging.getLogger("Lark").handlers.clear()
+
+_sdk_connect_kwargs: Callable[..., dict[str, Any]] = ws_client._ws_connect_kwargs
+
+
+def _connect_kwargs(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The SDK's ``websockets.connect`` arguments plus our frame limit. With the library's default
+    (1 MiB) a larger event closes the socket (1009) before any handler sees it: it is neither
+    acknowledged nor dead-lettered, and Feishu re-pushes it on every reconnect, for hours."""
+    return {**_sdk_connect_kwargs(*args, **kwargs), "max_size": MAX_ENVELOPE_BYTES}
+
+
+# The SDK builds the arguments in this module function on every (re)connect and offers no parameter.
+ws_client._ws_connect_kwargs = _connect_kwargs
 
 OnEvent = Callable[[bytes, int], Coroutine[Any, Any, None]]
 

@@ -28,6 +28,7 @@ from pydantic import SecretStr
 from larkbot.canonical.errors import LarkbotError, RetryableError
 
 from .. import metrics
+from ..core.apierrors import classify
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +40,14 @@ TOKEN_MARGIN_S: Final = 300.0
 
 
 class FeishuApiError(LarkbotError):
-    """Feishu answered with a non-zero ``code``."""
+    """Feishu answered with a non-zero ``code``; ``failure`` says whether repeating the call can help."""
 
     def __init__(self, route: str, code: int, msg: str, status: int) -> None:
         super().__init__(f"{route}: Feishu code {code} (HTTP {status}): {msg[:200]}")
         self.route = route
         self.code = code
         self.status = status
+        self.failure = classify(code, status)
 
 
 class RateLimited(RetryableError):

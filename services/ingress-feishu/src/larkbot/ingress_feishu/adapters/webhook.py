@@ -17,7 +17,7 @@ from larkbot.canonical.errors import LarkbotError
 
 from .. import metrics
 from ..core.webhook import Accepted, Challenge, Rejected, verify
-from .inbound import Inbound
+from .inbound import MAX_ENVELOPE_BYTES, Inbound
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class WebhookServer:
         return self._runner is not None
 
     async def start(self) -> None:
-        app = web.Application(client_max_size=4 * 1024 * 1024)
+        app = web.Application(client_max_size=MAX_ENVELOPE_BYTES)
         app.router.add_post(self.path, self._handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()

@@ -316,7 +316,10 @@ class FakeFeishu:
             return _ok({"items": [self._message_json(self.sent[message_id])]})
         chat_id = self.message_chats.get(message_id)
         if chat_id is None:
-            return _err(400, 230011, "message not found")
+            # What Feishu answers for an id it does not know (not 230011, which is a recalled message).
+            return _err(
+                400, 230001, "Your request contains an invalid request parameter, ext=invalid message_id."
+            )
         item = {"message_id": message_id, "chat_id": chat_id, "msg_type": "text", "deleted": False}
         return _ok({"items": [item]})
 
@@ -360,7 +363,7 @@ class FakeFeishu:
     async def _unreact(self, request: web.Request, _record: Recorded) -> web.Response:
         reaction_id = request.match_info["reaction_id"]
         if reaction_id not in self.reactions:
-            return _err(400, 231001, "reaction not found")
+            return _err(400, 231011, "The request has an invalid reaction_id.")
         data = self._reaction_json(reaction_id)
         del self.reactions[reaction_id]
         return _ok(data)

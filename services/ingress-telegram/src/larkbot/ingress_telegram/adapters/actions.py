@@ -30,7 +30,8 @@ from larkbot.canonical.actions import (
     TypingAction,
 )
 from larkbot.canonical.events import DeleteEvent, MessageEvent
-from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform, events_subject, msg_id
+from larkbot.canonical.fingerprint import event_msg_id
+from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform, events_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.ingress import failed
 from larkbot.runtime.logs import mask
@@ -188,7 +189,7 @@ class ActionExecutor:
         subject = events_subject(PLATFORM, event.chat_id)
         for attempt in range(5):
             try:
-                await self.bus.publish(subject, event, msg_id=msg_id(PLATFORM, event.dedup_key))
+                await self.bus.publish(subject, event, msg_id=event_msg_id(event))
                 metrics.SELF_EVENTS.labels("published").inc()
                 return
             except BusUnavailable as exc:

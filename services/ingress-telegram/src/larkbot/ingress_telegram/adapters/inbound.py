@@ -18,6 +18,7 @@ import nats
 
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import CanonicalEvent
+from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import (
     HEADER_DL_CONSUMER,
     HEADER_DL_ERROR,
@@ -27,7 +28,6 @@ from larkbot.canonical.names import (
     Platform,
     dead_letter_subject,
     events_subject,
-    msg_id,
 )
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.logs import log_context, mask
@@ -77,7 +77,7 @@ class Inbound:
         delay = 0.25
         while True:
             try:
-                ack = await self.bus.publish(subject, event, msg_id=msg_id(PLATFORM, event.dedup_key))
+                ack = await self.bus.publish(subject, event, msg_id=event_msg_id(event))
             except BusUnavailable as exc:
                 metrics.PUBLISH_RETRIES.inc()
                 log.warning("event not stored, retrying in %.2f s: %s", delay, exc)

@@ -9,11 +9,15 @@ Telegram message ids are per chat while the ``Nats-Msg-Id`` window spans the str
 
 ================================  ===========================================================
 message (and service message)     ``<chat>:<message_id>``
-edit                              ``<chat>:<message_id>:edit:<edit_date>``
+edit                              ``<chat>:<message_id>:edit:<edit_date>:<state digest>``
 reaction                          ``<chat>:<message_id>:reaction:<actor>:<date>:<+|-><emoji>``
 one member joined / left          ``<chat>:join:<user>:<date>`` / ``<chat>:leave:<user>:<date>``
 bot added / removed               ``<chat>:bot:<date>:<old status>><new status>``
 ================================  ===========================================================
+
+``edit_date`` has a resolution of one second and a bot streaming its answer edits several times a second:
+the digest of the new state (content and attachments, 12 hex digits of SHA-256) tells those edits apart,
+while a redelivered edit carries the same state, hence the same key.
 
 A single member joining or leaving is reported twice by Telegram in groups where the bot is an admin:
 as a service message and as a ``chat_member`` update, at the same ``date``. Both produce the same
@@ -29,6 +33,8 @@ a user edit and is dropped too.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +42,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from larkbot.canonical.content import Attachment, Content
 from larkbot.canonical.events import (
     BotAdded,
     BotRemoved,
@@ -196,8 +203,9 @@ class TelegramAdapter:
         content, media = message_content(msg), attachments(msg)
         if self._remember(ctx.chat_id, message_id, content, media):
             return Adapted(update_id, (), "phantom_edit")
+        key = f"{ctx.chat_id}:{message_id}:edit:{edit_date}:{_state_digest(content, media)}"
         event = EditEvent(
-            **ctx.fields(f"{ctx.chat_id}:{message_id}:edit:{edit_date}", float(edit_date)),
+            **ctx.fields(key, float(edit_date)),
             message_id=message_id,
             sender=message_sender(msg),
             content=content,
@@ -223,6 +231,12 @@ _ENVELOPE: Final = frozenset(
      "reply_to_message", "quote", "forward_origin", "has_protected_content", "edit_date",
      "author_signature", "via_bot", "link_preview_options", "reply_markup", "entities", "caption_entities"}
 )  # fmt: skip
+
+
+def _state_digest(content: Content, media: tuple[Attachment, ...]) -> str:
+    state = [content.model_dump(mode="json"), [m.model_dump(mode="json") for m in media]]
+    data = json.dumps(state, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(data.encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,39 +31,22 @@ from larkbot.canonical.codec import decode, decode_as
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent
 from larkbot.canonical.media import MediaJob, MediaResult
-from larkbot.canonical.names import (
-    CONSUMER_PIPELINE,
-    HEADER_DL_CONSUMER,
-    HEADER_DL_ERROR,
-    HEADER_DL_REASON,
-    HEADER_DL_SEQUENCE,
-    HEADER_DL_STREAM,
-    HEADER_DL_SUBJECT,
-    HEADER_MSG_ID,
-    STREAM_EVENTS,
-    STREAM_MEDIA,
-    Platform,
-    dead_letter_subject,
-    media_job_subject,
-)
+from larkbot.canonical.names import Platform, media_job_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
-from larkbot.runtime.logs import mask
 
 from .. import metrics
 from ..core.admission import Admission, Pending
 from ..core.offsets import Ticket, resume_points
+from ..core.repeats import classify
+from . import deadletters
 from .chats import ResidentChats
-from .repository import DatabaseUnavailable, EventRepository, NewEvent
+from .deadletters import DeadLetterFailed
+from .repository import DatabaseUnavailable, EventRepository, NewEvent, Stored
 
 log = logging.getLogger(__name__)
 
 #: Results of media workers (core NATS for now: see docs/pipeline.md, "media results").
 MEDIA_RESULTS = "media.results.>"
-
-
-class DeadLetterFailed(Exception):
-    """The dead-letter record of an undecodable message could not be written: the partition restarts
-    from its resume point rather than skip the message."""
 
 
 class Delivered:
@@ -160,7 +143,9 @@ class Intake:
             try:
                 event = decode_as(message.data, EVENT_ADAPTER, message.headers)
             except ContractError as exc:
-                await self._dead_letter(message, exc)
+                await deadletters.undecodable(
+                    self.bus, message.data, message.headers, message.subject, message.stream_seq, exc
+                )
                 counts["unknown", "dead_lettered"] += 1
                 self.read[partition] = message.stream_seq
                 continue
@@ -169,9 +154,14 @@ class Intake:
             if not resident and event.platform is Platform.FEISHU:
                 # Feishu: private chats and unconfigured groups are dropped without archiving.
                 counts[event.kind, "dropped"] += 1
-            elif self.admission.find(chat, event.dedup_key) is not None:
-                # A redelivery of an event still waiting is absorbed by the waiting copy.
-                counts[event.kind, "duplicate"] += 1
+            elif (waiting := self.admission.find(chat, event.dedup_key)) is not None:
+                # The key of an event still waiting: the waiting copy stays the one to commit.
+                repeat = classify(waiting.event, event)
+                if repeat == "conflict":
+                    await deadletters.conflict(
+                        self.bus, message.data, message.headers, message.stream_seq, event, None
+                    )
+                counts[event.kind, repeat] += 1
             else:
                 ticket = Ticket(partition, message.stream_seq, message.data)
                 jobs += self.admission.admit(
@@ -185,27 +175,6 @@ class Intake:
         for job in jobs:
             await self._submit(job)
         self._wake.set()
-
-    async def _dead_letter(self, message: Delivered, exc: ContractError) -> None:
-        error = mask(f"{type(exc).__name__}: {exc}")[:2000]
-        headers = {
-            HEADER_MSG_ID: f"dl:{STREAM_EVENTS}:{CONSUMER_PIPELINE}:{message.stream_seq}",
-            HEADER_DL_REASON: "undecodable",
-            HEADER_DL_ERROR: error.replace("\r", " ").replace("\n", " "),
-            HEADER_DL_STREAM: STREAM_EVENTS,
-            HEADER_DL_CONSUMER: CONSUMER_PIPELINE,
-            HEADER_DL_SUBJECT: message.subject,
-            HEADER_DL_SEQUENCE: str(message.stream_seq),
-        }
-        for key, value in (message.headers or {}).items():
-            headers.setdefault(f"Original-{key}", value)
-        try:
-            await self.bus.js.publish(
-                dead_letter_subject(STREAM_EVENTS, CONSUMER_PIPELINE), message.data, headers=headers
-            )
-        except (nats.errors.Error, TimeoutError) as dl_exc:
-            raise DeadLetterFailed(f"dead-letter record not written: {type(dl_exc).__name__}") from None
-        log.error("dead-lettered stream sequence %d: %s", message.stream_seq, error)
 
     # -- loops -----------------------------------------------------------------------------------------
     async def start_results(self) -> None:
@@ -302,10 +271,16 @@ class Intake:
             committed: list[tuple[int, CanonicalEvent]] = []
             last_id: dict[tuple[str, str], int] = {}
             counts: Counter[tuple[str, str]] = Counter()
-            for item, event_id in zip(batch, ids, strict=True):
+            conflicts: list[tuple[Ticket, CanonicalEvent, int]] = []
+            for pending, item, event_id in zip(ready, batch, ids, strict=True):
                 event = item.event
-                if event_id is None:
-                    counts[event.kind, "duplicate"] += 1
+                if isinstance(event_id, Stored):
+                    # The key is taken: a redelivery, the platform's echo of a self-sent copy, or a
+                    # conflict (core.repeats). Read and compared only when a key was taken.
+                    repeat = classify(event_id.event, event)
+                    counts[event.kind, repeat] += 1
+                    if repeat == "conflict":
+                        conflicts.append((pending.token, event, event_id.event_id))
                     continue
                 if self.chats.ensure(event.platform, event.chat_id) is None:
                     counts[event.kind, "archived"] += 1
@@ -324,12 +299,18 @@ class Intake:
             ]
             await self.chats.publish(updates)
             self.chats.segments_changed()
+        for ticket, event, holder in conflicts:
+            try:
+                await deadletters.conflict(self.bus, ticket.data, None, ticket.stream_seq, event, holder)
+            except DeadLetterFailed as exc:
+                # Committed past it already: the warning above (and the metric) remain its trace.
+                log.error("conflict at stream sequence %d not recorded: %s", ticket.stream_seq, exc)
         for pending in ready:
             await self._report_rejections(pending)
 
     async def _commit(
         self, batch: list[NewEvent], alts: list[tuple[str, str]], offsets: dict[int, int]
-    ) -> list[int | None]:
+    ) -> list[int | Stored]:
         delay = 0.25
         while True:
             try:
@@ -348,14 +329,7 @@ class Intake:
         for result in pending.results.values():
             if result.ok or result.error is None:
                 continue
-            headers = {
-                HEADER_MSG_ID: f"dl:media:{result.job_id}",
-                HEADER_DL_REASON: f"media:{result.error.code}",
-                HEADER_DL_ERROR: result.error.message[:500].replace("\n", " "),
-            }
             try:
-                await self.bus.js.publish(
-                    dead_letter_subject(STREAM_MEDIA, CONSUMER_PIPELINE), pending.token.data, headers=headers
-                )
-            except (nats.errors.Error, TimeoutError) as exc:
-                log.error("media rejection not recorded: %s", type(exc).__name__)
+                await deadletters.media_rejection(self.bus, pending.token.data, result)
+            except DeadLetterFailed as exc:
+                log.error("media rejection not recorded: %s", exc)

@@ -40,6 +40,15 @@ class NewEvent:
     payload: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What already holds a batch item's key: a row of the table (``event_id``), or an earlier item of
+    the same batch (``event_id`` of the row it became)."""
+
+    event_id: int
+    event: CanonicalEvent
+
+
 def _row(item: NewEvent) -> dict[str, object]:
     event = item.event
     message_id = getattr(event, "message_id", None)
@@ -79,10 +88,12 @@ class EventRepository:
         *,
         consumer: str = OFFSETS_CONSUMER,
         at_ms: int = 0,
-    ) -> list[int | None]:
-        """Insert the batch in one transaction; the id of each event, ``None`` for a duplicate (already
-        stored, or repeated within the batch). Also archives senders, caches alt texts and records each
-        partition's resume point (``offsets``: partition → resume_seq) in the same transaction."""
+    ) -> list[int | Stored]:
+        """Insert the batch in one transaction; the id of each event, or for an item whose key is taken
+        (already stored, or repeated within the batch) the copy that holds it — read only when a key was
+        taken, so a batch without repeats costs no extra round trip. Also archives senders, caches alt
+        texts and records each partition's resume point (``offsets``: partition → resume_seq) in the same
+        transaction."""
         try:
             async with self.engine.begin() as conn:
                 ids = await self._commit(conn, batch, list(alts)) if batch or alts else []
@@ -95,7 +106,7 @@ class EventRepository:
 
     async def _commit(
         self, conn: AsyncConnection, batch: Sequence[NewEvent], alts: list[tuple[str, str]]
-    ) -> list[int | None]:
+    ) -> list[int | Stored]:
         keys = [(i.event.platform.value, i.event.chat_id, i.event.dedup_key) for i in batch]
         # Repeats within the batch: the first one counts.
         seen: set[tuple[str, str, str]] = set()
@@ -116,7 +127,41 @@ class EventRepository:
         if alts:
             stmt = self._insert(alt_texts).on_conflict_do_nothing(index_elements=["cache_key"])
             await conn.execute(stmt, [{"cache_key": k, "alt_text": v} for k, v in dict(alts).items()])
-        return out
+        return await self._holders(conn, batch, keys, out)
+
+    async def _holders(
+        self,
+        conn: AsyncConnection,
+        batch: Sequence[NewEvent],
+        keys: list[tuple[str, str, str]],
+        out: list[int | None],
+    ) -> list[int | Stored]:
+        """Fill in, for every item that got no row, the copy holding its key."""
+        taken = [i for i, new_id in enumerate(out) if new_id is None]
+        if not taken:
+            return [new_id for new_id in out if new_id is not None]
+        first: dict[tuple[str, str, str], int] = {}
+        for index, key in enumerate(keys):
+            first.setdefault(key, index)
+        holders: dict[tuple[str, str, str], Stored] = {}
+        for key, index in first.items():
+            new_id = out[index]
+            if new_id is not None:
+                holders[key] = Stored(new_id, batch[index].event)
+        missing = sorted({keys[i] for i in taken} - holders.keys())
+        for start in range(0, len(missing), 500):
+            found = await conn.execute(
+                select(
+                    events.c.id, events.c.platform, events.c.chat_id, events.c.dedup_key, events.c.payload
+                ).where(
+                    tuple_(events.c.platform, events.c.chat_id, events.c.dedup_key).in_(
+                        missing[start : start + 500]
+                    )
+                )
+            )
+            for row_id, platform, chat_id, dedup_key, payload in found.all():
+                holders[(platform, chat_id, dedup_key)] = Stored(int(row_id), decode_event(payload))
+        return [new_id if new_id is not None else holders[keys[i]] for i, new_id in enumerate(out)]
 
     async def _insert_sqlite(
         self,
