@@ -42,7 +42,7 @@ def _config_check(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.file)
     except ConfigError as exc:
-        print(f"{args.file}: invalid configuration: {exc}", file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 2
     chats = [key for key in config.chats if key != "default"]
     platforms = [p for p in ("feishu", "telegram") if getattr(config, p) is not None]
@@ -61,7 +61,7 @@ def _bootstrap(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print(f"invalid configuration: {exc}", file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 2
 
     async def apply() -> None:

@@ -211,7 +211,7 @@ def up(
     try:
         config = load_config(config_path)
     except ConfigError as exc:
-        print(f"invalid configuration: {exc}", file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 2
     data = Path(data_dir).resolve()
     env = dict(os.environ)

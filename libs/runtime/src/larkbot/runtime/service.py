@@ -199,14 +199,14 @@ def run(name: Service, factory: Callable[[LarkbotConfig], ServiceApp]) -> int:
     try:
         config = load_config()
     except ConfigError as exc:
-        print(f"larkbot {name.value}: invalid configuration: {exc}", file=sys.stderr)
+        print(f"larkbot {name.value}: {exc.report()}", file=sys.stderr)
         return 2
     register_secrets(config.secret_values())
     logging.getLogger().setLevel(config.services.for_service(name.value).log_level)
     try:
         app = factory(config)
     except ConfigError as exc:
-        print(f"larkbot {name.value}: invalid configuration: {exc}", file=sys.stderr)
+        print(f"larkbot {name.value}: {exc.report()}", file=sys.stderr)
         return 2
     return _run_loop(serve(name, app, config, started=freeze_startup_heap))
 
