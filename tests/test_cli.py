@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,22 @@ def test_up_names_the_configuration_file_it_refuses(
     err = capsys.readouterr().err
     assert str(bad) in err
     assert "chats.default.probe_timeout_s" in err
+
+
+def test_help_lists_every_command_the_readme_names(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`larkbot ([a-z][a-z-]*)", readme))
+    assert {"up", "run", "fake-llm", "say"} <= named
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    listed = capsys.readouterr().out
+    for command in sorted(named):
+        assert re.search(rf"^\s+{command}\s", listed, re.M), f"`larkbot --help` does not list {command}"
+
+
+def test_fake_llm_takes_its_own_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["fake-llm", "--help"])
+    assert exited.value.code == 0
+    assert "--script" in capsys.readouterr().out

@@ -4,6 +4,10 @@ larkbot up                      the whole local stack (embedded NATS unless NATS
 larkbot run SERVICE             one service in the foreground (the container entrypoint)
 larkbot config check FILE       validate a configuration file
 larkbot bootstrap               declare streams, consumers and buckets on NATS (init job)
+larkbot replay                  render raw platform payloads offline
+larkbot playground / say        a local group chat with a fake Telegram and a fake model
+larkbot fake-llm                the fake LLM provider on its own
+larkbot bench                   benchmark figures
 """
 
 from __future__ import annotations
@@ -115,7 +119,6 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    # `larkbot fake-llm …` hands its own arguments to the fake provider (see larkbot.llm_gateway.fake).
     parser = argparse.ArgumentParser(prog="larkbot", description="LarkBot: an AI member of group chats.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -173,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="one line of JSON")
     bench.add_argument("--quick", action="store_true", help="small sizes (seconds, for smoke tests)")
     bench.set_defaults(func=_bench)
+
+    # Listed for `--help` only: main() hands everything after `fake-llm` to the fake provider's own parser.
+    sub.add_parser(
+        "fake-llm",
+        help="serve the fake LLM provider on its own (`larkbot fake-llm --help` for its options)",
+        add_help=False,
+    )
     return parser
 
 
