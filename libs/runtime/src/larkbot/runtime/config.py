@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from larkbot.canonical.errors import ConfigError
-from larkbot.canonical.names import Platform
+from larkbot.canonical.names import SERVICE_PORTS, Platform, Service
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 DEFAULT_CONFIG_PATH = "config.yaml"
@@ -58,7 +58,9 @@ class NatsSettings(_Section):
 class ServiceSettings(_Section):
     """Per-service process settings."""
 
-    http_host: str = "0.0.0.0"
+    #: The operations endpoint listens on loopback unless told otherwise: a container or pod sets
+    #: ``0.0.0.0`` (deploy/) so that probes and Prometheus reach it from outside.
+    http_host: str = "127.0.0.1"
     http_port: int | None = Field(default=None, ge=0, le=65535)
     database_url: SecretStr | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -75,6 +77,11 @@ class ServicesSettings(_Section):
     def for_service(self, service: str) -> ServiceSettings:
         settings: ServiceSettings = getattr(self, service.replace("-", "_"))
         return settings
+
+    def http_port(self, service: str) -> int:
+        """The operations port of ``service``: configured, else its fixed default (DESIGN §6)."""
+        configured = self.for_service(service).http_port
+        return configured if configured is not None else SERVICE_PORTS[Service(service)]
 
 
 class FeishuSettings(_Section):

@@ -25,7 +25,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Protocol
 
 from larkbot.canonical.errors import ConfigError
-from larkbot.canonical.names import SERVICE_PORTS, Service
+from larkbot.canonical.names import Service
 
 from . import metrics
 from .bootstrap import bootstrap
@@ -102,11 +102,11 @@ class ServiceApp(Protocol):
     async def stop(self) -> None: ...
 
 
-def http_port(name: Service, settings: ServiceSettings) -> int:
+def http_port(name: Service, config: LarkbotConfig) -> int:
     override = os.environ.get("LARKBOT_HTTP_PORT")
     if override:
         return int(override)
-    return settings.http_port if settings.http_port is not None else SERVICE_PORTS[name]
+    return config.services.http_port(name.value)
 
 
 async def serve(
@@ -124,7 +124,7 @@ async def serve(
     settings = config.services.for_service(name.value)
     metrics.SERVICE_INFO.labels(name.value, VERSION).set(1)
     metrics.SERVICE_START_TIME.labels(name.value).set(time.time())
-    ops = OpsServer(name.value, settings.http_host, http_port(name, settings) if port is None else port)
+    ops = OpsServer(name.value, settings.http_host, http_port(name, config) if port is None else port)
     if stopping is None:
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
