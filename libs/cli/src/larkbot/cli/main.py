@@ -22,6 +22,13 @@ from collections.abc import Sequence
 from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.names import Service
 
+from .stack import (
+    DEFAULT_PLAYGROUND_PORT,
+    PLAYGROUND_LLM_PORT,
+    PLAYGROUND_PORT_ENV,
+    PLAYGROUND_TELEGRAM_PORT,
+)
+
 #: Where each service's ``main() -> int`` lives; imported lazily so one service never loads another's
 #: dependencies (lark-oapi and aiogram take seconds to import).
 SERVICE_MODULES: dict[str, str] = {
@@ -32,6 +39,9 @@ SERVICE_MODULES: dict[str, str] = {
     Service.MEDIA.value: "larkbot.media.app",
     Service.LLM_GATEWAY.value: "larkbot.llm_gateway.app",
 }
+
+
+_PORT_HELP = f"${PLAYGROUND_PORT_ENV}, else {DEFAULT_PLAYGROUND_PORT}"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -83,6 +93,7 @@ def _bootstrap(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from .stack import playground_port
     from .up import up
 
     return up(
@@ -90,7 +101,7 @@ def _up(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         services=args.service or None,
         playground=args.playground,
-        playground_port=args.playground_port,
+        playground_port=playground_port(args.playground_port),
     )
 
 
@@ -107,7 +118,7 @@ def _playground(args: argparse.Namespace) -> int:
 
 
 def _say(args: argparse.Namespace) -> int:
-    from .playground import say
+    from .say import say
 
     return say(args)
 
@@ -128,12 +139,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="run the whole local stack")
     up.add_argument("--config", default=None, help="configuration file (default: $LARKBOT_CONFIG)")
-    up.add_argument("--data-dir", default="data", help="where NATS and SQLite keep their files")
+    up.add_argument(
+        "--data-dir",
+        default=None,
+        help="where NATS, SQLite and the logs live (default: data_dir of the file)",
+    )
     up.add_argument("--service", action="append", choices=sorted(SERVICE_MODULES), help="only these services")
     up.add_argument(
         "--playground", action="store_true", help="also run the playground (fake Telegram + model)"
     )
-    up.add_argument("--playground-port", type=int, default=9189, help="the playground's control port")
+    up.add_argument(
+        "--playground-port",
+        type=int,
+        default=None,
+        help=f"the playground's control port (default: {_PORT_HELP})",
+    )
     up.set_defaults(func=_up)
 
     config = sub.add_parser("config", help="configuration tools")
@@ -160,16 +180,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     play = sub.add_parser("playground", help="fake Telegram group + fake model to talk to the local stack")
     play.add_argument("--host", default="127.0.0.1")
-    play.add_argument("--telegram-port", type=int, default=9180)
-    play.add_argument("--llm-port", type=int, default=9190)
-    play.add_argument("--control-port", type=int, default=9189)
+    play.add_argument("--telegram-port", type=int, default=PLAYGROUND_TELEGRAM_PORT)
+    play.add_argument("--llm-port", type=int, default=PLAYGROUND_LLM_PORT)
+    play.add_argument("--control-port", type=int, default=None, help=f"default: {_PORT_HELP}")
     play.set_defaults(func=_playground)
 
     say = sub.add_parser("say", help="post in the playground group and print the bot's reply")
     say.add_argument("text")
     say.add_argument("--user", default="You")
-    say.add_argument("--wait", type=float, default=30.0, help="seconds to wait for a reply")
-    say.add_argument("--control-port", type=int, default=9189)
+    say.add_argument(
+        "--wait", type=float, default=30.0, help="seconds to wait for the bot's decision and its reply"
+    )
+    say.add_argument("--control-port", type=int, default=None, help=f"default: {_PORT_HELP}")
     say.set_defaults(func=_say)
 
     bench = sub.add_parser("bench", help="measure and print benchmark figures as one JSON object")
