@@ -131,7 +131,7 @@ async def check_operations(ports: dict[str, int]) -> None:
 async def test_the_readme_commands_work_verbatim_on_a_fresh_copy(tmp_path: Path) -> None:
     commands = readme_commands()
     assert [words(c) for c in commands].count(MAKE_UP) == 1
-    say = next(c for c in commands if words(c)[1:2] == ["say"])
+    say = next(c for c in commands if "say" in words(c))
     others = [c for c in commands if words(c) != MAKE_UP and words(c) not in NOT_RUN]
     clone = tmp_path / "larkbot"
     fresh_copy(clone)
