@@ -3,10 +3,14 @@ operations endpoint is, whether it answers and is ready, and whether a port is f
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -20,6 +24,7 @@ DEFAULT_PLAYGROUND_PORT = 9189
 #: elsewhere (``telegram.api_base``, the ``fake: true`` endpoint's ``base_url``).
 PLAYGROUND_TELEGRAM_PORT = 9180
 PLAYGROUND_LLM_PORT = 9190
+SAY_EXAMPLE = "hello @LarkBot, what is new?"
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
 
@@ -99,3 +104,28 @@ async def readiness(session: aiohttp.ClientSession, url: str) -> Readiness:
             return Readiness("not ready", "; ".join(failing) or f"HTTP {resp.status}")
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         return Readiness("not answering", type(exc).__name__)
+
+
+def say_command(control_port: int) -> str:
+    """The ``larkbot say`` line to show: the ``larkbot`` script of this environment (``.venv/bin/larkbot``
+    after ``make up``, which needs nothing on the PATH), the control port when it is not the default."""
+    script = Path(sys.executable).parent / "larkbot"
+    if script.exists():
+        with contextlib.suppress(ValueError):  # outside the working directory: the absolute path
+            script = script.relative_to(Path.cwd())
+        command = str(script)
+    else:
+        command = f"{sys.executable} -m larkbot.cli"
+    port = f" --control-port {control_port}" if control_port != DEFAULT_PLAYGROUND_PORT else ""
+    return f'{command} say "{SAY_EXAMPLE}"{port}'
+
+
+def playground_ports(config: LarkbotConfig, control_port: int) -> dict[str, int]:
+    """The playground serves the fake Bot API and fake model where the configuration points."""
+    ports = {"control": control_port, "telegram": PLAYGROUND_TELEGRAM_PORT, "llm": PLAYGROUND_LLM_PORT}
+    if config.telegram is not None and urlsplit(config.telegram.api_base).port:
+        ports["telegram"] = urlsplit(config.telegram.api_base).port or ports["telegram"]
+    fakes = [e for e in config.llm.endpoints.values() if e.fake and urlsplit(e.base_url).port]
+    if fakes:
+        ports["llm"] = urlsplit(fakes[0].base_url).port or ports["llm"]
+    return ports

@@ -21,7 +21,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -35,16 +34,15 @@ from .datalock import DataDirBusy, DataDirLock
 from .main import SERVICE_MODULES
 from .stack import (
     DEFAULT_PLAYGROUND_PORT,
-    PLAYGROUND_LLM_PORT,
-    PLAYGROUND_TELEGRAM_PORT,
     Endpoint,
     ops_endpoints,
+    playground_ports,
     port_taken,
     readiness,
+    say_command,
 )
 
 STOP_TIMEOUT_S = 25.0
-SAY_EXAMPLE = "hello @LarkBot, what is new?"
 
 
 @dataclass
@@ -195,31 +193,6 @@ def _stop_children(children: list[Child]) -> None:
             print(f"  {child.service:<17} killed after {STOP_TIMEOUT_S:.0f} s")
 
 
-def say_command(control_port: int) -> str:
-    """The ``larkbot say`` line to show: the ``larkbot`` script of this environment (``.venv/bin/larkbot``
-    after ``make up``, which needs nothing on the PATH), the control port when it is not the default."""
-    script = Path(sys.executable).parent / "larkbot"
-    if script.exists():
-        with contextlib.suppress(ValueError):  # outside the working directory: the absolute path
-            script = script.relative_to(Path.cwd())
-        command = str(script)
-    else:
-        command = f"{sys.executable} -m larkbot.cli"
-    port = f" --control-port {control_port}" if control_port != DEFAULT_PLAYGROUND_PORT else ""
-    return f'{command} say "{SAY_EXAMPLE}"{port}'
-
-
-def _playground_ports(config: LarkbotConfig, control_port: int) -> dict[str, int]:
-    """The playground serves the fake Bot API and fake model where the configuration points."""
-    ports = {"control": control_port, "telegram": PLAYGROUND_TELEGRAM_PORT, "llm": PLAYGROUND_LLM_PORT}
-    if config.telegram is not None and urlsplit(config.telegram.api_base).port:
-        ports["telegram"] = urlsplit(config.telegram.api_base).port or ports["telegram"]
-    fakes = [e for e in config.llm.endpoints.values() if e.fake and urlsplit(e.base_url).port]
-    if fakes:
-        ports["llm"] = urlsplit(fakes[0].base_url).port or ports["llm"]
-    return ports
-
-
 def _children(
     config: LarkbotConfig, data: Path, services: list[str], playground_port: int | None
 ) -> tuple[list[Child], list[Endpoint]]:
@@ -231,7 +204,7 @@ def _children(
     ]
     listeners = [child.endpoint for child in children]
     if playground_port is not None:
-        ports = _playground_ports(config, playground_port)
+        ports = playground_ports(config, playground_port)
         argv = ["playground"] + [f"--{name}-port={port}" for name, port in ports.items()]
         control = Endpoint("playground", "127.0.0.1", playground_port)
         children.insert(

@@ -49,7 +49,7 @@ class ServiceContext:
         self.name = name
         self.config = config
         self.settings: ServiceSettings = config.services.for_service(name.value)
-        #: ``LARKBOT_DATA_DIR`` (set by ``larkbot up --data-dir``) wins over ``data_dir`` in the file.
+        #: ``LARKBOT_DATA_DIR`` (set by ``larkbot up`` to the directory it locked) wins over the file.
         self.data_dir = os.environ.get("LARKBOT_DATA_DIR") or config.data_dir
         self.bus = bus
         self.ops = ops
