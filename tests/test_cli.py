@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,63 @@ def test_a_service_refuses_to_start_on_a_broken_config(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "services.pipeline.http_port" in proc.stderr
+
+
+def test_config_check_lists_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "services:\n  pipeline: {http_port: not-a-port}\n"
+        "chats:\n  default: {probe_timeout_s: -1, bot_exchange_cap: 0}\n"
+        "telegram: {bot_token: '${LARKBOT_TEST_UNSET_A}', api_base: '${LARKBOT_TEST_UNSET_B}'}\n",
+        encoding="utf-8",
+    )
+    # Interpolation first: every variable that is missing, not only the first.
+    assert main(["config", "check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "LARKBOT_TEST_UNSET_A" in err
+    assert "LARKBOT_TEST_UNSET_B" in err
+    bad.write_text(
+        bad.read_text().replace("${LARKBOT_TEST_UNSET_A}", "x").replace("${LARKBOT_TEST_UNSET_B}", "y")
+    )
+    assert main(["config", "check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    for path in (
+        "services.pipeline.http_port",
+        "chats.default.probe_timeout_s",
+        "chats.default.bot_exchange_cap",
+    ):
+        assert path in err, err
+    assert "more problem" not in err
+    assert str(bad) in err
+
+
+def test_up_names_the_configuration_file_it_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("chats:\n  default: {probe_timeout_s: -1}\n", encoding="utf-8")
+    monkeypatch.setenv("LARKBOT_CONFIG", str(bad))  # what `make up` passes
+    monkeypatch.chdir(tmp_path)
+    assert main(["up"]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err
+    assert "chats.default.probe_timeout_s" in err
+
+
+def test_help_lists_every_command_the_readme_names(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`larkbot ([a-z][a-z-]*)", readme))
+    assert {"up", "run", "fake-llm", "say"} <= named
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    listed = capsys.readouterr().out
+    for command in sorted(named):
+        assert re.search(rf"^\s+{command}\s", listed, re.M), f"`larkbot --help` does not list {command}"
+
+
+def test_fake_llm_takes_its_own_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["fake-llm", "--help"])
+    assert exited.value.code == 0
+    assert "--script" in capsys.readouterr().out

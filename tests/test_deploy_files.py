@@ -253,6 +253,14 @@ def test_every_variable_the_config_requires_reaches_the_containers(compose: dict
         assert required <= set(services_of(compose)[name]["environment"]), name
 
 
+def test_every_ops_endpoint_listens_beyond_loopback_in_the_containers() -> None:
+    """Services default to loopback; in a container the healthcheck runs inside, but Prometheus scrapes
+    over the compose network, so the compose configuration must say 0.0.0.0 for every service."""
+    config = checked_config()
+    for service in SERVICE_PORTS:
+        assert config.services.for_service(service.value).http_host == "0.0.0.0", service.value
+
+
 def test_media_scales_without_port_conflicts(compose: dict[str, Any]) -> None:
     services = services_of(compose)
     for name in SERVICES:

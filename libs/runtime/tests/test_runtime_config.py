@@ -173,3 +173,15 @@ def test_shipped_configuration_files_stay_valid(name: str) -> None:
     config = load_config(path, {})
     for endpoint in config.llm.endpoints.values():
         endpoint.resolved_accepts()
+
+
+def test_operations_endpoints_listen_on_loopback_unless_configured() -> None:
+    from larkbot.canonical.names import SERVICE_PORTS
+
+    config = parse_config({"services": {"media": {"http_host": "0.0.0.0", "http_port": 9999}}}, {})
+    for service, port in SERVICE_PORTS.items():
+        settings = config.services.for_service(service.value)
+        if service.value == "media":
+            assert (settings.http_host, config.services.http_port("media")) == ("0.0.0.0", 9999)
+        else:
+            assert (settings.http_host, config.services.http_port(service.value)) == ("127.0.0.1", port)

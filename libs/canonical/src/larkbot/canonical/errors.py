@@ -17,18 +17,44 @@ success → ack. Lower-layer exceptions (nats, sqlalchemy, httpx) are translated
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class LarkbotError(Exception):
     """Base of every error LarkBot raises on purpose."""
 
 
 class ConfigError(LarkbotError):
-    """Invalid configuration. ``path`` is the dotted key path (``chats.default.probe.timeout_s``)."""
+    """Invalid configuration: every problem found, each with the dotted path of its key
+    (``chats.default.probe_timeout_s``). ``path`` and ``message`` are the first problem's; ``file`` is the
+    configuration file the problems are in, when one was read."""
 
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}" if path else message)
+    def __init__(
+        self,
+        path: str,
+        message: str,
+        *,
+        more: Sequence[tuple[str, str]] = (),
+        file: str | None = None,
+    ) -> None:
+        self.problems: tuple[tuple[str, str], ...] = ((path, message), *more)
         self.path = path
         self.message = message
+        self.file = file
+        where = f"{file}: " if file else ""
+        super().__init__(where + "; ".join(f"{p}: {m}" if p else m for p, m in self.problems))
+
+    def in_file(self, file: str) -> ConfigError:
+        """The same problems, attributed to ``file``."""
+        return ConfigError(self.path, self.message, more=self.problems[1:], file=file)
+
+    def report(self) -> str:
+        """For a terminal: where, then one problem per line when there are several."""
+        where = f"{self.file}: invalid configuration" if self.file else "invalid configuration"
+        lines = [f"{p}: {m}" if p else m for p, m in self.problems]
+        if len(lines) == 1:
+            return f"{where}: {lines[0]}"
+        return f"{where} ({len(lines)} problems):\n" + "\n".join(f"  {line}" for line in lines)
 
 
 class ContractError(LarkbotError):

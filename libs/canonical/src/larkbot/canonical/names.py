@@ -115,8 +115,13 @@ def media_result_subject(platform: str, chat_id: str) -> str:
     return f"media.results.{subject_token(platform)}.{subject_token(chat_id)}"
 
 
-def dead_letter_subject(stream: str, consumer: str) -> str:
-    return f"deadletter.{subject_token(stream)}.{subject_token(consumer)}"
+def dead_letter_subject(source: str, consumer: str) -> str:
+    """``deadletter.<source>.<consumer>``, lower-case like every other subject: ``source`` is the stream a
+    consumer read from (``EVENTS`` → ``deadletter.events.pipeline``) or the platform an ingress read from
+    (``deadletter.feishu.ingress-feishu``). Stream names are upper-case and platforms lower-case, so the
+    subject spells both one way; the record's ``Larkbot-Dead-Letter-Stream`` header keeps the name as
+    given."""
+    return f"deadletter.{subject_token(source.lower())}.{subject_token(consumer.lower())}"
 
 
 def split_chat_subject(subject: str) -> tuple[str, str]:

@@ -4,6 +4,10 @@ larkbot up                      the whole local stack (embedded NATS unless NATS
 larkbot run SERVICE             one service in the foreground (the container entrypoint)
 larkbot config check FILE       validate a configuration file
 larkbot bootstrap               declare streams, consumers and buckets on NATS (init job)
+larkbot replay                  render raw platform payloads offline
+larkbot playground / say        a local group chat with a fake Telegram and a fake model
+larkbot fake-llm                the fake LLM provider on its own
+larkbot bench                   benchmark figures
 """
 
 from __future__ import annotations
@@ -18,6 +22,13 @@ from collections.abc import Sequence
 from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.names import Service
 
+from .stack import (
+    DEFAULT_PLAYGROUND_PORT,
+    PLAYGROUND_LLM_PORT,
+    PLAYGROUND_PORT_ENV,
+    PLAYGROUND_TELEGRAM_PORT,
+)
+
 #: Where each service's ``main() -> int`` lives; imported lazily so one service never loads another's
 #: dependencies (lark-oapi and aiogram take seconds to import).
 SERVICE_MODULES: dict[str, str] = {
@@ -28,6 +39,9 @@ SERVICE_MODULES: dict[str, str] = {
     Service.MEDIA.value: "larkbot.media.app",
     Service.LLM_GATEWAY.value: "larkbot.llm_gateway.app",
 }
+
+
+_PORT_HELP = f"${PLAYGROUND_PORT_ENV}, else {DEFAULT_PLAYGROUND_PORT}"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -42,7 +56,7 @@ def _config_check(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.file)
     except ConfigError as exc:
-        print(f"{args.file}: invalid configuration: {exc}", file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 2
     chats = [key for key in config.chats if key != "default"]
     platforms = [p for p in ("feishu", "telegram") if getattr(config, p) is not None]
@@ -61,7 +75,7 @@ def _bootstrap(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print(f"invalid configuration: {exc}", file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 2
 
     async def apply() -> None:
@@ -79,6 +93,7 @@ def _bootstrap(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from .stack import playground_port
     from .up import up
 
     return up(
@@ -86,7 +101,7 @@ def _up(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         services=args.service or None,
         playground=args.playground,
-        playground_port=args.playground_port,
+        playground_port=playground_port(args.playground_port),
     )
 
 
@@ -103,7 +118,7 @@ def _playground(args: argparse.Namespace) -> int:
 
 
 def _say(args: argparse.Namespace) -> int:
-    from .playground import say
+    from .say import say
 
     return say(args)
 
@@ -115,7 +130,6 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    # `larkbot fake-llm …` hands its own arguments to the fake provider (see larkbot.llm_gateway.fake).
     parser = argparse.ArgumentParser(prog="larkbot", description="LarkBot: an AI member of group chats.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -125,12 +139,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="run the whole local stack")
     up.add_argument("--config", default=None, help="configuration file (default: $LARKBOT_CONFIG)")
-    up.add_argument("--data-dir", default="data", help="where NATS and SQLite keep their files")
+    up.add_argument(
+        "--data-dir",
+        default=None,
+        help="where NATS, SQLite and the logs live (default: data_dir of the file)",
+    )
     up.add_argument("--service", action="append", choices=sorted(SERVICE_MODULES), help="only these services")
     up.add_argument(
         "--playground", action="store_true", help="also run the playground (fake Telegram + model)"
     )
-    up.add_argument("--playground-port", type=int, default=9189, help="the playground's control port")
+    up.add_argument(
+        "--playground-port",
+        type=int,
+        default=None,
+        help=f"the playground's control port (default: {_PORT_HELP})",
+    )
     up.set_defaults(func=_up)
 
     config = sub.add_parser("config", help="configuration tools")
@@ -157,22 +180,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     play = sub.add_parser("playground", help="fake Telegram group + fake model to talk to the local stack")
     play.add_argument("--host", default="127.0.0.1")
-    play.add_argument("--telegram-port", type=int, default=9180)
-    play.add_argument("--llm-port", type=int, default=9190)
-    play.add_argument("--control-port", type=int, default=9189)
+    play.add_argument("--telegram-port", type=int, default=PLAYGROUND_TELEGRAM_PORT)
+    play.add_argument("--llm-port", type=int, default=PLAYGROUND_LLM_PORT)
+    play.add_argument("--control-port", type=int, default=None, help=f"default: {_PORT_HELP}")
     play.set_defaults(func=_playground)
 
     say = sub.add_parser("say", help="post in the playground group and print the bot's reply")
     say.add_argument("text")
     say.add_argument("--user", default="You")
-    say.add_argument("--wait", type=float, default=30.0, help="seconds to wait for a reply")
-    say.add_argument("--control-port", type=int, default=9189)
+    say.add_argument(
+        "--wait", type=float, default=30.0, help="seconds to wait for the bot's decision and its reply"
+    )
+    say.add_argument("--control-port", type=int, default=None, help=f"default: {_PORT_HELP}")
     say.set_defaults(func=_say)
 
     bench = sub.add_parser("bench", help="measure and print benchmark figures as one JSON object")
     bench.add_argument("--json", action="store_true", help="one line of JSON")
     bench.add_argument("--quick", action="store_true", help="small sizes (seconds, for smoke tests)")
     bench.set_defaults(func=_bench)
+
+    # Listed for `--help` only: main() hands everything after `fake-llm` to the fake provider's own parser.
+    sub.add_parser(
+        "fake-llm",
+        help="serve the fake LLM provider on its own (`larkbot fake-llm --help` for its options)",
+        add_help=False,
+    )
     return parser
 
 

@@ -3,11 +3,16 @@
 One process serves the fake Telegram Bot API (the real ingress-telegram long-polls it) and the fake LLM
 provider (the real llm-gateway calls it, with ``fake: true``), plus a small control API:
 
-    POST /say {"text": "...", "user": "Alice"}   a user posts in the playground group
-    GET  /transcript                             everything said in the group, the bot's replies included
+    POST /say {"text": "...", "user": "Alice"}   a user posts in the playground group; the answer carries
+                                                 the transcript's lengths at that moment (a cursor)
+    GET  /transcript                             what was said, the bot's messages and reactions, and
+                                                 the decisions the model made (probe verdicts with their
+                                                 reasons, each turn's tool call)
+    GET  /stack                                  each service's readiness, from the configuration
 
-``larkbot say "hello @bot"`` posts and waits for the bot's answer. The fake model's rule: the probe acts
-when the bot is mentioned or asked a question, and the primary answers once, quoting what it read.
+The fake model's rule: the probe acts when the bot is mentioned or asked a question, and the primary
+answers once, quoting what it read. The driver acts on the probe's verdict as the model gives it, so the
+playground knows the bot's decision the moment it is made (``larkbot say`` reports it).
 """
 
 from __future__ import annotations
@@ -19,22 +24,26 @@ import re
 import signal
 import sys
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
+import aiohttp
 from aiohttp import web
+
+from larkbot.canonical.errors import ConfigError
+from larkbot.canonical.llm import ToolCallPart, ToolResultMessage
+from larkbot.canonical.names import SERVICE_PORTS
+from larkbot.llm_gateway.fake import Action, FakeCall, FakeProvider, Reply
+from larkbot.runtime.config import LarkbotConfig, load_config
+
+from .stack import ops_endpoints, playground_port, readiness
 
 PLAYGROUND_CHAT_ID = -1000000000001
 PLAYGROUND_TITLE = "LarkBot playground"
 _MESSAGE = re.compile(r"<message (?P<attrs>[^>]*)>(?P<body>.*?)</message>", re.S)
 
 
-def playground_script(call: Any) -> Any:
+def playground_script(call: FakeCall) -> Action:
     """The fake model of the playground (a rule function for ``larkbot.llm_gateway.fake``)."""
-    from larkbot.canonical.llm import ToolResultMessage
-    from larkbot.llm_gateway.fake import Reply
-
     request = call.request
     names = {tool.name for tool in request.tools}
     text = "\n".join(
@@ -46,10 +55,12 @@ def playground_script(call: Any) -> Any:
     others = [m for m in _MESSAGE.finditer(text) if 'myself="true"' not in m.group("attrs")]
     last = re.sub(r"<[^>]+>", "", others[-1].group("body")).strip() if others else ""
     if "decide" in names:
-        addressed = "@" in last or "?" in last or "？" in last
-        verdict = "send_message" if addressed else "no_action"
+        if "@" in last or "?" in last or "？" in last:
+            return Reply.tool_call(
+                "decide", {"should_act": "send_message", "reason": "mentioned or asked a question"}
+            )
         return Reply.tool_call(
-            "decide", {"should_act": verdict, "reason": "playground rule: mention or question"}
+            "decide", {"should_act": "no_action", "reason": "not mentioned and not asked a question"}
         )
     if request.messages and isinstance(request.messages[-1], ToolResultMessage):
         return Reply.tool_call("end_turn", {}) if "end_turn" in names else Reply.text("")
@@ -58,22 +69,75 @@ def playground_script(call: Any) -> Any:
     return Reply.tool_call("end_turn", {}) if "end_turn" in names else Reply.text("")
 
 
-async def _serve(host: str, telegram_port: int, llm_port: int, control_port: int) -> None:
-    from larkbot.ingress_telegram.fake import FakeBotApi
-    from larkbot.llm_gateway.fake import serve_fake
+def decision_of(call: FakeCall, action: Action) -> dict[str, Any] | None:
+    """What a model answer decided: a probe's verdict and reason, or the tool a turn's step called."""
+    if not isinstance(action, Reply):
+        return None  # a failure or a dropped connection decides nothing; the driver retries
+    calls = [part for part in action.parts if isinstance(part, ToolCallPart)]
+    if any(tool.name == "decide" for tool in call.request.tools):
+        args = json.loads(calls[0].arguments_json) if calls else {}
+        return {"kind": "probe", "decision": args.get("should_act"), "reason": args.get("reason")}
+    return {"kind": "turn", "tool": calls[0].name if calls else None}
 
-    telegram = FakeBotApi(host=host)
-    await telegram.start(telegram_port)
-    llm = await serve_fake(host, llm_port, playground_script)
-    users: dict[str, int] = {}
-    transcript: list[dict[str, Any]] = []
 
-    async def say(request: web.Request) -> web.Response:
+class Playground:
+    """The fake Bot API, the fake model and the control API, on ``host``; port 0 picks a free one."""
+
+    def __init__(self, config: LarkbotConfig, host: str = "127.0.0.1") -> None:
+        from larkbot.ingress_telegram.fake import FakeBotApi
+
+        self.host = host
+        self.endpoints = ops_endpoints(config, [service.value for service in SERVICE_PORTS])
+        self.telegram = FakeBotApi(host=host)
+        self.llm: FakeProvider | None = None
+        self.decisions: list[dict[str, Any]] = []
+        self.transcript: list[dict[str, Any]] = []
+        self.users: dict[str, int] = {}
+        self._runner: web.AppRunner | None = None
+        self.control_url = ""
+
+    async def start(self, telegram_port: int, llm_port: int, control_port: int) -> None:
+        from larkbot.llm_gateway.fake import serve_fake
+
+        await self.telegram.start(telegram_port)
+        self.llm = await serve_fake(self.host, llm_port, self._model)
+        app = web.Application()
+        app.add_routes(
+            [web.post("/say", self._say), web.get("/transcript", self._read), web.get("/stack", self._stack)]
+        )
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, control_port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.control_url = f"http://{self.host}:{bound}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self.llm is not None:
+            await self.llm.stop()
+        await self.telegram.stop()
+
+    def _model(self, call: FakeCall) -> Action:
+        action = playground_script(call)
+        decided = decision_of(call, action)
+        if decided is not None:
+            self.decisions.append({**decided, "at": time.time()})
+        return action
+
+    def _reactions(self) -> list[dict[str, Any]]:
+        return [
+            {"message_id": call.get("message_id"), "reaction": call.get("reaction")}
+            for call in self.telegram.calls("setMessageReaction")
+        ]
+
+    async def _say(self, request: web.Request) -> web.Response:
         body = await request.json()
         text, user = str(body.get("text") or ""), str(body.get("user") or "You")
         if not text:
             return web.json_response({"error": "text is required"}, status=400)
-        user_id = users.setdefault(user, 100000 + len(users))
+        user_id = self.users.setdefault(user, 100000 + len(self.users))
         message_id = int(time.time() * 1000) % 2_000_000_000
         update = {
             "message": {
@@ -84,24 +148,38 @@ async def _serve(host: str, telegram_port: int, llm_port: int, control_port: int
                 "text": text,
             }
         }
-        telegram.enqueue(update)
-        transcript.append({"from": user, "text": text, "at": time.time()})
-        return web.json_response({"ok": True, "message_id": message_id})
+        cursor = {
+            "bot": len(self.telegram.sent),
+            "reactions": len(self._reactions()),
+            "decisions": len(self.decisions),
+        }
+        self.telegram.enqueue(update)
+        self.transcript.append({"from": user, "text": text, "at": time.time()})
+        return web.json_response({"ok": True, "message_id": message_id, "cursor": cursor})
 
-    async def read(_request: web.Request) -> web.Response:
-        bot = [
-            {"from": "bot", "text": sent.get("text", ""), "at": sent.get("_at", 0)} for sent in telegram.sent
-        ]
-        return web.json_response({"said": transcript, "bot": bot})
+    async def _read(self, _request: web.Request) -> web.Response:
+        bot = [{"from": "bot", "text": sent.get("text", "")} for sent in self.telegram.sent]
+        return web.json_response(
+            {"said": self.transcript, "bot": bot, "reactions": self._reactions(), "decisions": self.decisions}
+        )
 
-    app = web.Application()
-    app.add_routes([web.post("/say", say), web.get("/transcript", read)])
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, host, control_port).start()
+    async def _stack(self, _request: web.Request) -> web.Response:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            found = await asyncio.gather(*(readiness(session, e.url + "/readyz") for e in self.endpoints))
+        services = {
+            e.name: {"url": e.url, "state": r.state, "detail": r.detail}
+            for e, r in zip(self.endpoints, found, strict=True)
+        }
+        return web.json_response({"services": services})
+
+
+async def _serve(host: str, telegram_port: int, llm_port: int, control_port: int) -> None:
+    playground = Playground(load_config(), host)
+    await playground.start(telegram_port, llm_port, control_port)
+    assert playground.llm is not None
     print(
-        f"playground: Telegram Bot API on http://{host}:{telegram_port}, LLM on {llm.url}, "
-        f"control on http://{host}:{control_port} (chat {PLAYGROUND_CHAT_ID})",
+        f"playground: Telegram Bot API on {playground.telegram.base_url}, LLM on {playground.llm.url}, "
+        f"control on {playground.control_url} (chat {PLAYGROUND_CHAT_ID})",
         flush=True,
     )
     stop = asyncio.Event()
@@ -109,44 +187,16 @@ async def _serve(host: str, telegram_port: int, llm_port: int, control_port: int
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    await runner.cleanup()
-    await llm.stop()
-    await telegram.stop()
+    await playground.stop()
 
 
 def main(args: Any) -> int:
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args.host, args.telegram_port, args.llm_port, args.control_port))
-    return 0
-
-
-def say(args: Any) -> int:
-    base = f"http://127.0.0.1:{args.control_port}"
     try:
-        before = _get(f"{base}/transcript")
-        request = urllib.request.Request(
-            f"{base}/say", data=json.dumps({"text": args.text, "user": args.user}).encode(),
-            headers={"Content-Type": "application/json"}, method="POST",
-        )  # fmt: skip
-        with urllib.request.urlopen(request, timeout=5):
-            pass
-        seen = len(before["bot"])
-        deadline = time.monotonic() + args.wait
-        while time.monotonic() < deadline:
-            now = _get(f"{base}/transcript")
-            if len(now["bot"]) > seen:
-                for reply in now["bot"][seen:]:
-                    print(f"bot: {reply['text']}")
-                return 0
-            time.sleep(0.2)
-    except (urllib.error.URLError, OSError) as exc:
-        print(f"the playground does not answer on {base} ({exc}); is `make up` running?", file=sys.stderr)
-        return 1
-    print(f"(no reply within {args.wait:g} s: the bot chose silence)")
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(
+                _serve(args.host, args.telegram_port, args.llm_port, playground_port(args.control_port))
+            )
+    except ConfigError as exc:
+        print(f"larkbot playground: {exc.report()}", file=sys.stderr)
+        return 2
     return 0
-
-
-def _get(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        data: dict[str, Any] = json.load(resp)
-        return data

@@ -149,7 +149,7 @@ def main(args: Any) -> int:
     try:
         config = load_config(args.config) if args.config else LarkbotConfig()
     except ConfigError as exc:
-        print(f"invalid configuration: {exc}", file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 2
     offset = args.utc_offset_min if args.utc_offset_min is not None else (config.utc_offset_min or 0)
     try:

@@ -1,9 +1,13 @@
 """``larkbot up``: the local stack — embedded NATS, bootstrap, every service supervised as a child.
 
 Children run ``python -m larkbot.cli run <service>`` in their own session (so a terminal Ctrl-C reaches
-only this supervisor, which then stops them in order), log JSON lines to ``data/logs/<service>.log``,
+only this supervisor, which then stops them in order), log JSON lines to ``<data_dir>/logs/<service>.log``,
 and are restarted with backoff when they die. A child that exits with status 2 (invalid configuration)
 is not restarted: the stack stops and says why.
+
+Before anything starts, the data directory is locked (``datalock``: a second stack on the same directory is
+refused, naming the first) and every port the stack will listen on is checked; a port taken later, which
+makes a service exit, is shown in the status table, not only in that service's log.
 """
 
 from __future__ import annotations
@@ -17,18 +21,26 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import aiohttp
 
 from larkbot.canonical.errors import ConfigError
-from larkbot.canonical.names import SERVICE_PORTS, Service
 from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import connect
-from larkbot.runtime.config import LarkbotConfig, load_config
+from larkbot.runtime.config import DEFAULT_CONFIG_PATH, LarkbotConfig, load_config
 from larkbot.runtime.natsserver import EmbeddedNats, NatsServerError
 
+from .datalock import DataDirBusy, DataDirLock
 from .main import SERVICE_MODULES
+from .stack import (
+    DEFAULT_PLAYGROUND_PORT,
+    Endpoint,
+    ops_endpoints,
+    playground_ports,
+    port_taken,
+    readiness,
+    say_command,
+)
 
 STOP_TIMEOUT_S = 25.0
 
@@ -36,7 +48,7 @@ STOP_TIMEOUT_S = 25.0
 @dataclass
 class Child:
     service: str
-    port: int
+    endpoint: Endpoint
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
@@ -50,40 +62,28 @@ class Child:
     ready_path: str = "/readyz"
 
 
-def _port(config: LarkbotConfig, service: str) -> int:
-    configured = config.services.for_service(service).http_port
-    return configured if configured is not None else SERVICE_PORTS[Service(service)]
-
-
-def _spawn(child: Child, env: dict[str, str]) -> None:
+def _spawn(child: Child, env: dict[str, str], lock: DataDirLock) -> None:
     child.log_path.parent.mkdir(parents=True, exist_ok=True)
+    assert lock.fd is not None
     with open(child.log_path, "ab") as out:
         child.proc = subprocess.Popen(
             [sys.executable, "-m", "larkbot.cli", *(child.argv or ("run", child.service))],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**env, "LARKBOT_HTTP_PORT": str(child.port)},
+            env={**env, "LARKBOT_HTTP_PORT": str(child.endpoint.port)},
             start_new_session=True,
+            pass_fds=(lock.fd,),
         )
+    lock.child_started(child.service, child.proc.pid)
     child.state = "starting"
 
 
 async def _probe(session: aiohttp.ClientSession, child: Child) -> None:
-    try:
-        async with session.get(f"http://127.0.0.1:{child.port}{child.ready_path}") as resp:
-            body = await resp.json(content_type=None)
-            if resp.status == 200:
-                child.state = "ready"
-                child.detail = ""
-            else:
-                child.state = "not ready"
-                failing = [
-                    f"{k}: {v['detail']}" for k, v in body.get("checks", {}).items() if not v.get("ok")
-                ]
-                child.detail = "; ".join(failing)
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        child.state = "starting"
+    found = await readiness(session, child.endpoint.url + child.ready_path)
+    # A child that does not answer yet is still starting (it is alive: dead ones are not probed).
+    child.state = "starting" if found.state == "not answering" else found.state
+    child.detail = found.detail if found.state == "not ready" else ""
 
 
 def _print_table(children: list[Child], started: float) -> None:
@@ -91,12 +91,14 @@ def _print_table(children: list[Child], started: float) -> None:
     for c in children:
         pid = c.proc.pid if c.proc and c.proc.poll() is None else "-"
         extra = f"  ({c.detail})" if c.detail else ""
-        where = f"http://127.0.0.1:{c.port}"
+        where = c.endpoint.url
         print(f"  {c.service:<17} {c.state:<10} {where}  pid {pid}  restarts {c.restarts}{extra}")
     sys.stdout.flush()
 
 
-async def _supervise(config: LarkbotConfig, children: list[Child], env: dict[str, str], nats_url: str) -> int:
+async def _supervise(
+    config: LarkbotConfig, children: list[Child], env: dict[str, str], nats_url: str, lock: DataDirLock
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -110,7 +112,7 @@ async def _supervise(config: LarkbotConfig, children: list[Child], env: dict[str
     print(f"NATS at {nats_url}: streams, consumers and buckets declared")
 
     for child in children:
-        _spawn(child, env)
+        _spawn(child, env, lock)
     started = time.monotonic()
     last_view = ""
     announced = False
@@ -135,7 +137,9 @@ async def _supervise(config: LarkbotConfig, children: list[Child], env: dict[str
                         continue
                     delay = min(30.0, 2.0 ** min(child.restarts, 5))
                     child.next_start = now + delay
-                    child.detail = f"exited with status {code}, restarting in {delay:.0f} s"
+                    taken = port_taken(child.endpoint)
+                    why = f": {taken}" if taken else ""
+                    child.detail = f"exited with status {code}{why}, restarting in {delay:.0f} s"
                     child.restarts += 1
                 if (
                     child.proc is None
@@ -143,7 +147,7 @@ async def _supervise(config: LarkbotConfig, children: list[Child], env: dict[str
                     and now >= child.next_start
                     and child.state == "exited"
                 ):
-                    _spawn(child, env)
+                    _spawn(child, env, lock)
             await asyncio.gather(*(_probe(session, c) for c in children if c.proc is not None))
             view = "|".join(f"{c.service}:{c.state}:{c.detail}:{c.restarts}" for c in children)
             if view != last_view:
@@ -158,7 +162,7 @@ async def _supervise(config: LarkbotConfig, children: list[Child], env: dict[str
                     f"Logs: {children[0].log_path.parent}/<service>.log. Ctrl-C stops the stack."
                 )
                 if extra:
-                    print('talk to the bot:  uv run larkbot say "hello @LarkBot, what is new?"')
+                    print(f"talk to the bot:  {say_command(children[0].endpoint.port)}")
                 sys.stdout.flush()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1.0)
@@ -189,62 +193,114 @@ def _stop_children(children: list[Child]) -> None:
             print(f"  {child.service:<17} killed after {STOP_TIMEOUT_S:.0f} s")
 
 
-def _playground_argv(config: LarkbotConfig, control_port: int) -> tuple[str, ...]:
-    """The playground serves the fake Bot API and fake model where the configuration points."""
-    argv = ["playground", "--control-port", str(control_port)]
-    if config.telegram is not None and urlsplit(config.telegram.api_base).port:
-        argv += ["--telegram-port", str(urlsplit(config.telegram.api_base).port)]
-    fakes = [e for e in config.llm.endpoints.values() if e.fake and urlsplit(e.base_url).port]
-    if fakes:
-        argv += ["--llm-port", str(urlsplit(fakes[0].base_url).port)]
-    return tuple(argv)
+def _children(
+    config: LarkbotConfig, data: Path, services: list[str], playground_port: int | None
+) -> tuple[list[Child], list[Endpoint]]:
+    """The children to run and every endpoint the stack will listen on."""
+    logs = data / "logs"
+    children = [
+        Child(endpoint.name, endpoint, logs / f"{endpoint.name}.log")
+        for endpoint in ops_endpoints(config, services)
+    ]
+    listeners = [child.endpoint for child in children]
+    if playground_port is not None:
+        ports = playground_ports(config, playground_port)
+        argv = ["playground"] + [f"--{name}-port={port}" for name, port in ports.items()]
+        control = Endpoint("playground", "127.0.0.1", playground_port)
+        children.insert(
+            0,
+            Child("playground", control, logs / "playground.log", argv=tuple(argv), ready_path="/transcript"),
+        )
+        listeners += [Endpoint(f"playground {name}", "127.0.0.1", port) for name, port in ports.items()]
+    return children, listeners
+
+
+def _config_source(config_path: str | None) -> str | None:
+    source = config_path or os.environ.get("LARKBOT_CONFIG")
+    if source is None and Path(DEFAULT_CONFIG_PATH).exists():
+        source = DEFAULT_CONFIG_PATH
+    return str(Path(source).resolve()) if source else None
 
 
 def up(
     *,
     config_path: str | None,
-    data_dir: str,
+    data_dir: str | None,
     services: list[str] | None,
     playground: bool = False,
-    playground_port: int = 9189,
+    playground_port: int = DEFAULT_PLAYGROUND_PORT,
 ) -> int:
     try:
         config = load_config(config_path)
     except ConfigError as exc:
-        print(f"invalid configuration: {exc}", file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 2
-    data = Path(data_dir).resolve()
-    env = dict(os.environ)
-    if config_path:
-        env["LARKBOT_CONFIG"] = str(Path(config_path).resolve())
-    nats: EmbeddedNats | None = None
-    nats_url = os.environ.get("NATS_URL")
-    if not nats_url:
-        nats = EmbeddedNats(data / "nats", log_file=data / "logs" / "nats-server.log")
-        (data / "logs").mkdir(parents=True, exist_ok=True)
-        try:
-            nats_url = nats.start()
-        except NatsServerError as exc:
-            print(f"cannot start NATS: {exc}", file=sys.stderr)
-            return 1
-        print(f"embedded NATS (JetStream, store {data / 'nats'}) listening on {nats_url}")
-    env["NATS_URL"] = nats_url
-    env["LARKBOT_DATA_DIR"] = str(data)
-    names = services or list(SERVICE_MODULES)
-    children = [Child(name, _port(config, name), data / "logs" / f"{name}.log") for name in names]
-    if playground:
-        children.insert(
-            0,
-            Child(
-                "playground",
-                playground_port,
-                data / "logs" / "playground.log",
-                argv=_playground_argv(config, playground_port),
-                ready_path="/transcript",
-            ),
-        )
+    # The flag overrides the file only when given.
+    data = Path(data_dir if data_dir is not None else config.data_dir).resolve()
+    source = _config_source(config_path)
+    lock = DataDirLock(data)
     try:
-        status = asyncio.run(_supervise(config, children, env, nats_url))
+        lock.acquire(
+            config=source,
+            data_dir=str(data),
+            playground=f"http://127.0.0.1:{playground_port}" if playground else None,
+        )
+    except DataDirBusy as exc:
+        print(f"larkbot up: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return _run_stack(
+            config,
+            source,
+            data,
+            services or list(SERVICE_MODULES),
+            playground_port if playground else None,
+            lock,
+        )
+    finally:
+        lock.release()
+
+
+def _run_stack(
+    config: LarkbotConfig,
+    source: str | None,
+    data: Path,
+    services: list[str],
+    playground_port: int | None,
+    lock: DataDirLock,
+) -> int:
+    children, listeners = _children(config, data, services, playground_port)
+    taken = [(endpoint, why) for endpoint in listeners if (why := port_taken(endpoint))]
+    if taken:
+        print("larkbot up: not starting, the stack cannot listen where it is configured to:", file=sys.stderr)
+        for endpoint, why in taken:
+            print(f"  {endpoint.name} on {endpoint.host}:{endpoint.port}: {why}", file=sys.stderr)
+        return 1
+    env = dict(os.environ)
+    if source:
+        env["LARKBOT_CONFIG"] = source
+    env["LARKBOT_DATA_DIR"] = str(data)
+    nats: EmbeddedNats | None = None
+    status = 1
+    try:
+        nats_url = os.environ.get("NATS_URL")
+        if not nats_url:
+            (data / "logs").mkdir(parents=True, exist_ok=True)
+            assert lock.fd is not None
+            nats = EmbeddedNats(
+                data / "nats", log_file=data / "logs" / "nats-server.log", pass_fds=(lock.fd,)
+            )
+            try:
+                nats_url = nats.start()
+            except NatsServerError as exc:
+                print(f"cannot start NATS: {exc}", file=sys.stderr)
+                return 1
+            assert nats.proc is not None
+            lock.child_started("nats-server", nats.proc.pid)
+            print(f"embedded NATS (JetStream, store {data / 'nats'}) listening on {nats_url}")
+        lock.update(nats_url=nats_url)
+        env["NATS_URL"] = nats_url
+        status = asyncio.run(_supervise(config, children, env, nats_url, lock))
     except KeyboardInterrupt:
         status = 0
     finally:

@@ -1,8 +1,8 @@
 """The one configuration file: loading, ``${ENV}`` interpolation, per-chat merge, validation.
 
-``config.yaml`` (path from ``LARKBOT_CONFIG``) is validated at start-up; any problem raises
-:class:`~larkbot.canonical.ConfigError` carrying the dotted path of the bad key, and the process exits
-non-zero. There are no silent defaults for invalid values.
+``config.yaml`` (path from ``LARKBOT_CONFIG``) is validated at start-up; problems raise one
+:class:`~larkbot.canonical.ConfigError` naming the file and every bad key by its dotted path, and the
+process exits non-zero. There are no silent defaults for invalid values.
 
 Interpolation: ``${NAME}`` is replaced by the environment variable (missing → error naming the key),
 ``${NAME:-fallback}`` falls back when unset or empty. Interpolation happens on string scalars only and
@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from larkbot.canonical.errors import ConfigError
-from larkbot.canonical.names import Platform
+from larkbot.canonical.names import SERVICE_PORTS, Platform, Service
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 DEFAULT_CONFIG_PATH = "config.yaml"
@@ -58,7 +58,9 @@ class NatsSettings(_Section):
 class ServiceSettings(_Section):
     """Per-service process settings."""
 
-    http_host: str = "0.0.0.0"
+    #: The operations endpoint listens on loopback unless told otherwise: a container or pod sets
+    #: ``0.0.0.0`` (deploy/) so that probes and Prometheus reach it from outside.
+    http_host: str = "127.0.0.1"
     http_port: int | None = Field(default=None, ge=0, le=65535)
     database_url: SecretStr | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -75,6 +77,11 @@ class ServicesSettings(_Section):
     def for_service(self, service: str) -> ServiceSettings:
         settings: ServiceSettings = getattr(self, service.replace("-", "_"))
         return settings
+
+    def http_port(self, service: str) -> int:
+        """The operations port of ``service``: configured, else its fixed default (DESIGN §6)."""
+        configured = self.for_service(service).http_port
+        return configured if configured is not None else SERVICE_PORTS[Service(service)]
 
 
 class FeishuSettings(_Section):
@@ -356,6 +363,15 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 
 
 def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
+    """``value`` with every ``${NAME}`` replaced; :class:`ConfigError` names every variable missing."""
+    missing: list[tuple[str, str]] = []
+    out = _interpolate(value, env, path, missing)
+    if missing:
+        raise ConfigError(*missing[0], more=missing[1:])
+    return out
+
+
+def _interpolate(value: Any, env: Mapping[str, str], path: str, missing: list[tuple[str, str]]) -> Any:
     if isinstance(value, str):
 
         def replace(match: re.Match[str]) -> str:
@@ -363,15 +379,16 @@ def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
             found = env.get(name)
             if found is None or (found == "" and fallback is not None):
                 if fallback is None:
-                    raise ConfigError(path, f"environment variable {name} is not set")
+                    missing.append((path, f"environment variable {name} is not set"))
+                    return ""
                 return fallback
             return found
 
         return _ENV_REF.sub(replace, value)
     if isinstance(value, Mapping):
-        return {k: interpolate(v, env, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        return {k: _interpolate(v, env, f"{path}.{k}" if path else str(k), missing) for k, v in value.items()}
     if isinstance(value, list):
-        return [interpolate(v, env, f"{path}.{i}") for i, v in enumerate(value)]
+        return [_interpolate(v, env, f"{path}.{i}", missing) for i, v in enumerate(value)]
     return value
 
 
@@ -384,11 +401,11 @@ def parse_config(raw: Any, env: Mapping[str, str] | None = None) -> LarkbotConfi
     try:
         return LarkbotConfig.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors(include_url=False, include_input=False)[0]
-        path = ".".join(str(p) for p in err["loc"])
-        more = exc.error_count() - 1
-        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise ConfigError(path, err["msg"] + suffix) from None
+        problems = [
+            (".".join(str(p) for p in err["loc"]), err["msg"])
+            for err in exc.errors(include_url=False, include_input=False)
+        ]
+        raise ConfigError(*problems[0], more=problems[1:]) from None
 
 
 def load_config(
@@ -404,15 +421,18 @@ def load_config(
     file = Path(path if path is not None else environ.get("LARKBOT_CONFIG") or DEFAULT_CONFIG_PATH)
     if not file.exists():
         if explicit:
-            raise ConfigError("", f"configuration file {str(file)!r} does not exist")
+            raise ConfigError("", "the file does not exist", file=str(file))
         return parse_config({}, environ)
     try:
         raw = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError("", f"{file} is not valid YAML{where}") from None
-    return parse_config(raw, environ)
+        raise ConfigError("", f"not valid YAML{where}", file=str(file)) from None
+    try:
+        return parse_config(raw, environ)
+    except ConfigError as exc:
+        raise exc.in_file(str(file)) from None
 
 
 def _collect_secrets(value: Any, out: list[str]) -> None:

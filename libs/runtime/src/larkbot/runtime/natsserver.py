@@ -53,9 +53,13 @@ jetstream {{
 
 
 class EmbeddedNats:
-    def __init__(self, store_dir: Path, *, log_file: Path | None = None) -> None:
+    def __init__(
+        self, store_dir: Path, *, log_file: Path | None = None, pass_fds: tuple[int, ...] = ()
+    ) -> None:
         self.store_dir = Path(store_dir).resolve()
         self.log_file = log_file
+        #: Descriptors the server inherits (``larkbot up``'s data directory lock).
+        self.pass_fds = pass_fds
         self.proc: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
         self.monitor_port: int | None = None
@@ -82,6 +86,7 @@ class EmbeddedNats:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                pass_fds=self.pass_fds,
             )
         finally:
             if not isinstance(out, int):

@@ -25,7 +25,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Protocol
 
 from larkbot.canonical.errors import ConfigError
-from larkbot.canonical.names import SERVICE_PORTS, Service
+from larkbot.canonical.names import Service
 
 from . import metrics
 from .bootstrap import bootstrap
@@ -49,7 +49,7 @@ class ServiceContext:
         self.name = name
         self.config = config
         self.settings: ServiceSettings = config.services.for_service(name.value)
-        #: ``LARKBOT_DATA_DIR`` (set by ``larkbot up --data-dir``) wins over ``data_dir`` in the file.
+        #: ``LARKBOT_DATA_DIR`` (set by ``larkbot up`` to the directory it locked) wins over the file.
         self.data_dir = os.environ.get("LARKBOT_DATA_DIR") or config.data_dir
         self.bus = bus
         self.ops = ops
@@ -102,11 +102,11 @@ class ServiceApp(Protocol):
     async def stop(self) -> None: ...
 
 
-def http_port(name: Service, settings: ServiceSettings) -> int:
+def http_port(name: Service, config: LarkbotConfig) -> int:
     override = os.environ.get("LARKBOT_HTTP_PORT")
     if override:
         return int(override)
-    return settings.http_port if settings.http_port is not None else SERVICE_PORTS[name]
+    return config.services.http_port(name.value)
 
 
 async def serve(
@@ -124,7 +124,7 @@ async def serve(
     settings = config.services.for_service(name.value)
     metrics.SERVICE_INFO.labels(name.value, VERSION).set(1)
     metrics.SERVICE_START_TIME.labels(name.value).set(time.time())
-    ops = OpsServer(name.value, settings.http_host, http_port(name, settings) if port is None else port)
+    ops = OpsServer(name.value, settings.http_host, http_port(name, config) if port is None else port)
     if stopping is None:
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -199,14 +199,14 @@ def run(name: Service, factory: Callable[[LarkbotConfig], ServiceApp]) -> int:
     try:
         config = load_config()
     except ConfigError as exc:
-        print(f"larkbot {name.value}: invalid configuration: {exc}", file=sys.stderr)
+        print(f"larkbot {name.value}: {exc.report()}", file=sys.stderr)
         return 2
     register_secrets(config.secret_values())
     logging.getLogger().setLevel(config.services.for_service(name.value).log_level)
     try:
         app = factory(config)
     except ConfigError as exc:
-        print(f"larkbot {name.value}: invalid configuration: {exc}", file=sys.stderr)
+        print(f"larkbot {name.value}: {exc.report()}", file=sys.stderr)
         return 2
     return _run_loop(serve(name, app, config, started=freeze_startup_heap))
 
