@@ -1,6 +1,6 @@
 """Dead-letter records of the inbound path: the raw payload and why it was refused.
 
-Records go to ``deadletter.FEISHU.ingress-feishu`` (stream ``DEADLETTER``). A record must be writable
+Records go to ``deadletter.feishu.ingress-feishu`` (stream ``DEADLETTER``). A record must be writable
 whatever arrived, because the event is acknowledged to Feishu only once it is written:
 
 - headers are bounded and single-line (a header over NATS's limit would lose the record and the payload);

@@ -1,11 +1,11 @@
 """The pipeline's dead-letter records: what it could not take as it came, and why.
 
-- ``undecodable`` — an ``EVENTS`` message that is not a canonical event (``deadletter.EVENTS.pipeline``);
+- ``undecodable`` — an ``EVENTS`` message that is not a canonical event (``deadletter.events.pipeline``);
 - ``conflict`` — an event whose dedup key is already stored for a different event
-  (``core.repeats``; ``deadletter.EVENTS.pipeline``): the first copy stays the record, this one is kept
+  (``core.repeats``; ``deadletter.events.pipeline``): the first copy stays the record, this one is kept
   here with the id of the row that holds the key;
 - ``media:<code>`` — an event committed without a transform a media worker refused
-  (``deadletter.MEDIA.pipeline``).
+  (``deadletter.media.pipeline``).
 
 Each record carries the message's bytes as delivered and the reason in the ``Larkbot-Dead-Letter-*``
 headers; its ``Nats-Msg-Id`` makes a repeated record (a partition re-reading the message) a duplicate.
