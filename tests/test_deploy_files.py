@@ -822,3 +822,36 @@ def test_k8s_base_renders_with_kustomize() -> None:
     for doc in pods:
         volumes = doc["spec"]["template"]["spec"]["volumes"]
         assert {"name": generated} in [v.get("configMap") for v in volumes], doc["metadata"]["name"]
+
+
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
+
+
+def test_alert_rules_load_and_watch_metrics_the_services_define(compose: dict[str, Any]) -> None:
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text(encoding="utf-8"))
+    assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
+    assert "./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro" in (
+        services_of(compose)["prometheus"]["volumes"]
+    )
+    rules = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
+    defined = defined_series() | {"up"}
+    alerts = {}
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            names = metric_names_in(rule["expr"])
+            assert names, rule["alert"]
+            assert names <= defined, f"{rule['alert']}: no such metric {sorted(names - defined)}"
+            assert rule["labels"]["severity"] in ("critical", "warning")
+            alerts[rule["alert"]] = names
+    # A crashed wake-up is a bug an alert must see.
+    assert alerts["LarkbotWakeUpCrashed"] == {"larkbot_driver_wake_crashes_total"}
+
+
+def test_alert_rules_pass_promtool() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian's prometheus package; .ci/run installs it)")
+    result = subprocess.run(
+        [promtool, "check", "rules", str(ALERTS)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
