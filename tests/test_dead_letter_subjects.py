@@ -14,7 +14,7 @@ from larkbot.canonical.names import (
     STREAM_MEDIA,
     dead_letter_subject,
 )
-from larkbot.ingress_feishu.adapters import inbound as feishu_inbound
+from larkbot.ingress_feishu.adapters import deadletters as feishu_deadletters
 from larkbot.ingress_telegram.adapters import inbound as telegram_inbound
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,8 +26,8 @@ WRITTEN = {
     (STREAM_MEDIA, CONSUMER_PIPELINE): "deadletter.media.pipeline",
     (STREAM_MEDIA, CONSUMER_MEDIA): "deadletter.media.media-workers",
     (
-        feishu_inbound.DEAD_LETTER_STREAM,
-        feishu_inbound.DEAD_LETTER_CONSUMER,
+        feishu_deadletters.DEAD_LETTER_STREAM,
+        feishu_deadletters.DEAD_LETTER_CONSUMER,
     ): "deadletter.feishu.ingress-feishu",
     (telegram_inbound.DL_SOURCE, telegram_inbound.DL_CONSUMER): "deadletter.telegram.ingress-telegram",
 }
