@@ -171,3 +171,30 @@ async def test_a_redone_step_that_keeps_working_continues_its_chain(bus: Bus, na
         assert len(primary) == 3  # a, a, then b's continuation (no probe)
         assert len(w.llm.by_purpose("probe")) == 1
         assert _dangling_calls(primary[2]) == []
+
+
+async def test_a_send_nobody_answered_stays_pending_and_is_redone_when_the_ingress_is_back(
+    bus: Bus, nats_url: str, db: str
+) -> None:
+    # Regression (chaos seed 829669): the ingress was restarting for longer than the three attempts of a
+    # send; the step was closed "delivery unknown" and the member's question never got its answer.
+    async with world(bus, nats_url, db) as w:
+        await w.platform.endpoint.stop()  # no ingress on actions.feishu
+        w.probe_answers.append(decide("send_message", "asked"))
+        w.primary_answers.append(response(tool_call(tools.SEND, "s", text="worth the wait")))
+        await w.say(1, 0, mentions_me=True)
+        await w.tick(1000)
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        assert [(t.pending, t.sent) for t in turns] == [(True, False)]
+        assert w.chat.schedule.retry is not None  # a transient failure, retried
+        assert w.platform.delivered == []
+
+        await w.platform.endpoint.start()
+        await w.tick(1000 + 5000)
+        assert [d.text for d in w.platform.delivered] == ["worth the wait"]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        assert [(t.pending, t.sent) for t in turns] == [(False, True)]
+        assert len(w.llm.by_purpose("primary")) == 1  # redone from the stored step, not asked again
+        await w.synced()
+        await w.tick(60_000)
+        assert [d.text for d in w.platform.delivered] == ["worth the wait"]

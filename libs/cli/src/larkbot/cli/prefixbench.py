@@ -197,7 +197,8 @@ class ScriptedModel:
             answer = queue.popleft() if queue else default
         update: dict[str, Any] = {"request_id": request.request_id}
         if isinstance(answer, LLMResponse) and self.window_tokens is not None:
-            update["usage"] = Usage(input_tokens=tokens, output_tokens=answer.usage.output_tokens)
+            written = answer.message.model_dump_json()
+            update["usage"] = Usage(input_tokens=tokens, output_tokens=max(1, len(written) // 3))
         return answer.model_copy(update=update)
 
 

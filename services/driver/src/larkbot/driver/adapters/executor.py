@@ -42,6 +42,10 @@ def _text(text: str) -> tuple[UserPart, ...]:
     return (TextPart(text=text),)
 
 
+class ActionUnanswered(Exception):
+    """A send or reaction that no ingress answered after every attempt."""
+
+
 class ToolExecutor:
     """One per wake-up: holds the context snapshot the turn runs on and memoizes id resolution."""
 
@@ -76,12 +80,13 @@ class ToolExecutor:
         }[call.name]
         try:
             ok, parts, final = await handler(call, call.args)
-        except BusUnavailable:
+        except BusUnavailable as exc:
             if call.name in tools.PARTICIPATION_TOOLS:
-                # No answer at all after the retries: the platform may have acted.
-                ok, parts, final = False, _text(UNKNOWN_DELIVERY), True
-            else:
-                ok, parts, final = False, _text("error: the service is unavailable, try later"), False
+                # Nobody answered any attempt (the ingress is restarting, say). The step was written
+                # ahead: it stays pending and the chat's retries redo it under the same idempotency key,
+                # which the platform side deduplicates if an attempt did act.
+                raise ActionUnanswered(f"{call.name} got no answer: {exc}") from exc
+            ok, parts, final = False, _text("error: the service is unavailable, try later"), False
         return ToolDone(ok, parts, self.clock.now_ms(), final=final)
 
     async def resolve(self, ids: list[str]) -> dict[str, str]:

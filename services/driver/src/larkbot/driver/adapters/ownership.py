@@ -250,7 +250,12 @@ class ChatHost:
                 metrics.CONTEXT_UPDATES.labels("applied").inc()
             except Gap as gap:
                 log.info("context gap (%s); fetching a snapshot", gap)
-                snapshot = await self.clients.snapshot(platform, update.chat_id)
+                try:
+                    snapshot = await self.clients.snapshot(platform, update.chat_id)
+                except ContractError as exc:
+                    # The pipeline's error reply (its partition changing hands): the update is fine,
+                    # ask again later instead of dead-lettering it.
+                    raise RetryableError(f"snapshot for the gap failed: {exc}", delay_s=0.5) from exc
                 context = from_snapshot(snapshot, state.settings.max_segment_est_tokens)
                 metrics.CONTEXT_UPDATES.labels("gap").inc()
             state.adopt(context)
