@@ -14,7 +14,17 @@ from .adapters.interpreter import interpret
 from .core.compaction import Summary
 from .core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
 from .core.records import ProbeRecord, TurnRecord
-from .core.wake import ChatView, Note, ProbeCall, Remember, StoreProbe, WakeInput, WakeOutcome, wake_up
+from .core.wake import (
+    ChatView,
+    Note,
+    ProbeCall,
+    Remember,
+    StoreProbe,
+    WakeInput,
+    WakeOutcome,
+    remember,
+    wake_up,
+)
 
 Answer = LLMResponse | LLMError
 ModelScript = Callable[[ModelCall | ProbeCall], Answer]
@@ -95,12 +105,7 @@ class ScriptedPorts:
         return self.compact_with(self)
 
     def remember(self, command: Remember) -> None:
-        if command.probe_start != "keep":
-            self.probe_start = command.probe_start
-        if command.trim_from_ms != "keep":
-            self.trim_from_ms = command.trim_from_ms
-        if command.recovery_failures is not None:
-            self.recovery_failures = command.recovery_failures
+        remember(self, command)
 
     def show_typing(self, started_ms: int) -> None:
         return None

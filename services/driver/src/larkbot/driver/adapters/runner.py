@@ -35,6 +35,7 @@ from ..core.wake import (
     WakeFailure,
     WakeInput,
     WakeSettings,
+    remember,
     wake_up,
 )
 from .accounting import count_record, count_usage
@@ -275,13 +276,7 @@ class ChatPorts:
         return await self.runner.compactor.now(self.chat)
 
     def remember(self, command: Remember) -> None:
-        chat = self.chat
-        if command.probe_start != "keep":
-            chat.probe_start = command.probe_start
-        if command.trim_from_ms != "keep":
-            chat.trim_from_ms = command.trim_from_ms
-        if command.recovery_failures is not None:
-            chat.recovery_failures = command.recovery_failures
+        remember(self.chat, command)
 
     def show_typing(self, started_ms: int) -> None:
         self.runner.typing.show(self.chat.platform, self.chat.chat_id, self.wake_id, started_ms)

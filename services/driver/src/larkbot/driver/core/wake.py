@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from larkbot.canonical.context import Segment
 from larkbot.canonical.llm import LLMResponse, Message
@@ -160,6 +160,23 @@ class Remember:
     probe_start: str | Literal["keep"] | None = "keep"
     trim_from_ms: int | Literal["keep"] | None = "keep"
     recovery_failures: int | None = None
+
+
+class Sticky(Protocol):
+    """What :class:`Remember` updates: the chat's sticky state, wherever it is kept."""
+
+    probe_start: str | None
+    trim_from_ms: int | None
+    recovery_failures: int
+
+
+def remember(target: Sticky, command: Remember) -> None:
+    if command.probe_start != "keep":
+        target.probe_start = command.probe_start
+    if command.trim_from_ms != "keep":
+        target.trim_from_ms = command.trim_from_ms
+    if command.recovery_failures is not None:
+        target.recovery_failures = command.recovery_failures
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,5 +547,6 @@ __all__ = [
     "WakeOutcome",
     "WakeSettings",
     "first_request_tokens",
+    "remember",
     "wake_up",
 ]
