@@ -830,8 +830,9 @@ ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 def test_alert_rules_load_and_watch_metrics_the_services_define(compose: dict[str, Any]) -> None:
     config = yaml.safe_load(PROMETHEUS_CONFIG.read_text(encoding="utf-8"))
     assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
-    assert "./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro" in (
-        services_of(compose)["prometheus"]["volumes"]
+    assert (
+        "./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro"
+        in (services_of(compose)["prometheus"]["volumes"])
     )
     rules = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
     defined = defined_series() | {"up"}
