@@ -139,6 +139,17 @@ class FeishuApi:
         name = user.get("name")
         return name if isinstance(name, str) and name else None
 
+    async def chat_name(self, chat_id: str) -> str | None:
+        """A group's name (what a shared group card names); ``None`` when Feishu does not know it."""
+        try:
+            body = await self.rest.call("chat.get", "GET", f"/open-apis/im/v1/chats/{_seg(chat_id)}")
+        except FeishuApiError as exc:
+            if exc.failure is ApiFailure.NOT_FOUND:
+                return None
+            raise
+        name = (body.get("data") or {}).get("name")
+        return name if isinstance(name, str) and name else None
+
     async def download(self, message_id: str, file_key: str, kind: str, max_bytes: int) -> bytes | None:
         return await self.rest.download(
             "message.resource",
