@@ -12,7 +12,10 @@ what differs is announced, in this order (each action's dedup-key suffix in brac
 - ``owner_id`` → notice ``owner_changed`` (``owner``) naming the new owner;
 - ``moderator_list`` → notices ``moderators_added`` / ``moderators_removed`` naming them (same suffixes);
 - every other field (permissions, approval, visibility, modes, labels…) → one notice ``settings_changed``
-  (``settings``) with each changed field and its new value.
+  (``settings``) with each changed field and its new value (an object setting by its own fields,
+  ``restricted_mode_setting.status``). A setting counts only when both sides
+  report it (Feishu reports a change as its old and new value): a field this adapter has never heard of,
+  sent on one side only, says nothing about what changed.
 
 Nothing changed → no action (the caller drops the event as ``no_canonical_form``).
 """
@@ -20,7 +23,7 @@ Nothing changed → no action (the caller drops the event as ``no_canonical_form
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from larkbot.canonical.events import ChatNotice, ChatPhotoChanged, ChatRenamed, Sender, ServiceAction
@@ -60,6 +63,20 @@ def _users(items: object, person: Person) -> list[Sender]:
     return [person(i) for i in ids if i]
 
 
+def _differences(
+    new: Mapping[str, Any], old: Mapping[str, Any], prefix: str = ""
+) -> Iterator[tuple[str, str]]:
+    """Fields reported on both sides with different values; an object setting by its own fields
+    (``restricted_mode_setting.status``)."""
+    for key, value in new.items():
+        if key not in old or value == old[key]:
+            continue
+        if isinstance(value, Mapping) and isinstance(old[key], Mapping):
+            yield from _differences(value, old[key], f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", _plain(value)
+
+
 def chat_update_actions(
     event: Fields, actor: Sender | None, person: Person
 ) -> list[tuple[str, ServiceAction]]:
@@ -91,13 +108,14 @@ def chat_update_actions(
                 ChatNotice(type="description_changed", actor=actor, text=_plain(new["description"])),
             )
         )
-    if "i18n_names" in changed and "name" not in changed and isinstance(new["i18n_names"], Mapping):
-        was = old.get("i18n_names") if isinstance(old.get("i18n_names"), Mapping) else {}
-        locales = tuple((k, _plain(v)) for k, v in new["i18n_names"].items() if v != was.get(k))  # type: ignore[union-attr]
+    names_now, names_before = new.get("i18n_names"), old.get("i18n_names")
+    if "i18n_names" in changed and "name" not in changed and isinstance(names_now, Mapping):
+        was: Mapping[str, Any] = names_before if isinstance(names_before, Mapping) else {}
+        locales = tuple((k, _plain(v)) for k, v in names_now.items() if k in was and v != was[k])
         if locales:
             actions.append(("names", ChatNotice(type="chat_names_changed", actor=actor, attributes=locales)))
-    owner = _open_id(new.get("owner_id")) if "owner_id" in changed else None
-    if owner is not None:
+    owner = _open_id(new.get("owner_id"))
+    if owner is not None and owner != _open_id(old.get("owner_id")):
         actions.append(("owner", ChatNotice(type="owner_changed", actor=actor, members=(person(owner),))))
     moderators = event.opt_obj("moderator_list")
     if moderators is not None:
@@ -108,7 +126,7 @@ def chat_update_actions(
             people = _users(moderators.data.get(key), person)
             if people:
                 actions.append((kind, ChatNotice(type=kind, actor=actor, members=tuple(people))))
-    settings = tuple((key, _plain(new[key])) for key in changed if key not in _OWN)
+    settings = tuple(_differences({k: v for k, v in new.items() if k not in _OWN}, old))
     if settings:
         actions.append(("settings", ChatNotice(type="settings_changed", actor=actor, attributes=settings)))
     return actions
