@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from larkbot.canonical.context import AppendOp, ContextOp, ReplaceOp, ResetOp, Segment
 from larkbot.canonical.content import Content
+from larkbot.canonical.context import AppendOp, ContextOp, ReplaceOp, ResetOp, Segment
 from larkbot.canonical.events import (
     CanonicalEvent,
     ChatNotice,

@@ -57,7 +57,7 @@ def event_xml(r: Renderer, node: SystemNode) -> tuple[str, str | None]:
     actor: Sender | None = payload.actor
     pairs += r.person("actor", actor)
     if isinstance(payload, ReactionEvent):
-        pairs = pairs[:2] + [("emoji", payload.emoji)] + pairs[2:]
+        pairs = [*pairs[:2], ("emoji", payload.emoji), *pairs[2:]]
         pairs.append(("message_id", r.aliases.render(payload.message_id)))
         if payload.removed:
             pairs.append(("removed", "true"))

@@ -86,7 +86,8 @@ def _snapshot(
     index = ic.by_message.get(target_id)
     target = ic.nodes[index] if index is not None else None
     if isinstance(target, MessageNode):
-        preview = None if target.deleted else _preview(target.content, tuple(a.type for a in target.attachments))
+        kinds = tuple(a.type for a in target.attachments)
+        preview = None if target.deleted else _preview(target.content, kinds)
         sender = target.sender
         return ReplySnapshot(target_id, sender.id, sender.display_name, target.is_self_sent, preview, quote)
     if embedded is not None:
