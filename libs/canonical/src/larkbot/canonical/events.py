@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, TypeAdapter, field_validator
+from pydantic import AfterValidator, Field, TypeAdapter
 
 from ._base import EpochMs, EpochSec, Id, NonEmptyStr, UtcOffsetMin, WireModel
 from .content import Attachment, AttachmentType, Content
@@ -64,6 +64,10 @@ def _unique(value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     if len(set(keys)) != len(keys):
         raise ValueError("attribute keys must be unique")
     return value
+
+
+#: Ordered key/value pairs (rendered in this order); keys are unique and non-empty.
+Attributes = Annotated[tuple[tuple[NonEmptyStr, str], ...], AfterValidator(_unique)]
 
 
 class QuotedMessage(WireModel):
@@ -196,13 +200,8 @@ class ChatNotice(WireModel):
     type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
     actor: Sender | None = None
     members: tuple[Sender, ...] = ()
-    attributes: tuple[tuple[NonEmptyStr, str], ...] = ()
+    attributes: Attributes = ()
     text: str | None = None
-
-    @field_validator("attributes")
-    @classmethod
-    def _unique_keys(cls, value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-        return _unique(value)
 
 
 class BotAdded(WireModel):
@@ -246,13 +245,8 @@ class RuntimeEvent(_Event):
 
     kind: Literal["runtime"] = "runtime"
     type: NonEmptyStr
-    attributes: tuple[tuple[NonEmptyStr, str], ...] = ()
+    attributes: Attributes = ()
     text: str | None = None
-
-    @field_validator("attributes")
-    @classmethod
-    def _unique_keys(cls, value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-        return _unique(value)
 
 
 CanonicalEvent = Annotated[

@@ -37,6 +37,7 @@ Decisions:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from larkbot.canonical.events import (
     BotAdded,
@@ -84,37 +85,26 @@ __all__ = ["EVENT_TYPES", "AdaptResult", "Adapted", "Dropped", "FeishuAdapter", 
 
 
 class FeishuAdapter(AdapterBase):
-    """The pure adapter; one instance per process (it holds the message → chat memory)."""
+    """The pure adapter; one instance per process (it holds the message → chat memory).
 
-    def __init__(
-        self,
-        bot_open_id: str | None,
-        configured_chats: frozenset[str] | None,
-        utc_offset_min: int,
-        *,
-        bot_app_id: str | None = None,
-        memory_size: int = 100_000,
-    ) -> None:
-        """``configured_chats=None`` accepts every group (replay of an archive); private chats are
-        always dropped."""
-        super().__init__(
-            bot_open_id, configured_chats, utc_offset_min, bot_app_id=bot_app_id, memory_size=memory_size
-        )
-        self._handlers.update(
-            {
-                MESSAGE_RECEIVE: self._message,
-                MESSAGE_RECALLED: self._recalled,
-                REACTION_CREATED: self._reaction,
-                REACTION_DELETED: self._reaction,
-                USER_ADDED: self._members,
-                USER_DELETED: self._members,
-                USER_WITHDRAWN: self._members,
-                BOT_ADDED: self._bot,
-                BOT_DELETED: self._bot,
-                CHAT_UPDATED: self._chat_updated,
-                CHAT_DISBANDED: self._no_form,
-            }
-        )
+    ``FeishuAdapter(bot_open_id, configured_chats, utc_offset_min, *, bot_app_id=None,
+    memory_size=100_000)``: ``configured_chats=None`` accepts every group (replay of an archive); private
+    chats are always dropped."""
+
+    def handlers(self) -> dict[str, Callable[[Envelope], AdaptResult]]:
+        return {
+            MESSAGE_RECEIVE: self._message,
+            MESSAGE_RECALLED: self._recalled,
+            REACTION_CREATED: self._reaction,
+            REACTION_DELETED: self._reaction,
+            USER_ADDED: self._members,
+            USER_DELETED: self._members,
+            USER_WITHDRAWN: self._members,
+            BOT_ADDED: self._bot,
+            BOT_DELETED: self._bot,
+            CHAT_UPDATED: self._chat_updated,
+            CHAT_DISBANDED: self._no_form,
+        }
 
     # -- event kinds -----------------------------------------------------------------------------------
     def _message(self, env: Envelope) -> AdaptResult:

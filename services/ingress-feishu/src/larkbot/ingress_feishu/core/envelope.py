@@ -115,7 +115,11 @@ class AdapterBase:
         self.memory_size = memory_size
         # message_id → (chat_id, is_private)
         self._chats: OrderedDict[str, tuple[str, bool]] = OrderedDict()
-        self._handlers: dict[str, Callable[[Envelope], AdaptResult]] = {}
+        self._handlers = self.handlers()
+
+    def handlers(self) -> dict[str, Callable[[Envelope], AdaptResult]]:
+        """The handler of each event type (the subclass's)."""
+        return {}
 
     # -- memory ----------------------------------------------------------------------------------------
     def remember(self, message_id: str, chat_id: str, *, private: bool = False) -> None:

@@ -83,13 +83,7 @@ def event_xml(r: Renderer, node: SystemNode) -> tuple[str, str | None]:
     elif isinstance(payload, ChatNotice):
         if payload.members:
             pairs.append(("members", r.names(payload.members)))
-        seen = {name for name, _ in pairs}
-        for key, value in payload.attributes:
-            name = xml.attribute_name(key)
-            while name in seen:
-                name = f"x-{name}"
-            seen.add(name)
-            pairs.append((name, value))
+        xml.add_attributes(pairs, payload.attributes)
         body = xml.text(payload.text or "")
     else:
         assert isinstance(payload, ChatPhotoChanged | BotAdded | BotRemoved)

@@ -253,13 +253,7 @@ class Renderer:
             ("type", node.type),
             ("t", self.time(node.timestamp_sec, node.utc_offset_min)),
         ]
-        seen = {"type", "t"}
-        for key, value in node.attributes:
-            name = xml.attribute_name(key)
-            while name in seen:
-                name = f"x-{name}"
-            seen.add(name)
-            pairs.append((name, value))
+        xml.add_attributes(pairs, node.attributes)
         return new_segment(
             segment_id=segment_id(node),
             node_type="runtime",
