@@ -115,3 +115,53 @@ def test_chat_filter_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture
     broken.write_text('{"received_at_ms": "soon", "payload": {}}\n', encoding="utf-8")
     assert main(["replay", "--platform", "feishu", "--input", str(broken), "--bot-id", FEISHU_BOT]) == 2
     assert "line 0: expected received_at_ms" in capsys.readouterr().err
+
+
+def test_the_whole_corpus_of_both_platforms_replays_refusing_only_what_means_nothing_to_a_group(
+    tmp_path: Path,
+) -> None:
+    """Every shipped real-shaped payload — every kind of Telegram's Message object and of Feishu's
+    message and event types — through the replay: refused are only payloads built to be refused
+    (malformed, a kind newer than the adapter) and Feishu's read receipts; what a member sees renders."""
+    telegram_names = sorted(p.stem for p in TELEGRAM.glob("*.json"))
+    feishu_names = sorted(p.stem for p in FEISHU.glob("*.json"))
+    out: dict[str, str] = {}
+    for platform, names, directory, bot in (
+        ("telegram", telegram_names, TELEGRAM, "7000000001"),
+        ("feishu", feishu_names, FEISHU, FEISHU_BOT),
+    ):
+        raw = _jsonl(tmp_path / f"{platform}.jsonl", names, directory)
+        with raw.open(encoding="utf-8") as stream:
+            status, rendered, err = _run(platform=platform, stream=stream, bot_id=bot, chats=[], every=False)
+        assert status == 0
+        refused = [
+            names[int(line.split()[1].rstrip(":"))] for line in err.splitlines() if ": refused:" in line
+        ]
+        expected = ("malformed_", "unsupported_") if platform == "telegram" else ("message_read",)
+        assert refused
+        assert all(name.startswith(expected) for name in refused), refused
+        out[platform] = rendered
+    telegram, feishu = out["telegram"], out["feishu"]
+    for snippet in (
+        'topic="Ideas"',  # a forum topic, named from the creation message the update embeds
+        '<event type="topic_created"',
+        '<event type="migrated_to_supergroup"',
+        '<event type="video_chat_ended"',
+        'forwarded_from="News Channel (Editor)"',
+        "[poll: Where do we eat? — Noodles / Rice / Skip lunch]",
+        "[dice 🎲 4]",
+        '<in-reply-to id="480" sender="Carol">the venue map</in-reply-to>',  # embedded: not in the window
+        'message_id="501" sender="Alice Liddell">hello everyone second line</event>',  # what was pinned
+    ):
+        assert snippet in telegram, snippet
+    # The bot's own join arrives as my_chat_member and as a service message listing it: one bot_added.
+    assert telegram.count('<event type="bot_added"') == 1
+    for snippet in (
+        '<event type="system"',
+        "Alice Wang invited Bob Li, Carol Zhang to the group.",
+        '<event type="settings_changed"',
+        'add_member_permission="only_owner"',
+        "[card: Deploy finished]",
+        "[merged and forwarded messages]",
+    ):
+        assert snippet in feishu, snippet

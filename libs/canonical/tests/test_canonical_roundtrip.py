@@ -31,6 +31,7 @@ from larkbot.canonical import (
     BotAdded,
     BotIdentity,
     BotRemoved,
+    ChatNotice,
     ChatPhotoChanged,
     ChatRenamed,
     Code,
@@ -67,6 +68,7 @@ from larkbot.canonical import (
     MessagePinned,
     Platform,
     Pre,
+    QuotedMessage,
     ReactAction,
     ReactionEvent,
     ReadImageRequest,
@@ -92,6 +94,7 @@ from larkbot.canonical import (
     ToolChoice,
     ToolResultMessage,
     ToolSpec,
+    TopicChanged,
     TypingAction,
     TypingSignal,
     Underline,
@@ -278,6 +281,7 @@ CASES: dict[str, BaseModel] = {
     "attachment-sticker": STICKER,
     # events
     "sender": BOT_TG,
+    "quoted_message": QuotedMessage(sender=BOB_TG, content=Content.from_text("see above")),
     "forward_info": ForwardInfo(from_name="Hidden User", date_sec=1_760_600_000.0),
     "message-feishu": MessageEvent(
         **_fs(dedup_key=FS_MSG, event_id="5e3702a84e847582be8db7fb73283c02"),
@@ -298,6 +302,18 @@ CASES: dict[str, BaseModel] = {
         forward_info=ForwardInfo(
             from_name="Carol", from_id="555", from_chat_id="-100987", date_sec=1_760_600_000.0
         ),
+    ),
+    "message-topic-reply": MessageEvent(
+        **_tg(dedup_key="msg:4823"),
+        message_id="4823",
+        sender=BOB_TG,
+        content=Content.from_text("agreed"),
+        reply_to_message_id="17",
+        reply_target=QuotedMessage(
+            sender=ALICE, content=Content.from_text("ship it?"), attachments=(AttachmentType.PHOTO,)
+        ),
+        thread_id="9",
+        thread_name="Releases",
     ),
     "message-self-sent": MessageEvent(
         **_tg(dedup_key="msg:4822"),
@@ -326,6 +342,17 @@ CASES: dict[str, BaseModel] = {
     "chat_renamed": ChatRenamed(actor=ALICE, from_title="Old", to_title="周末爬山"),
     "chat_photo_changed": ChatPhotoChanged(actor=BOB_TG),
     "message_pinned": MessagePinned(actor=ALICE, message_id=FS_MSG),
+    "message_pinned-quoted": MessagePinned(
+        actor=BOB_TG, message_id="17", pinned=QuotedMessage(sender=ALICE, content=Content.from_text("rules"))
+    ),
+    "topic_changed": TopicChanged(change="edited", actor=BOB_TG, thread_id="9", name="Releases 2"),
+    "chat_notice": ChatNotice(
+        type="video_chat_ended",
+        actor=BOB_TG,
+        members=(ALICE,),
+        attributes=(("duration", "1h 2m"),),
+        text="Alice invited Bob",
+    ),
     "bot_added": BotAdded(actor=ALICE),
     "bot_removed": BotRemoved(),
     "service": ServiceEvent(

@@ -33,10 +33,12 @@ def _outcome(name: str) -> dict[str, Any]:
     except ContractError as exc:
         return {"error": type(exc).__name__, "message": str(exc)}
     if isinstance(result, Adapted):
+        shared = {"chat_ids": list(result.chat_ids)} if result.chat_ids else {}
         return {
             "events": [json.loads(encode(e)) for e in result.events],
             "user_ids": list(result.user_ids),
             "seen_names": [list(p) for p in result.seen_names],
+            **shared,
         }
     if isinstance(result, Dropped):
         return {"dropped": result.reason, "chat_id": result.chat_id}

@@ -20,7 +20,7 @@ from larkbot.canonical.events import EVENT_ADAPTER, MessageEvent, ReactionEvent
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, STREAM_DEAD_LETTER, STREAM_EVENTS, Service
 from larkbot.ingress_feishu.app import FeishuOptions, IngressFeishuService
 from larkbot.ingress_feishu.fake.longconn import LongConnection
-from larkbot.ingress_feishu.fake.samples import ALICE, CHAT, payload
+from larkbot.ingress_feishu.fake.samples import ALICE, BOB, CHAT, OTHER_CHAT, payload
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
@@ -171,3 +171,25 @@ async def test_an_event_the_bus_cannot_carry_is_dead_lettered_whole_and_acknowle
     assert body == b""
     blob = await (await bus.js.object_store(OBJECT_STORE_BLOBS)).get(headers["Larkbot-Dead-Letter-Blob"])
     assert blob.data == connection.pushed[event["header"]["event_id"]]
+
+
+# -- shared cards --------------------------------------------------------------------------------------
+async def test_shared_cards_name_what_was_shared_and_a_refused_name_holds_nothing_up(
+    connection: LongConnection, fake: FakeFeishu, bus: Bus
+) -> None:
+    """A shared contact is named through the contact API, a shared group through the chat API; a group
+    the app may not read leaves the card unnamed, and the message is published all the same."""
+    fake.users[BOB] = "Bob Li"
+    fake.chat_names[OTHER_CHAT] = "Dinner crew"
+    unreadable = copy.deepcopy(payload("message_share_chat"))
+    unreadable["header"]["event_id"] = "d4" * 16
+    unreadable["event"]["message"]["message_id"] = "om_" + "d4" * 16
+    unreadable["event"]["message"]["content"] = json.dumps({"chat_id": "oc_" + "0" * 32})
+    for event in (payload("message_share_user"), payload("message_share_chat"), unreadable):
+        assert await connection.push(event) == 200
+    texts = [
+        decode_as(body, EVENT_ADAPTER, headers).content.plain_text()  # type: ignore[union-attr]
+        for headers, body in await stored(bus, STREAM_EVENTS)
+    ]
+    assert texts == ["[shared contact: Bob Li]", "[shared group: Dinner crew]", "[shared group]"]
+    assert await stored(bus, STREAM_DEAD_LETTER) == []

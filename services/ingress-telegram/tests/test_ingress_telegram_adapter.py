@@ -72,7 +72,7 @@ def test_fingerprint_memory_is_bounded() -> None:
 def test_unconfigured_chats_are_dropped_before_validation() -> None:
     adapter = TelegramAdapter(None, frozenset({"42"}), 0)
     assert adapter.adapt(load("message_text_plain"), 1).dropped == "chat_not_configured"
-    poll = load("unsupported_poll")  # would be refused in a configured chat
+    poll = load("unsupported_message_kind")  # refused in a configured chat
     assert adapter.adapt(poll, 1).dropped == "chat_not_configured"
     allowed = TelegramAdapter(None, frozenset({"-1001234567890"}), 0)
     assert len(allowed.adapt(load("message_text_plain"), 1).events) == 1

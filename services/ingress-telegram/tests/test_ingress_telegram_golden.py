@@ -27,18 +27,20 @@ def outcome(update: dict[str, Any]) -> dict[str, Any]:
         result = adapter.adapt(update, RECEIVED_MS)
     except ContractError as exc:
         return {"refused": type(exc).__name__, "reason": str(exc)}
+    learnt = {"migration": list(result.migration)} if result.migration is not None else {}
     if result.dropped is not None:
-        return {"update_id": result.update_id, "dropped": result.dropped}
+        return {"update_id": result.update_id, "dropped": result.dropped, **learnt}
     return {
         "update_id": result.update_id,
         "events": [EVENT_ADAPTER.dump_python(e, mode="json", exclude_none=True) for e in result.events],
+        **learnt,
     }
 
 
 def test_every_fixture_has_a_golden_file() -> None:
     golden = {p.name for p in (HERE / "golden").glob("*.json")}
     assert {p.name for p in FIXTURES} <= golden or os.environ.get("LARKBOT_UPDATE_GOLDEN")
-    assert len(FIXTURES) >= 50
+    assert len(FIXTURES) >= 110
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[p.stem for p in FIXTURES])

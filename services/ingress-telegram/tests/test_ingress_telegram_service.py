@@ -169,7 +169,7 @@ async def test_unknown_and_malformed_updates_are_dead_lettered_and_polling_goes_
     bus: Bus, nats_url: str, fake: FakeBotApi
 ) -> None:
     async with service(nats_url, fake):
-        fake.enqueue(fixture("unsupported_poll"))
+        fake.enqueue(fixture("unsupported_message_kind"))
         broken = fixture("message_text_plain")
         broken["message"]["chat"] = "not an object"  # aiogram cannot parse it either
         broken["update_id"] += 10_000
@@ -184,7 +184,7 @@ async def test_unknown_and_malformed_updates_are_dead_lettered_and_polling_goes_
     dead = await stream_messages(bus, STREAM_DEAD_LETTER)
     reasons = sorted(headers[HEADER_DL_REASON] for _, headers in dead)
     assert reasons == ["malformed", "unsupported"]
-    assert json.loads(dead[0][0])["update_id"] == fixture("unsupported_poll")["update_id"]
+    assert json.loads(dead[0][0])["update_id"] == fixture("unsupported_message_kind")["update_id"]
     (event,) = await events(bus)
     assert isinstance(event, MessageEvent)
     assert event.chat_id == "111111111"

@@ -5,8 +5,17 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from larkbot.canonical.content import Content
 from larkbot.canonical.context import AppendOp, ContextOp, ReplaceOp, ResetOp, Segment
-from larkbot.canonical.events import CanonicalEvent, ChatRenamed, MembersJoined
+from larkbot.canonical.events import (
+    CanonicalEvent,
+    ChatNotice,
+    ChatRenamed,
+    MembersJoined,
+    MessagePinned,
+    QuotedMessage,
+    TopicChanged,
+)
 from larkbot.canonical.names import Platform
 from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core import Projection, RenderParams, replay, replay_chat
@@ -22,6 +31,7 @@ PARAMS = RenderParams(
 )
 USERS = [s.person("ou_bot", "Lark", is_bot=True)] + [s.person(f"ou_u{i}", f"U{i}") for i in range(1, 5)]
 IDS = [f"om_{i}" for i in range(8)]
+EMBEDDED = [None, QuotedMessage(sender=USERS[2], content=Content.from_text("embedded"))]
 
 
 @st.composite
@@ -51,6 +61,12 @@ def events(draw: st.DrawFn) -> list[CanonicalEvent]:
                 reply_to=draw(st.sampled_from([None, *IDS])),
                 attachments=draw(st.sampled_from([(), (s.photo(thumbnail_key="th"),)])),
                 dedup=f"m{n}",
+            ).model_copy(
+                update={
+                    "reply_target": draw(st.sampled_from(EMBEDDED)),
+                    "thread_id": draw(st.sampled_from([None, "7", "9"])),
+                    "thread_name": draw(st.sampled_from([None, "Bugs", "Ideas"])),
+                }
             )
         elif kind == "self":
             event = s.message(mid, "mine", sender=USERS[0], at=at, self_sent=True, dedup=f"s{n}")
@@ -61,7 +77,19 @@ def events(draw: st.DrawFn) -> list[CanonicalEvent]:
         elif kind == "react":
             event = s.reaction(mid, "👍", actor=who, at=at, dedup=f"r{n}")
         elif kind == "svc":
-            action = draw(st.sampled_from([ChatRenamed(to_title="T"), MembersJoined(members=(who,))]))
+            action = draw(
+                st.sampled_from(
+                    [
+                        ChatRenamed(to_title="T"),
+                        MembersJoined(members=(who,)),
+                        MessagePinned(actor=who, message_id=mid, pinned=EMBEDDED[1]),
+                        TopicChanged(change="created", thread_id="7", name="Bugs"),
+                        TopicChanged(change="edited", thread_id="7", name="Crashes"),
+                        TopicChanged(change="closed", actor=who, thread_id="9"),
+                        ChatNotice(type="video_chat_started", actor=who, attributes=(("k", "v"),)),
+                    ]
+                )
+            )
             event = s.service(action, at=at, dedup=f"v{n}")
         else:
             event = s.runtime("done", attributes=(("k", "v"),), at=at, dedup=f"t{n}")

@@ -279,7 +279,7 @@ def test_aliases_replace_every_message_id() -> None:
         f'<image mime="image/jpeg" file-id="{a1}:0"/></message>',
         f'<message id="{a2}" sender="Alice" uid="ou_alice" {T} deleted="true"/>',
         f'<event type="reaction" t="01-02 11:04:35" emoji="👍" actor="Bob" uid="ou_bob" message_id="{a1}"/>',
-        f'<event type="message_pinned" t="01-02 11:04:45" message_id="{a2}"/>',
+        f'<event type="message_pinned" t="01-02 11:04:45" message_id="{a2}" sender="Alice">y</event>',
     ]
 
 

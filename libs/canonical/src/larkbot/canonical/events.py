@@ -13,6 +13,13 @@ Decisions:
   :class:`Sender` are snapshots taken when the event arrived, never identity.
 - ``edit`` is the full new state of the message, not a diff. ``reaction`` carries ``removed`` (not
   ``added``) so that the common case is the default and matches the rendered ``removed?`` attribute.
+- A platform that embeds the message an event points at (Telegram's ``reply_to_message`` and
+  ``pinned_message``) has it carried as a :class:`QuotedMessage`, so the reply or the pin can be shown even
+  when that message is not in the context. The context's own copy wins when it has one.
+- Forum topics (Telegram ``message_thread_id`` of a topic message): ``MessageEvent.thread_id`` is the topic
+  and ``thread_name`` its name when the payload carries it; a forum group stays one chat.
+- Visible happenings without a kind of their own (a video chat started, a description changed, a
+  platform's system message) are one :class:`ChatNotice` each: a ``type`` word and what the line says.
 - Typing is not an event (:class:`TypingSignal` on the core subject ``typing.<p>.<chat>``).
 - Decode a payload of ``events.>`` with :data:`EVENT_ADAPTER` (through ``codec.decode_as``).
 """
@@ -21,10 +28,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, TypeAdapter, field_validator
+from pydantic import AfterValidator, Field, TypeAdapter
 
 from ._base import EpochMs, EpochSec, Id, NonEmptyStr, UtcOffsetMin, WireModel
-from .content import Attachment, Content
+from .content import Attachment, AttachmentType, Content
 from .names import Platform
 
 #: Telegram's chat types; Feishu ``p2p`` maps to ``private`` and every Feishu group to ``group``.
@@ -42,13 +49,34 @@ class Sender(WireModel):
 
 class ForwardInfo(WireModel):
     """Where a forwarded message came from, as far as the platform discloses it (all optional: hidden
-    senders only leave a name)."""
+    senders only leave a name). A message forwarded from a chat or channel names the chat
+    (``from_chat_id``, ``from_chat_title``); ``from_name`` is then the author's signature, if any."""
 
     from_name: str | None = None
     from_id: Id | None = None
     from_chat_id: Id | None = None
     from_chat_title: str | None = None
     date_sec: EpochSec | None = None
+
+
+def _unique(value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    keys = [key for key, _ in value]
+    if len(set(keys)) != len(keys):
+        raise ValueError("attribute keys must be unique")
+    return value
+
+
+#: Ordered key/value pairs (rendered in this order); keys are unique and non-empty.
+Attributes = Annotated[tuple[tuple[NonEmptyStr, str], ...], AfterValidator(_unique)]
+
+
+class QuotedMessage(WireModel):
+    """A message as another event carries it (the target of a reply, the message pinned): its sender and
+    content when it was embedded, and the types of its attachments (never their files)."""
+
+    sender: Sender | None = None
+    content: Content = Content()
+    attachments: tuple[AttachmentType, ...] = ()
 
 
 class _Event(WireModel):
@@ -76,7 +104,12 @@ class MessageEvent(_Event):
     attachments: tuple[Attachment, ...] = ()
     reply_to_message_id: Id | None = None
     reply_quote: Content | None = None
+    #: The reply target as the platform embedded it (only when it did).
+    reply_target: QuotedMessage | None = None
     forward_info: ForwardInfo | None = None
+    #: The forum topic the message was posted in (``None``: no forum, or the General topic).
+    thread_id: Id | None = None
+    thread_name: str | None = None
     is_self_sent: bool = False
 
 
@@ -139,9 +172,36 @@ class ChatPhotoChanged(WireModel):
 
 
 class MessagePinned(WireModel):
+    """``pinned`` is the message as the platform embedded it in the pin (only when it did)."""
+
     kind: Literal["message_pinned"] = "message_pinned"
     actor: Sender | None = None
     message_id: Id
+    pinned: QuotedMessage | None = None
+
+
+class TopicChanged(WireModel):
+    """A forum topic was created, edited (``name`` set when it was renamed), closed or reopened."""
+
+    kind: Literal["topic_changed"] = "topic_changed"
+    change: Literal["created", "edited", "closed", "reopened"]
+    actor: Sender | None = None
+    thread_id: Id
+    name: str | None = None
+
+
+class ChatNotice(WireModel):
+    """A line the chat shows that has no kind of its own: ``type`` names it (lower-case words joined by
+    ``_``: ``video_chat_started``, ``description_changed``), ``attributes`` say what it says (ordered,
+    unique keys), ``members`` are the people it names, ``text`` a sentence the platform itself wrote
+    (a Feishu system message)."""
+
+    kind: Literal["notice"] = "notice"
+    type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
+    actor: Sender | None = None
+    members: tuple[Sender, ...] = ()
+    attributes: Attributes = ()
+    text: str | None = None
 
 
 class BotAdded(WireModel):
@@ -159,7 +219,15 @@ class BotRemoved(WireModel):
 
 
 ServiceAction = Annotated[
-    MembersJoined | MemberLeft | ChatRenamed | ChatPhotoChanged | MessagePinned | BotAdded | BotRemoved,
+    MembersJoined
+    | MemberLeft
+    | ChatRenamed
+    | ChatPhotoChanged
+    | MessagePinned
+    | BotAdded
+    | BotRemoved
+    | TopicChanged
+    | ChatNotice,
     Field(discriminator="kind"),
 ]
 
@@ -177,16 +245,8 @@ class RuntimeEvent(_Event):
 
     kind: Literal["runtime"] = "runtime"
     type: NonEmptyStr
-    attributes: tuple[tuple[NonEmptyStr, str], ...] = ()
+    attributes: Attributes = ()
     text: str | None = None
-
-    @field_validator("attributes")
-    @classmethod
-    def _unique_keys(cls, value: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-        keys = [key for key, _ in value]
-        if len(set(keys)) != len(keys):
-            raise ValueError("attribute keys must be unique")
-        return value
 
 
 CanonicalEvent = Annotated[

@@ -181,6 +181,7 @@ KV_LEASES: Final = "leases"
 KV_INGRESS_DEDUP: Final = "ingress-dedup"
 KV_FEISHU_CONTACT_NAMES: Final = "feishu-contact-names"
 KV_MEDIA_ALT_TEXTS: Final = "media-alt-texts"
+KV_TELEGRAM_CHAT_MIGRATIONS: Final = "telegram-chat-migrations"
 OBJECT_STORE_BLOBS: Final = "blobs"
 
 
@@ -248,5 +249,8 @@ KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
     KeyValueSpec(KV_FEISHU_CONTACT_NAMES),
     # Alt texts by content hash: worth keeping (a picture is described once), so no TTL.
     KeyValueSpec(KV_MEDIA_ALT_TEXTS),
+    # Telegram groups upgraded to supergroups (key: the group's id, value: the supergroup's): a chat
+    # continues under its configured id for as long as it lives, so no TTL.
+    KeyValueSpec(KV_TELEGRAM_CHAT_MIGRATIONS),
 )
 OBJECT_STORES: Final[tuple[ObjectStoreSpec, ...]] = (ObjectStoreSpec(OBJECT_STORE_BLOBS),)

@@ -32,6 +32,7 @@ from .adapters.actions import ActionExecutor
 from .adapters.botapi import BotApi, NotSent, OutcomeUnknown
 from .adapters.inbound import Inbound
 from .adapters.ledger import SentLedger
+from .adapters.migrations import ChatMigrations
 from .adapters.polling import Poller
 from .adapters.webhook import WebhookReceiver
 from .core import ALLOWED_UPDATES, TelegramAdapter
@@ -75,6 +76,7 @@ class IngressTelegramService:
         self.executor: ActionExecutor | None = None
         self.poller: Poller | None = None
         self.webhook: WebhookReceiver | None = None
+        self.migrations: ChatMigrations | None = None
         self.identity: BotIdentity | None = None
         self.privacy_mode = False
         self.ready = asyncio.Event()
@@ -108,8 +110,11 @@ class IngressTelegramService:
             offset if offset is not None else local_utc_offset_min(),
         )
         ledger = await SentLedger.open(ctx.bus.js)
-        self.executor = ActionExecutor(self.api, ctx.bus, ledger, adapter)
-        inbound = Inbound(ctx.bus, adapter)
+        # Upgrades known before any update is taken: a supergroup's first update must already map.
+        self.migrations = await ChatMigrations.open(ctx.bus.js, adapter)
+        ctx.spawn(self.migrations.watch(), "telegram-chat-migrations")
+        self.executor = ActionExecutor(self.api, ctx.bus, ledger, adapter, migrations=self.migrations)
+        inbound = Inbound(ctx.bus, adapter, migrations=self.migrations)
         if settings.mode == "webhook":
             secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else ""
             self.webhook = WebhookReceiver(inbound, secret, self.webhook_host, self.webhook_port)
@@ -174,6 +179,8 @@ class IngressTelegramService:
             await self.webhook.stop()
         if self.endpoint is not None:
             await self.endpoint.stop()
+        if self.migrations is not None:
+            await self.migrations.close()
         if self.api is not None:
             await self.api.close()
 

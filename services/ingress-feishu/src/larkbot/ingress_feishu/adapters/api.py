@@ -70,16 +70,22 @@ class FeishuApi:
         )
         return _sent(body)
 
-    async def message_chat(self, message_id: str) -> str | None:
-        """The chat of a message (reaction events carry none); ``None`` when Feishu does not know it or
-        this app may not see it. Other refusals raise :class:`FeishuApiError` (see its ``failure``)."""
+    async def _found(self, route: str, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        """``GET path``'s data; empty when Feishu does not know it or this app may not see it. Other
+        refusals raise :class:`FeishuApiError` (see its ``failure``)."""
         try:
-            body = await self.rest.call("message.get", "GET", f"/open-apis/im/v1/messages/{_seg(message_id)}")
+            body = await self.rest.call(route, "GET", path, params=params)
         except FeishuApiError as exc:
             if exc.failure is ApiFailure.NOT_FOUND:
-                return None
+                return {}
             raise
-        items = (body.get("data") or {}).get("items") or []
+        data = body.get("data")
+        return data if isinstance(data, dict) else {}
+
+    async def message_chat(self, message_id: str) -> str | None:
+        """The chat of a message (reaction events carry none); ``None`` when it is not found."""
+        data = await self._found("message.get", f"/open-apis/im/v1/messages/{_seg(message_id)}")
+        items = data.get("items") or []
         chat = items[0].get("chat_id") if items and isinstance(items[0], dict) else None
         return chat if isinstance(chat, str) and chat else None
 
@@ -124,19 +130,14 @@ class FeishuApi:
                 return removed
 
     async def user_name(self, open_id: str) -> str | None:
-        try:
-            body = await self.rest.call(
-                "contact.user",
-                "GET",
-                f"/open-apis/contact/v3/users/{_seg(open_id)}",
-                params={"user_id_type": "open_id"},
-            )
-        except FeishuApiError as exc:
-            if exc.failure is ApiFailure.NOT_FOUND:
-                return None
-            raise
-        user = (body.get("data") or {}).get("user") or {}
+        path = f"/open-apis/contact/v3/users/{_seg(open_id)}"
+        user = (await self._found("contact.user", path, {"user_id_type": "open_id"})).get("user") or {}
         name = user.get("name")
+        return name if isinstance(name, str) and name else None
+
+    async def chat_name(self, chat_id: str) -> str | None:
+        """A group's name (what a shared group card names); ``None`` when it is not found."""
+        name = (await self._found("chat.get", f"/open-apis/im/v1/chats/{_seg(chat_id)}")).get("name")
         return name if isinstance(name, str) and name else None
 
     async def download(self, message_id: str, file_key: str, kind: str, max_bytes: int) -> bytes | None:

@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Mapping
 
 import nats
 from nats.js.kv import KeyValue
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 #: carry gets through, and one it cannot reaches the handler and is dead-lettered (``too_large``) instead
 #: of closing the connection before it can be acknowledged (Feishu would re-push it for hours).
 MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
+#: How long a group's name (asked for a shared group card) is kept before Feishu is asked again.
+CHAT_NAME_TTL_S = 6 * 3600.0
 
 
 class EventRefused(Exception):
@@ -79,6 +82,8 @@ class Inbound:
         self.api = api
         self._kv: KeyValue | None = None
         self._lock = asyncio.Lock()
+        #: chat_id → (name or None, when asked): the groups shared cards named.
+        self._chat_names: dict[str, tuple[str | None, float]] = {}
 
     async def start(self) -> None:
         self._kv = await self.bus.js.key_value(KV_INGRESS_DEDUP)
@@ -103,7 +108,7 @@ class Inbound:
             await self._dead_letter(body, exc)
             return
         try:
-            result = self.adapter.adapt(payload, received_at_ms, self.contacts.names())
+            result = self.adapter.adapt(payload, received_at_ms, self._names())
             if isinstance(result, NeedsChat):
                 result = await self._resolve_chat(result, payload, received_at_ms)
         except (FeishuPayloadError, EventRefused) as exc:
@@ -117,15 +122,42 @@ class Inbound:
         if await self.contacts.resolve(result.user_ids):
             # A first-seen person's name arrived within the wait: adapt again, so that their first
             # event carries it (the adapter is pure; this repeats no side effect).
-            adapted = self.adapter.adapt(payload, received_at_ms, self.contacts.names())
+            adapted = self.adapter.adapt(payload, received_at_ms, self._names())
             result = adapted if isinstance(adapted, Adapted) else result
         self.contacts.want(result.user_ids)
+        if result.chat_ids and await self._learn_chat_names(result.chat_ids):
+            # A shared group card names the group: adapt again now that its name is known.
+            adapted = self.adapter.adapt(payload, received_at_ms, self._names())
+            result = adapted if isinstance(adapted, Adapted) else result
         for event in result.events:
             try:
                 await self.publish(event, result.event_type)
             except PayloadTooLarge as exc:
                 await self._dead_letter(body, EventRefused("too_large", str(exc), result.event_type))
                 return
+
+    def _names(self) -> Mapping[str, str]:
+        """Contact names, and the names of groups shared cards named."""
+        chats = {chat: name for chat, (name, _) in self._chat_names.items() if name}
+        return {**self.contacts.names(), **chats} if chats else self.contacts.names()
+
+    async def _learn_chat_names(self, chat_ids: tuple[str, ...]) -> bool:
+        """Ask Feishu for the names of groups not asked about for ``CHAT_NAME_TTL_S``; true when one was
+        learnt. A failure only leaves the card without a name: naming a group never holds an event up."""
+        learnt = False
+        now = time.monotonic()
+        for chat_id in chat_ids:
+            known = self._chat_names.get(chat_id)
+            if self.api is None or (known is not None and now - known[1] < CHAT_NAME_TTL_S):
+                continue
+            try:
+                name = await self.api.chat_name(chat_id)
+            except (FeishuApiError, TimeoutError) as exc:
+                log.info("shared group %s not named: %s", chat_id, type(exc).__name__)
+                name = None
+            self._chat_names[chat_id] = (name, now)
+            learnt = learnt or name is not None
+        return learnt
 
     async def _resolve_chat(
         self, needs: NeedsChat, payload: dict[str, object], received_at_ms: int
@@ -142,7 +174,7 @@ class Inbound:
         if chat_id is None:
             return Dropped(needs.event_type, needs.event_id, "unknown_message")
         self.adapter.remember(needs.message_id, chat_id)
-        result = self.adapter.adapt(payload, received_at_ms, self.contacts.names())
+        result = self.adapter.adapt(payload, received_at_ms, self._names())
         if isinstance(result, NeedsChat):  # pragma: no cover - remember() makes the chat known
             return Dropped(needs.event_type, needs.event_id, "unknown_message")
         return result

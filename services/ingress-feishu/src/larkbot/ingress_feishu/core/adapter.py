@@ -18,7 +18,8 @@ Decisions:
 - Dedup keys per action (stable across Feishu's re-pushes, which repeat the payload): the message id;
   ``recall:<message_id>``; ``reaction:<message_id>:<emoji_type>:<open_id>:<created|deleted>`` (the raw
   Feishu emoji type, so the key does not depend on our emoji table); the envelope's ``event_id`` for
-  member, bot and chat-update events (``<event_id>:photo`` for the second event of a chat update).
+  member, bot and chat-update events (``<event_id>:<change>`` for every change of a chat update after the
+  first, :mod:`.chatchanges`); a system message's own message id.
   Consequence: adding, removing and re-adding the same reaction makes the second add a duplicate.
 - ``timestamp_sec`` is Feishu's time of the action (message ``create_time``, ``recall_time``,
   ``action_time``; the envelope's ``create_time`` for member and chat events), in seconds;
@@ -26,23 +27,22 @@ Decisions:
 - The message → chat memory is filled from every message seen (also dropped ones, so a reaction in an
   unconfigured chat is dropped without an API call) and from the bot's own sends (:meth:`remember`). It
   keeps the last ``memory_size`` messages.
-- Sender names come from ``names`` (the contact-name cache); without one the open_id is the name.
+- Sender names come from ``names`` (the contact-name cache); without one the open_id is the name. A
+  shared contact card adds its user to ``user_ids`` (so the cache learns the name), a shared group card
+  its chat to ``chat_ids``; ``names`` holds chat names too, and the caller adapts again once it knows them.
+- A ``system`` message (a line the chat itself writes, e.g. who invited whom) is a notice ``system``
+  whose text is its filled template (:mod:`.cards`), not a message of the person named as its sender.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final
-
-from pydantic import ValidationError
+import json
+from collections.abc import Callable
 
 from larkbot.canonical.events import (
     BotAdded,
     BotRemoved,
-    ChatPhotoChanged,
-    ChatRenamed,
+    ChatNotice,
     DeleteEvent,
     MemberLeft,
     MembersJoined,
@@ -52,106 +52,47 @@ from larkbot.canonical.events import (
     ServiceAction,
     ServiceEvent,
 )
-from larkbot.canonical.names import Platform
-from larkbot.canonical.text import replace_lone_surrogates
 
 from . import emoji
+from .cards import system_text
+from .chatchanges import chat_update_actions
 from .content import MentionRef, parse_content
-from .errors import MalformedPayload, UnknownEventType
-from .fields import Fields
-
-FeishuEvent = MessageEvent | DeleteEvent | ReactionEvent | ServiceEvent
-
-MESSAGE_RECEIVE: Final = "im.message.receive_v1"
-MESSAGE_RECALLED: Final = "im.message.recalled_v1"
-REACTION_CREATED: Final = "im.message.reaction.created_v1"
-REACTION_DELETED: Final = "im.message.reaction.deleted_v1"
-USER_ADDED: Final = "im.chat.member.user.added_v1"
-USER_DELETED: Final = "im.chat.member.user.deleted_v1"
-USER_WITHDRAWN: Final = "im.chat.member.user.withdrawn_v1"
-BOT_ADDED: Final = "im.chat.member.bot.added_v1"
-BOT_DELETED: Final = "im.chat.member.bot.deleted_v1"
-CHAT_UPDATED: Final = "im.chat.updated_v1"
-CHAT_DISBANDED: Final = "im.chat.disbanded_v1"
-
-#: Every event type the service subscribes to (and registers a handler for).
-EVENT_TYPES: Final = (
-    MESSAGE_RECEIVE,
+from .envelope import (
+    BOT_ADDED,
+    BOT_DELETED,
+    CHAT_DISBANDED,
+    CHAT_UPDATED,
+    EVENT_TYPES,
     MESSAGE_RECALLED,
+    MESSAGE_RECEIVE,
     REACTION_CREATED,
     REACTION_DELETED,
     USER_ADDED,
     USER_DELETED,
     USER_WITHDRAWN,
-    BOT_ADDED,
-    BOT_DELETED,
-    CHAT_UPDATED,
-    CHAT_DISBANDED,
+    Adapted,
+    AdapterBase,
+    AdaptResult,
+    Dropped,
+    Envelope,
+    FeishuEvent,
+    NeedsChat,
 )
+from .errors import MalformedPayload
+from .fields import Fields
+
+__all__ = ["EVENT_TYPES", "AdaptResult", "Adapted", "Dropped", "FeishuAdapter", "FeishuEvent", "NeedsChat"]
 
 
-@dataclass(frozen=True, slots=True)
-class Adapted:
-    event_type: str
-    event_id: str
-    events: tuple[FeishuEvent, ...]
-    #: open_ids of the people in the events, for the name cache to look up.
-    user_ids: tuple[str, ...] = ()
-    #: (open_id, name) pairs the payload itself disclosed (mentions, member lists).
-    seen_names: tuple[tuple[str, str], ...] = ()
+class FeishuAdapter(AdapterBase):
+    """The pure adapter; one instance per process (it holds the message → chat memory).
 
+    ``FeishuAdapter(bot_open_id, configured_chats, utc_offset_min, *, bot_app_id=None,
+    memory_size=100_000)``: ``configured_chats=None`` accepts every group (replay of an archive); private
+    chats are always dropped."""
 
-@dataclass(frozen=True, slots=True)
-class Dropped:
-    event_type: str
-    event_id: str
-    #: ``private_chat`` | ``unconfigured_chat`` | ``no_canonical_form``
-    reason: str
-    chat_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NeedsChat:
-    event_type: str
-    event_id: str
-    message_id: str
-
-
-AdaptResult = Adapted | Dropped | NeedsChat
-
-
-@dataclass(frozen=True, slots=True)
-class _Envelope:
-    event_type: str
-    event_id: str
-    create_ms: int
-    event: Fields
-    received_at_ms: int
-    names: Mapping[str, str]
-
-
-class FeishuAdapter:
-    """The pure adapter; one instance per process (it holds the message → chat memory)."""
-
-    def __init__(
-        self,
-        bot_open_id: str | None,
-        configured_chats: frozenset[str] | None,
-        utc_offset_min: int,
-        *,
-        bot_app_id: str | None = None,
-        memory_size: int = 100_000,
-    ) -> None:
-        """``configured_chats=None`` accepts every group (replay of an archive); private chats are
-        always dropped."""
-        self.bot_open_id = bot_open_id
-        self.bot_app_id = bot_app_id
-        self.configured_chats = configured_chats
-        self.utc_offset_min = utc_offset_min
-        self.memory_size = memory_size
-        # message_id → (chat_id, is_private)
-        self._chats: OrderedDict[str, tuple[str, bool]] = OrderedDict()
-        self._handlers: dict[str, Callable[[_Envelope], AdaptResult]] = {
+    def handlers(self) -> dict[str, Callable[[Envelope], AdaptResult]]:
+        return {
             MESSAGE_RECEIVE: self._message,
             MESSAGE_RECALLED: self._recalled,
             REACTION_CREATED: self._reaction,
@@ -165,97 +106,21 @@ class FeishuAdapter:
             CHAT_DISBANDED: self._no_form,
         }
 
-    # -- memory ----------------------------------------------------------------------------------------
-    def remember(self, message_id: str, chat_id: str, *, private: bool = False) -> None:
-        self._chats[message_id] = (chat_id, private)
-        self._chats.move_to_end(message_id)
-        while len(self._chats) > self.memory_size:
-            self._chats.popitem(last=False)
-
-    def chat_of(self, message_id: str) -> str | None:
-        found = self._chats.get(message_id)
-        return found[0] if found else None
-
-    # -- entry point -----------------------------------------------------------------------------------
-    def adapt(
-        self, payload: Mapping[str, Any], received_at_ms: int, names: Mapping[str, str] | None = None
-    ) -> AdaptResult:
-        try:
-            result = self._adapt(replace_lone_surrogates(payload), received_at_ms, names)
-        except ValidationError as exc:
-            # A value the envelope allows but the canonical contract does not (a negative time, an
-            # empty id): the event cannot be represented — a malformed payload, never a crash.
-            err = exc.errors(include_url=False, include_input=False)[0]
-            where = ".".join(str(p) for p in err["loc"]) or exc.title
-            raise MalformedPayload(f"canonical {exc.title}.{where}: {err['msg']}") from None
-        if isinstance(result, Adapted):
-            for event in result.events:
-                _check_id_lengths(event)
-        return result
-
-    def _adapt(
-        self, payload: Mapping[str, Any], received_at_ms: int, names: Mapping[str, str] | None
-    ) -> AdaptResult:
-        env = Fields(payload, "$")
-        if env.data.get("schema") != "2.0":
-            raise MalformedPayload("$.schema: not a schema 2.0 event envelope")
-        header = env.obj("header")
-        event_type = header.req("event_type")
-        handler = self._handlers.get(event_type)
-        if handler is None:
-            raise UnknownEventType(f"event type {event_type!r} is not adapted", event_type=event_type)
-        header.event_type = event_type
-        envelope = _Envelope(
-            event_type=event_type,
-            event_id=header.req("event_id"),
-            create_ms=header.millis("create_time"),
-            event=Fields(env.data.get("event"), "$.event", event_type),
-            received_at_ms=received_at_ms,
-            names=names or {},
-        )
-        return handler(envelope)
-
-    # -- helpers ---------------------------------------------------------------------------------------
-    def _gate(self, env: _Envelope, chat_id: str, private: bool) -> Dropped | None:
-        if private:
-            return Dropped(env.event_type, env.event_id, "private_chat", chat_id)
-        if self.configured_chats is not None and chat_id not in self.configured_chats:
-            return Dropped(env.event_type, env.event_id, "unconfigured_chat", chat_id)
-        return None
-
-    def _common(self, env: _Envelope, chat_id: str, dedup_key: str, at_ms: int) -> dict[str, Any]:
-        return {
-            "platform": Platform.FEISHU,
-            "chat_id": chat_id,
-            "dedup_key": dedup_key,
-            "event_id": env.event_id,
-            "chat_type": "group",
-            "received_at_ms": env.received_at_ms,
-            "timestamp_sec": at_ms / 1000,
-            "utc_offset_min": self.utc_offset_min,
-        }
-
-    def _person(self, env: _Envelope, open_id: str, name: str | None = None) -> Sender:
-        known = env.names.get(open_id) or name or open_id
-        return Sender(id=open_id, display_name=known, is_bot=open_id == self.bot_open_id)
-
-    def _operator(self, env: _Envelope) -> Sender | None:
-        operator = env.event.opt_obj("operator_id")
-        open_id = operator.opt("open_id") if operator else None
-        return self._person(env, open_id) if open_id else None
-
     # -- event kinds -----------------------------------------------------------------------------------
-    def _message(self, env: _Envelope) -> AdaptResult:
+    def _message(self, env: Envelope) -> AdaptResult:
         message = env.event.obj("message")
         message_id = message.req("message_id")
         chat_id = message.req("chat_id")
         private = message.req("chat_type") == "p2p"
         self.remember(message_id, chat_id, private=private)
-        if dropped := self._gate(env, chat_id, private):
+        if dropped := self.gate(env, chat_id, private):
             return dropped
         sender = env.event.obj("sender")
-        sender_id = sender.obj("sender_id")
-        open_id = sender_id.opt("open_id")
+        sender_ids = sender.opt_obj("sender_id")
+        open_id = sender_ids.opt("open_id") if sender_ids is not None else None
+        message_type = message.req("message_type")
+        if message_type == "system":
+            return self._system(env, chat_id, message_id, message, open_id)
         if open_id is None:
             raise MalformedPayload("$.event.sender.sender_id.open_id: missing", event_type=env.event_type)
         mentions: dict[str, MentionRef] = {}
@@ -268,42 +133,60 @@ class FeishuAdapter:
             mentions[item.req("key")] = MentionRef(mentioned, name)
             if mentioned and item.opt("name"):
                 seen.append((mentioned, name))
-        message_type = message.req("message_type")
         content, attachments = parse_content(
-            message_type, message.req("content"), mentions, "$.event.message.content", env.event_type
+            message_type,
+            message.req("content"),
+            mentions,
+            "$.event.message.content",
+            env.event_type,
+            env.names,
         )
-        author = self._person(env, open_id)
+        author = self.person(env, open_id)
         if sender.opt("sender_type") == "app":
             author = author.model_copy(update={"is_bot": True})
         event = MessageEvent(
-            **self._common(env, chat_id, message_id, message.millis("create_time")),
+            **self.common(env, chat_id, message_id, message.millis("create_time")),
             message_id=message_id,
             sender=author,
             content=content,
             attachments=attachments,
             reply_to_message_id=message.opt("parent_id"),
         )
-        return Adapted(env.event_type, env.event_id, (event,), (open_id,), tuple(seen))
+        shared = _shared(message_type, message.req("content"))
+        users = (open_id, shared) if shared and message_type == "share_user" else (open_id,)
+        chats = (shared,) if shared and message_type == "share_chat" else ()
+        return Adapted(env.event_type, env.event_id, (event,), users, tuple(seen), chats)
 
-    def _recalled(self, env: _Envelope) -> AdaptResult:
+    def _system(
+        self, env: Envelope, chat_id: str, message_id: str, message: Fields, open_id: str | None
+    ) -> Adapted:
+        content = Fields(_json(message.req("content")), "$.event.message.content", env.event_type)
+        actor = self.person(env, open_id) if open_id else None
+        notice = ChatNotice(type="system", actor=actor, text=system_text(content.data) or None)
+        event = ServiceEvent(
+            **self.common(env, chat_id, message_id, message.millis("create_time")), action=notice
+        )
+        return Adapted(env.event_type, env.event_id, (event,), (open_id,) if open_id else ())
+
+    def _recalled(self, env: Envelope) -> AdaptResult:
         message_id = env.event.req("message_id")
         chat_id = env.event.req("chat_id")
         known = self._chats.get(message_id)
-        if dropped := self._gate(env, chat_id, bool(known and known[1])):
+        if dropped := self.gate(env, chat_id, bool(known and known[1])):
             return dropped
         event = DeleteEvent(
-            **self._common(env, chat_id, f"recall:{message_id}", env.event.millis("recall_time")),
+            **self.common(env, chat_id, f"recall:{message_id}", env.event.millis("recall_time")),
             message_ids=(message_id,),
         )
         return Adapted(env.event_type, env.event_id, (event,))
 
-    def _reaction(self, env: _Envelope) -> AdaptResult:
+    def _reaction(self, env: Envelope) -> AdaptResult:
         message_id = env.event.req("message_id")
         known = self._chats.get(message_id)
         if known is None:
             return NeedsChat(env.event_type, env.event_id, message_id)
         chat_id, private = known
-        if dropped := self._gate(env, chat_id, private):
+        if dropped := self.gate(env, chat_id, private):
             return dropped
         emoji_type = env.event.obj("reaction_type").req("emoji_type")
         if env.event.opt("operator_type") == "app":
@@ -313,11 +196,11 @@ class FeishuAdapter:
             actor = Sender(id=actor_id, display_name=env.names.get(actor_id, actor_id), is_bot=True)
         else:
             open_id = env.event.obj("user_id").req("open_id")
-            actor = self._person(env, open_id)
+            actor = self.person(env, open_id)
         removed = env.event_type == REACTION_DELETED
         action = "deleted" if removed else "created"
         event = ReactionEvent(
-            **self._common(
+            **self.common(
                 env,
                 chat_id,
                 f"reaction:{message_id}:{emoji_type}:{actor.id}:{action}",
@@ -330,9 +213,9 @@ class FeishuAdapter:
         )
         return Adapted(env.event_type, env.event_id, (event,), (actor.id,))
 
-    def _members(self, env: _Envelope) -> AdaptResult:
+    def _members(self, env: Envelope) -> AdaptResult:
         chat_id = env.event.req("chat_id")
-        if dropped := self._gate(env, chat_id, False):
+        if dropped := self.gate(env, chat_id, False):
             return dropped
         members: list[Sender] = []
         seen: list[tuple[str, str]] = []
@@ -340,12 +223,12 @@ class FeishuAdapter:
             user = Fields(raw, f"$.event.users.{i}", env.event_type)
             open_id = user.obj("user_id").req("open_id")
             name = user.opt("name")
-            members.append(self._person(env, open_id, name))
+            members.append(self.person(env, open_id, name))
             if name:
                 seen.append((open_id, name))
         if not members:
             raise MalformedPayload("$.event.users: empty", event_type=env.event_type)
-        actor = self._operator(env)
+        actor = self.operator(env)
         if actor is not None and {m.id for m in members} == {actor.id}:
             actor = None  # joined or left by themselves
         action: ServiceAction
@@ -353,61 +236,63 @@ class FeishuAdapter:
             action = MembersJoined(actor=actor, members=tuple(members))
         else:
             action = MemberLeft(actor=actor, members=tuple(members))
-        event = ServiceEvent(**self._common(env, chat_id, env.event_id, env.create_ms), action=action)
+        event = ServiceEvent(**self.common(env, chat_id, env.event_id, env.create_ms), action=action)
         ids = tuple(m.id for m in members) + ((actor.id,) if actor else ())
         return Adapted(env.event_type, env.event_id, (event,), ids, tuple(seen))
 
-    def _bot(self, env: _Envelope) -> AdaptResult:
+    def _bot(self, env: Envelope) -> AdaptResult:
         chat_id = env.event.req("chat_id")
-        if dropped := self._gate(env, chat_id, False):
+        if dropped := self.gate(env, chat_id, False):
             return dropped
-        actor = self._operator(env)
+        actor = self.operator(env)
         action = BotAdded(actor=actor) if env.event_type == BOT_ADDED else BotRemoved(actor=actor)
-        event = ServiceEvent(**self._common(env, chat_id, env.event_id, env.create_ms), action=action)
+        event = ServiceEvent(**self.common(env, chat_id, env.event_id, env.create_ms), action=action)
         return Adapted(env.event_type, env.event_id, (event,), (actor.id,) if actor else ())
 
-    def _chat_updated(self, env: _Envelope) -> AdaptResult:
+    def _chat_updated(self, env: Envelope) -> AdaptResult:
         chat_id = env.event.req("chat_id")
-        if dropped := self._gate(env, chat_id, False):
+        if dropped := self.gate(env, chat_id, False):
             return dropped
-        after = env.event.opt_obj("after_change")
-        before = env.event.opt_obj("before_change")
-        actor = self._operator(env)
-        actions: list[ServiceAction] = []
-        new_name = after.opt("name") if after else None
-        if new_name is not None:
-            old_name = before.opt("name") if before else None
-            if old_name != new_name:
-                actions.append(ChatRenamed(actor=actor, from_title=old_name, to_title=new_name))
-        if after is not None and after.opt("avatar") is not None:
-            actions.append(ChatPhotoChanged(actor=actor))
-        if not actions:
+        actor = self.operator(env)
+        changes = chat_update_actions(env.event, actor, lambda open_id: self.person(env, open_id))
+        if not changes:
             return Dropped(env.event_type, env.event_id, "no_canonical_form", chat_id)
         events = tuple(
             ServiceEvent(
-                **self._common(
-                    env, chat_id, env.event_id if i == 0 else f"{env.event_id}:photo", env.create_ms
+                **self.common(
+                    env,
+                    chat_id,
+                    env.event_id if i == 0 else f"{env.event_id}:{suffix or 'name'}",
+                    env.create_ms,
                 ),
                 action=action,
             )
-            for i, action in enumerate(actions)
+            for i, (suffix, action) in enumerate(changes)
         )
-        return Adapted(env.event_type, env.event_id, events, (actor.id,) if actor else ())
+        people = [a.id for _, action in changes for a in (action.actor, *getattr(action, "members", ())) if a]
+        return Adapted(env.event_type, env.event_id, events, tuple(dict.fromkeys(people)))
 
-    def _no_form(self, env: _Envelope) -> AdaptResult:
+    def _no_form(self, env: Envelope) -> AdaptResult:
         chat = env.event.opt("chat_id")
         return Dropped(env.event_type, env.event_id, "no_canonical_form", chat)
 
 
-#: Bounds of the ids we store (the pipeline's ``events`` columns) and send as NATS headers (64 KiB in all).
-MAX_ID_CHARS: Final = 128
-MAX_DEDUP_KEY_CHARS: Final = 512
+def _json(raw: str) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise MalformedPayload("$.event.message.content: not JSON") from None
 
 
-def _check_id_lengths(event: FeishuEvent) -> None:
-    ids = {"chat_id": event.chat_id, "message_id": getattr(event, "message_id", None) or ""}
-    for name, value in ids.items():
-        if len(value) > MAX_ID_CHARS:
-            raise MalformedPayload(f"{name}: longer than {MAX_ID_CHARS} characters")
-    if len(event.dedup_key) > MAX_DEDUP_KEY_CHARS:
-        raise MalformedPayload(f"dedup key: longer than {MAX_DEDUP_KEY_CHARS} characters")
+def _shared(message_type: str, raw: str) -> str | None:
+    """The user or chat a shared card names (the caller looks its name up)."""
+    if message_type not in ("share_user", "share_chat"):
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    value = (
+        data.get("user_id" if message_type == "share_user" else "chat_id") if isinstance(data, dict) else None
+    )
+    return value if isinstance(value, str) and value else None

@@ -12,8 +12,14 @@ Decisions:
   (``{"zh_cn": {...}}``) is accepted too, first locale in document order.
 - Media kinds map as image → photo, file → file, audio → voice, media → video, sticker → sticker; Feishu
   durations are milliseconds.
-- ``merge_forward``, ``interactive`` (cards) and the other rare kinds become a readable bracketed
-  placeholder, never an error: losing a message is worse than showing a summary.
+- ``interactive`` (cards) keep their visible text (:mod:`.cards`) after ``[card: title]``; a shared group
+  or contact card names what was shared (``[shared group: name]``, ``[shared contact: name]``, from the
+  names the caller knows, else the bare kind); ``merge_forward`` and the other rare kinds become a
+  readable bracketed placeholder, never an error: losing a message is worse than showing a summary.
+  Placeholder kinds need nothing from the content, so one that is not JSON (some tenants send
+  ``merge_forward`` content as the plain string ``Merged and Forwarded Message``) is accepted as well.
+- ``at`` elements resolve by key (``@_user_N``) or by the open_id some carry (``open_id``, or an
+  ``ou_`` id in ``user_id``), taking the name from ``mentions`` when it lists that id.
 - Adjacent text is merged so that one text has one spelling (see ``larkbot.canonical.content``).
 """
 
@@ -43,6 +49,7 @@ from larkbot.canonical.content import (
 from larkbot.canonical.text import replace_lone_surrogates
 
 from . import emoji
+from .cards import card_lines, card_title
 from .errors import MalformedPayload
 from .fields import Fields
 
@@ -62,11 +69,10 @@ _STYLES: tuple[tuple[str, type[Bold | Italic | Underline | Strikethrough]], ...]
     ("underline", Underline),
     ("lineThrough", Strikethrough),
 )
+#: The fields that say what a placeholder kind shows, in order of preference.
+_DETAIL_KEYS = ("topic", "summary", "title", "name", "file_name", "text")
 _PLACEHOLDER_KINDS: Mapping[str, str] = {
     "merge_forward": "merged and forwarded messages",
-    "share_chat": "shared group card",
-    "share_user": "shared contact card",
-    "system": "system message",
     "location": "location",
     "todo": "task",
     "vote": "poll",
@@ -80,12 +86,20 @@ _PLACEHOLDER_KINDS: Mapping[str, str] = {
 
 
 def parse_content(
-    message_type: str, raw: str, mentions: Mapping[str, MentionRef], path: str, event_type: str
+    message_type: str,
+    raw: str,
+    mentions: Mapping[str, MentionRef],
+    path: str,
+    event_type: str,
+    names: Mapping[str, str] | None = None,
 ) -> tuple[Content, tuple[Attachment, ...]]:
-    """Parse ``message.content`` of a message of ``message_type``."""
+    """Parse ``message.content`` of a message of ``message_type``; ``names`` (open_id or chat_id → name)
+    name what a shared card shows."""
     try:
         data = replace_lone_surrogates(json.loads(raw))
     except ValueError:
+        if message_type in _PLACEHOLDER_KINDS:
+            return Content.from_text(f"[{_PLACEHOLDER_KINDS[message_type]}]"), ()
         raise MalformedPayload(f"{path}: not JSON", event_type=event_type) from None
     body = Fields(data, path, event_type)
     if message_type == "text":
@@ -121,13 +135,33 @@ def parse_content(
     if message_type == "sticker":
         return Content(), (Attachment(type=AttachmentType.STICKER, file_id=body.req("file_key")),)
     if message_type == "interactive":
-        title = _card_title(body.data)
-        return Content.from_text(f"[card: {title}]" if title else "[card]"), ()
-    if message_type == "location":
-        name = body.opt("name")
-        return Content.from_text(f"[location: {name}]" if name else "[location]"), ()
+        title = card_title(body.data)
+        lines = [f"[card: {title}]" if title else "[card]", *card_lines(body.data)]
+        return Content.from_text("\n".join(lines)), ()
+    if message_type in ("share_chat", "share_user"):
+        shared = body.req("chat_id" if message_type == "share_chat" else "user_id")
+        kind = "shared group" if message_type == "share_chat" else "shared contact"
+        name = (names or {}).get(shared)
+        return Content.from_text(f"[{kind}: {name}]" if name else f"[{kind}]"), ()
     label = _PLACEHOLDER_KINDS.get(message_type, f"{message_type} message")
-    return Content.from_text(f"[{label}]"), ()
+    return Content.from_text(_placeholder(label, body.data)), ()
+
+
+def _placeholder(label: str, data: Any) -> str:
+    """``[label: what it shows]``: its topic, summary, title or name, and a poll's options."""
+    if not isinstance(data, Mapping):
+        return f"[{label}]"
+    detail = next((data[k] for k in _DETAIL_KEYS if isinstance(data.get(k), str) and data[k]), None)
+    summary = data.get("summary")
+    if detail is None and isinstance(summary, Mapping):
+        detail = card_title(summary) or " ".join(card_lines(summary)) or None
+    if label == "poll":
+        if data.get("status") == 1:
+            label = "poll (closed)"
+        options = [o for o in data.get("options") or () if isinstance(o, str)]
+        if options:
+            detail = f"{detail or ''} — {' / '.join(options)}".strip()
+    return f"[{label}: {detail}]" if detail else f"[{label}]"
 
 
 def _seconds(body: Fields) -> float | None:
@@ -199,15 +233,18 @@ def _post_element(
         else:
             nodes.extend(_styled(inner, item))
     elif tag == "at":
-        user = item.opt("user_id") or ""
-        ref = mentions.get(user)
+        user = item.opt("user_id") or item.opt("open_id") or ""
+        open_id = item.opt("open_id") or (user if user.startswith("ou_") else None)
+        ref = mentions.get(user) or next(
+            (r for r in mentions.values() if open_id and r.open_id == open_id), None
+        )
         if ref is not None:
             nodes.append(Mention(user_id=ref.open_id, text=f"@{ref.name}"))
         elif user in ("all", "@_all"):
             nodes.append(Mention(user_id=None, text="@all"))
         else:
             name = item.opt("user_name") or user
-            nodes.append(Mention(user_id=user if user.startswith("ou_") else None, text=f"@{name}"))
+            nodes.append(Mention(user_id=open_id, text=f"@{name}"))
     elif tag == "img":
         attachments.append(
             Attachment(
@@ -252,18 +289,6 @@ def _styled(nodes: list[Inline], item: Fields) -> list[Inline]:
         if name in styles:
             wrapped = [model(children=tuple(wrapped))]
     return wrapped
-
-
-def _card_title(data: Mapping[str, Any]) -> str | None:
-    title = data.get("title")
-    if isinstance(title, str) and title:
-        return title
-    header = data.get("header")
-    if isinstance(header, Mapping):
-        inner = header.get("title")
-        if isinstance(inner, Mapping) and isinstance(inner.get("content"), str) and inner["content"]:
-            return str(inner["content"])
-    return None
 
 
 def _merge(nodes: list[Inline]) -> tuple[Inline, ...]:

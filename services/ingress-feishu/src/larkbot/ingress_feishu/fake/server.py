@@ -93,6 +93,7 @@ class FakeFeishu:
         self.bot_open_id = bot_open_id
         self.bot_name = bot_name
         self.users: dict[str, str] = dict(users or {})
+        self.chat_names: dict[str, str] = {}  # groups the app may read (GET chat)
         self.message_chats: dict[str, str] = {}  # messages users sent, for GET message
         self.resources: dict[str, bytes] = {}
         self.images: dict[str, bytes] = {}
@@ -161,6 +162,7 @@ class FakeFeishu:
                 True,
             ),
             ("GET", "/open-apis/contact/v3/users/{user_id}", "contact.user", self._user, True),
+            ("GET", "/open-apis/im/v1/chats/{chat_id}", "chat.get", self._chat_info, True),
             (
                 "GET",
                 "/open-apis/im/v1/messages/{message_id}/resources/{file_key}",
@@ -374,6 +376,12 @@ class FakeFeishu:
         if open_id not in self.users:
             return _err(400, 41050, "no user authority error")
         return _ok({"user": {"open_id": open_id, "name": self.users[open_id], "en_name": ""}})
+
+    async def _chat_info(self, request: web.Request, _record: Recorded) -> web.Response:
+        chat_id = request.match_info["chat_id"]
+        if chat_id not in self.chat_names:
+            return _err(400, 232011, "the app is not in the chat")
+        return _ok({"chat_id": chat_id, "name": self.chat_names[chat_id], "chat_mode": "group"})
 
     async def _resource(self, request: web.Request, _record: Recorded) -> web.Response:
         key = request.match_info["file_key"]

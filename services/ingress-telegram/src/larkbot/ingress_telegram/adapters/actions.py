@@ -5,18 +5,20 @@ Error mapping, once, here: ``BotApiError`` 429 → ``rate_limited`` (retryable, 
 ``forbidden``, 400 "not found" → ``not_found``, other 4xx → ``platform``; ``NotSent`` → ``network``
 (retryable: nothing left); ``OutcomeUnknown`` → outcome ``unknown`` for sends (never repeated blindly),
 ``network`` for the idempotent actions.
+
+Chats and message ids are translated here, once: a group upgraded to a supergroup is addressed as the
+supergroup (its ``s<id>`` message ids as plain ids), and a group Telegram answers with
+``migrate_to_chat_id`` is learnt as upgraded and the call sent again there. A send into a forum carries
+the topic (``message_thread_id``) the adapter remembers for it (``core.memory.Threads``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
-
-import nats
 
 from larkbot.canonical.actions import (
     ActionError,
@@ -31,21 +33,22 @@ from larkbot.canonical.actions import (
 )
 from larkbot.canonical.events import DeleteEvent, MessageEvent
 from larkbot.canonical.fingerprint import event_msg_id
-from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform, events_subject
+from larkbot.canonical.names import Platform, events_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.ingress import failed
 from larkbot.runtime.logs import mask
 
 from .. import metrics
 from ..core import Pacer, Record, State, TelegramAdapter, decide, is_group_chat, to_telegram_html
+from ..core.context import platform_message_id
 from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
+from .downloads import download
 from .ledger import LedgerConflict, SentLedger
+from .migrations import ChatMigrations
 
 log = logging.getLogger(__name__)
 
 PLATFORM: Final = Platform.TELEGRAM.value
-#: Telegram serves bots files up to 20 MB.
-MAX_DOWNLOAD_BYTES: Final = 20 * 1024 * 1024
 
 
 def _now_ms() -> int:
@@ -60,6 +63,7 @@ class ActionExecutor:
         ledger: SentLedger,
         adapter: TelegramAdapter,
         *,
+        migrations: ChatMigrations | None = None,
         pacer: Pacer | None = None,
         max_rate_limit_retries: int = 3,
         max_retry_after_s: float = 60.0,
@@ -70,6 +74,7 @@ class ActionExecutor:
         self.bus = bus
         self.ledger = ledger
         self.adapter = adapter
+        self.migrations = migrations
         self.pacer = pacer or Pacer()
         self.max_rate_limit_retries = max_rate_limit_retries
         self.max_retry_after_s = max_retry_after_s
@@ -120,11 +125,18 @@ class ActionExecutor:
                     revision = await self.ledger.put(key, pending, revision)
             except LedgerConflict:
                 return _unknown(key, tuple(confirmed))  # another attempt holds the key right now
+        thread = self.adapter.threads.for_send(action.chat_id, action.reply_to_message_id)
         for index in range(len(confirmed), len(parts)):
-            params: dict[str, Any] = {"chat_id": action.chat_id, "text": parts[index], "parse_mode": "HTML"}
+            params: dict[str, Any] = {
+                "chat_id": self._chat(action.chat_id),
+                "text": parts[index],
+                "parse_mode": "HTML",
+            }
+            if thread is not None:
+                params["message_thread_id"] = int(thread)
             if index == 0 and action.reply_to_message_id is not None:
                 params["reply_parameters"] = {
-                    "message_id": int(action.reply_to_message_id),
+                    "message_id": platform_message_id(action.reply_to_message_id),
                     "allow_sending_without_reply": True,
                 }
             try:
@@ -142,12 +154,13 @@ class ActionExecutor:
                 )
                 log.warning("send outcome unknown: %s", exc)
                 return _unknown(key, tuple(confirmed))
-            confirmed.append(str(message["message_id"]))
+            sent = self._self_event(message)
+            confirmed.append(sent.message_id)  # the canonical id (``s<id>`` in an upgraded group)
             state = State.DONE if len(confirmed) == len(parts) else State.PENDING
             revision = await self._record(
                 key, Record(state, tuple(confirmed), len(parts), _now_ms()), revision
             )
-            await self._publish_self_event(message)
+            await self._publish(sent, "self-sent event")
         return ActionResult(idempotency_key=key, ok=True, outcome="done", message_ids=tuple(confirmed))
 
     async def _record(self, key: str, record: Record, revision: int) -> int:
@@ -169,6 +182,9 @@ class ActionExecutor:
             try:
                 return await self.api.call("sendMessage", params)
             except BotApiError as exc:
+                if await self._upgraded(chat_id, exc):
+                    params["chat_id"] = self._chat(chat_id)
+                    continue
                 if exc.code != 429 or exc.retry_after is None:
                     raise
                 metrics.RATE_LIMITED.labels("sendMessage").inc()
@@ -179,11 +195,27 @@ class ActionExecutor:
                     raise
                 log.warning("rate limited; retrying after %.0f s", exc.retry_after)
 
-    async def _publish_self_event(self, message: dict[str, Any]) -> None:
+    def _chat(self, chat_id: str) -> str:
+        """Where calls for ``chat_id`` go (the supergroup a group became)."""
+        return self.adapter.migrations.platform_chat(chat_id)
+
+    async def _upgraded(self, chat_id: str, exc: BotApiError) -> bool:
+        """Learn the upgrade a refusal names; true when the call should go to the supergroup."""
+        if exc.migrate_to_chat_id is None:
+            return False
+        supergroup = str(exc.migrate_to_chat_id)
+        if not self.adapter.migrations.learn(chat_id, supergroup):
+            return False  # already sent there: do not loop
+        log.warning("chat %s was upgraded to supergroup %s; sending there", chat_id, supergroup)
+        if self.migrations is not None:
+            await self.migrations.record(chat_id, supergroup)
+        return True
+
+    def _self_event(self, message: dict[str, Any]) -> MessageEvent:
         event = self.adapter.adapt_message(message, _now_ms())
         if not event.is_self_sent:
             event = MessageEvent.model_validate({**event.model_dump(), "is_self_sent": True})
-        await self._publish(event, "self-sent event")
+        return event
 
     async def _publish(self, event: MessageEvent | DeleteEvent, what: str) -> None:
         subject = events_subject(PLATFORM, event.chat_id)
@@ -199,29 +231,39 @@ class ActionExecutor:
         log.error("%s lost after retries: chat %s, dedup key %s", what, event.chat_id, event.dedup_key)
 
     # -- idempotent actions ------------------------------------------------------------------------------
+    async def _call(self, chat_id: str, method: str, params: dict[str, Any]) -> Any:
+        """An idempotent call in ``chat_id`` (sent again to the supergroup when Telegram names one)."""
+        try:
+            return await self.api.call(method, {"chat_id": self._chat(chat_id), **params})
+        except BotApiError as exc:
+            if not await self._upgraded(chat_id, exc):
+                raise
+        return await self.api.call(method, {"chat_id": self._chat(chat_id), **params})
+
     async def _simple(self, action: ActionRequest) -> ActionResult:
         key = action.idempotency_key
         if isinstance(action, ReactAction):
             reaction = [] if action.remove else [{"type": "emoji", "emoji": action.emoji}]
-            await self.api.call(
+            await self._call(
+                action.chat_id,
                 "setMessageReaction",
-                {"chat_id": action.chat_id, "message_id": int(action.message_id), "reaction": reaction},
+                {"message_id": platform_message_id(action.message_id), "reaction": reaction},
             )
         elif isinstance(action, TypingAction):
-            await self.api.call("sendChatAction", {"chat_id": action.chat_id, "action": "typing"})
+            await self._call(action.chat_id, "sendChatAction", {"action": "typing"})
         elif isinstance(action, BanMemberAction):
-            await self.api.call("banChatMember", {"chat_id": action.chat_id, "user_id": int(action.user_id)})
+            await self._call(action.chat_id, "banChatMember", {"user_id": int(action.user_id)})
         elif isinstance(action, DeleteMessageAction):
             return await self._delete(action)
         elif isinstance(action, DownloadAction):
-            return await self._download(action)
+            return await download(self.api, self.bus, action)
         else:
             return failed(key, "unsupported", f"{action.kind} is not supported on Telegram")
         return ActionResult(idempotency_key=key, ok=True, outcome="done")
 
     async def _delete(self, action: DeleteMessageAction) -> ActionResult:
         for message_id in action.message_ids:
-            await self.api.call("deleteMessage", {"chat_id": action.chat_id, "message_id": int(message_id)})
+            await self._call(action.chat_id, "deleteMessage", {"message_id": platform_message_id(message_id)})
         now = _now_ms()
         event = DeleteEvent(
             platform=Platform.TELEGRAM,
@@ -235,30 +277,6 @@ class ActionExecutor:
         )
         await self._publish(event, "delete event")
         return ActionResult(idempotency_key=action.idempotency_key, ok=True, outcome="done")
-
-    async def _download(self, action: DownloadAction) -> ActionResult:
-        key = action.idempotency_key
-        limit = min(action.max_bytes, MAX_DOWNLOAD_BYTES)
-        file = await self.api.call("getFile", {"file_id": action.file_id})
-        size = file.get("file_size")
-        if isinstance(size, int) and size > limit:
-            return failed(key, "too_large", f"the file has {size} bytes, the limit is {limit}")
-        path = file.get("file_path")
-        if not isinstance(path, str) or not path:
-            return failed(key, "platform", "getFile returned no file_path")
-        try:
-            data = await self.api.download(path, limit)
-        except BotApiError as exc:
-            if exc.code == 413:
-                return failed(key, "too_large", f"the file is larger than {limit} bytes")
-            raise
-        blob_key = f"sha256:{hashlib.sha256(data).hexdigest()}"
-        try:
-            store = await self.bus.js.object_store(OBJECT_STORE_BLOBS)
-            await store.put(blob_key, data)
-        except (nats.errors.Error, TimeoutError) as exc:
-            return failed(key, "bus", f"object store unavailable: {type(exc).__name__}", retryable=True)
-        return ActionResult(idempotency_key=key, ok=True, outcome="done", blob_key=blob_key)
 
 
 def _rec(state: State, confirmed: list[str], parts: list[str]) -> Record:

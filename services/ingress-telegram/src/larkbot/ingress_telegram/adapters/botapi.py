@@ -16,13 +16,21 @@ import aiohttp
 
 
 class BotApiError(Exception):
-    """Telegram answered ``ok: false``: the method was not executed."""
+    """Telegram answered ``ok: false``: the method was not executed. ``migrate_to_chat_id``: the group
+    was upgraded to that supergroup (send there instead)."""
 
-    def __init__(self, code: int, description: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        description: str,
+        retry_after: float | None = None,
+        migrate_to_chat_id: int | None = None,
+    ) -> None:
         super().__init__(f"Bot API error {code}: {description}")
         self.code = code
         self.description = description
         self.retry_after = retry_after
+        self.migrate_to_chat_id = migrate_to_chat_id
 
 
 class NotSent(Exception):
@@ -75,10 +83,12 @@ class BotApi:
             raise OutcomeUnknown(f"{method}: Bot API error {code}")
         parameters = payload.get("parameters") or {}
         retry_after = parameters.get("retry_after")
+        migrate_to = parameters.get("migrate_to_chat_id")
         raise BotApiError(
             code,
             str(payload.get("description") or "no description"),
             float(retry_after) if retry_after is not None else None,
+            migrate_to if isinstance(migrate_to, int) and not isinstance(migrate_to, bool) else None,
         )
 
     async def download(self, file_path: str, max_bytes: int) -> bytes:

@@ -34,6 +34,7 @@ from larkbot.runtime.logs import log_context, mask
 
 from .. import metrics
 from ..core import Adapted, MalformedUpdate, TelegramAdapter
+from .migrations import ChatMigrations
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,17 @@ DL_CONSUMER: Final = "ingress-telegram"
 
 
 class Inbound:
-    def __init__(self, bus: Bus, adapter: TelegramAdapter, *, max_backoff_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        adapter: TelegramAdapter,
+        *,
+        migrations: ChatMigrations | None = None,
+        max_backoff_s: float = 10.0,
+    ) -> None:
         self.bus = bus
         self.adapter = adapter
+        self.migrations = migrations
         self.max_backoff_s = max_backoff_s
         self.last_update_id: int | None = None
 
@@ -63,6 +72,8 @@ class Inbound:
             await self.dead_letter(update, exc, reason="crashed")
             return None
         with log_context(update_id=result.update_id):
+            if result.migration is not None:
+                await self._record_migration(*result.migration)
             if result.dropped is not None:
                 metrics.UPDATES.labels("dropped", result.dropped).inc()
                 log.debug("update dropped: %s", result.dropped)
@@ -71,6 +82,20 @@ class Inbound:
                 metrics.UPDATES.labels("published", event.kind).inc()
         self.last_update_id = result.update_id
         return result
+
+    async def _record_migration(self, group: str, supergroup: str) -> None:
+        """Stored before the update is confirmed: after a restart the supergroup must still be the group."""
+        if self.migrations is None:
+            return
+        delay = 0.25
+        while True:
+            try:
+                await self.migrations.record(group, supergroup)
+                return
+            except (nats.errors.Error, TimeoutError) as exc:
+                log.warning("chat migration not stored (%s), retrying", type(exc).__name__)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.max_backoff_s)
 
     async def _store(self, event: CanonicalEvent) -> None:
         subject = events_subject(PLATFORM, event.chat_id)

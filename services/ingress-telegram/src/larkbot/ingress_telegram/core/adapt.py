@@ -19,6 +19,11 @@ bot added / removed               ``<chat>:bot:<date>:<old status>><new status>`
 the digest of the new state (content and attachments, 12 hex digits of SHA-256) tells those edits apart,
 while a redelivered edit carries the same state, hence the same key.
 
+A forum-topic message records its topic (``thread_id``; the name when the update carries the topic's
+creation message). Service messages are decided in :mod:`.service`, message kinds without text in
+:mod:`.placeholders`; a group upgraded to a supergroup continues under its own id (:mod:`.memory`), and
+updates the old group still sends after the upgrade are dropped.
+
 A single member joining or leaving is reported twice by Telegram in groups where the bot is an admin:
 as a service message and as a ``chat_member`` update, at the same ``date``. Both produce the same
 member key, so the pipeline's unique key keeps one. (Several members added by one service message keep
@@ -36,7 +41,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -44,62 +49,56 @@ from pydantic import ValidationError
 
 from larkbot.canonical.content import Attachment, Content
 from larkbot.canonical.events import (
-    BotAdded,
-    BotRemoved,
     CanonicalEvent,
-    ChatPhotoChanged,
-    ChatRenamed,
-    ChatType,
     EditEvent,
     MemberLeft,
     MembersJoined,
     MessageEvent,
-    MessagePinned,
-    ReactionEvent,
-    Sender,
     ServiceAction,
     ServiceEvent,
 )
-from larkbot.canonical.names import Platform
 from larkbot.canonical.text import replace_lone_surrogates
 
+from .changes import member_change, reactions
+from .context import UpdateContext, chat_type
 from .errors import MalformedUpdate, UnsupportedUpdate
+from .memory import Migrations, Threads
 from .message import (
-    UNSUPPORTED_CONTENT,
     attachments,
-    chat_sender,
     forward_info,
     message_content,
-    message_sender,
+    quoted,
     reply_quote,
-    reply_target,
-    user_sender,
+    reply_to,
+    topic,
 )
 from .payload import Obj
+from .senders import message_sender
+from .service import service_outcome
 
 #: Update kinds the adapter consumes; the service asks for exactly these in ``allowed_updates``.
 ALLOWED_UPDATES: Final = ("message", "edited_message", "message_reaction", "chat_member", "my_chat_member")
 
-_CHAT_TYPES: Final = frozenset({"private", "group", "supergroup", "channel"})
-_PRESENT: Final = frozenset({"creator", "administrator", "member"})
-_GONE: Final = frozenset({"left", "kicked"})
-
 
 @dataclass(frozen=True, slots=True)
 class Adapted:
-    """The outcome of one update: its events, or (when there are none) why it was dropped."""
+    """The outcome of one update: its events, or (when there are none) why it was dropped.
+    ``migration`` is a group → supergroup upgrade this update taught the adapter (to be stored)."""
 
     update_id: int
     events: tuple[CanonicalEvent, ...]
     dropped: str | None = None
+    migration: tuple[str, str] | None = None
 
 
 class TelegramAdapter:
-    """Stateful only for phantom-edit detection (a bounded LRU); otherwise a pure function of its input.
+    """Stateful for phantom-edit detection, upgrades and recent topics (:mod:`.memory`); otherwise a pure
+    function of its input.
 
     ``bot_id``: the bot's user id (``None`` in replay without an identity); messages the bot itself sent
     are marked ``is_self_sent``. ``configured_chats``: the residency whitelist (``None`` accepts every
-    chat). ``utc_offset_min``: stamped on every event.
+    chat). ``utc_offset_min``: stamped on every event. ``migrations``: upgrades known from earlier runs
+    (group id, supergroup id).
     """
 
     def __init__(
@@ -109,12 +108,15 @@ class TelegramAdapter:
         utc_offset_min: int,
         *,
         fingerprint_capacity: int = 50_000,
+        migrations: Iterable[tuple[str, str]] = (),
     ) -> None:
         self.bot_id = bot_id
         self.configured_chats = configured_chats
         self.utc_offset_min = utc_offset_min
         self._capacity = fingerprint_capacity
         self._fingerprints: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self.migrations = Migrations(migrations)
+        self.threads = Threads(fingerprint_capacity)
 
     def adapt(self, update: Mapping[str, Any], received_at_ms: int) -> Adapted:
         try:
@@ -139,64 +141,96 @@ class TelegramAdapter:
             raise UnsupportedUpdate(f"update kind {kind[:64]!r}")
         body = root.obj(kind)
         chat = body.obj("chat")
-        chat_id = str(chat.int_("id"))
-        if self.configured_chats is not None and chat_id not in self.configured_chats:
-            return Adapted(update_id, (), "chat_not_configured")
-        ctx = _Ctx(chat_id, _chat_type(chat), received_at_ms, self.utc_offset_min, str(update_id))
+        platform_chat = str(chat.int_("id"))
+        learnt = self._learn(platform_chat, body) if kind == "message" else None
+        if platform_chat in self.migrations.supergroup_of and not body.has("migrate_to_chat_id"):
+            return Adapted(update_id, (), "chat_migrated", learnt)  # the group lives on as the supergroup
+        ctx = self._context(chat, received_at_ms, str(update_id))
+        if self.configured_chats is not None and ctx.chat_id not in self.configured_chats:
+            return Adapted(update_id, (), "chat_not_configured", learnt)
         if kind == "message":
-            return Adapted(update_id, (self._message(ctx, body),))
+            event = self._message(ctx, body, chat)
+            if isinstance(event, str):
+                return Adapted(update_id, (), event, learnt)
+            return Adapted(update_id, (event,), None, learnt)
         if kind == "edited_message":
             return self._edit(update_id, ctx, body)
         if kind == "message_reaction":
-            events = _reactions(ctx, body)
+            events = reactions(ctx, body)
             return Adapted(update_id, events, None if events else "reaction_unchanged")
-        event = _member_change(ctx, body, is_bot=kind == "my_chat_member")
-        if event is None:
+        change = member_change(ctx, body, is_bot=kind == "my_chat_member")
+        if change is None:
             return Adapted(update_id, (), "membership_unchanged")
-        return Adapted(update_id, (event,))
+        return Adapted(update_id, (change,))
+
+    def _learn(self, platform_chat: str, msg: Obj) -> tuple[str, str] | None:
+        """The upgrade a ``migrate_to_chat_id`` / ``migrate_from_chat_id`` message announces, when new."""
+        if msg.has("migrate_to_chat_id"):
+            pair = (platform_chat, str(msg.int_("migrate_to_chat_id")))
+        elif msg.has("migrate_from_chat_id"):
+            pair = (str(msg.int_("migrate_from_chat_id")), platform_chat)
+        else:
+            return None
+        return pair if self.migrations.learn(*pair) else None
+
+    def _context(self, chat: Obj, received_at_ms: int, event_id: str | None) -> UpdateContext:
+        platform_chat = str(chat.int_("id"))
+        group = self.migrations.recorded_as(platform_chat, self.configured_chats)
+        return UpdateContext(
+            chat_id=group or platform_chat,
+            chat_type=chat_type(chat),
+            received_at_ms=received_at_ms,
+            utc_offset_min=self.utc_offset_min,
+            event_id=event_id,
+            id_prefix="s" if group is not None else "",
+        )
 
     def adapt_message(self, message: Mapping[str, Any], received_at_ms: int) -> MessageEvent:
         """A ``Message`` on its own (the result of ``sendMessage``), for the synthetic self-sent event."""
         body = Obj(message, "message")
         chat = body.obj("chat")
-        ctx = _Ctx(str(chat.int_("id")), _chat_type(chat), received_at_ms, self.utc_offset_min, None)
-        event = self._message(ctx, body)
+        event = self._message(self._context(chat, received_at_ms, None), body, chat)
         if not isinstance(event, MessageEvent):
             raise UnsupportedUpdate("a sent message that is a service message")
         return event
 
-    def _message(self, ctx: _Ctx, msg: Obj) -> MessageEvent | ServiceEvent:
-        message_id = str(msg.int_("message_id"))
+    def _message(self, ctx: UpdateContext, msg: Obj, chat: Obj) -> MessageEvent | ServiceEvent | str:
+        message_id = ctx.message_id(msg.int_("message_id"))
         date = float(msg.int_("date"))
-        action = _service_action(msg)
-        if action is not None:
-            return ServiceEvent(
-                **ctx.fields(_member_key(ctx, msg, action) or f"{ctx.chat_id}:{message_id}", date),
-                action=action,
-            )
-        for kind in UNSUPPORTED_CONTENT:
-            if msg.has(kind):
-                raise UnsupportedUpdate(f"message content {kind!r}")
+        outcome = service_outcome(msg, self.bot_id, ctx.message_id)
+        if isinstance(outcome, str):
+            return outcome
+        if outcome is not None:
+            key = _member_key(ctx, msg, outcome) or f"{ctx.chat_id}:{message_id}"
+            return ServiceEvent(**ctx.fields(key, date), action=outcome)
         content, media = message_content(msg), attachments(msg)
         if not content.nodes and not media:
             keys = sorted(k[:32] for k in msg.raw if k not in _ENVELOPE)[:8]
             raise UnsupportedUpdate(f"message without text or media (fields {keys})")
         sender = message_sender(msg)
+        is_self = self.bot_id is not None and sender.id == self.bot_id
         self._remember(ctx.chat_id, message_id, content, media)
+        thread, thread_name = topic(msg)
+        if chat.bool_("is_forum"):
+            self.threads.seen(ctx.chat_id, message_id, thread, from_others=not is_self)
+        target = reply_to(msg)
         return MessageEvent(
             **ctx.fields(f"{ctx.chat_id}:{message_id}", date),
             message_id=message_id,
             sender=sender,
             content=content,
             attachments=media,
-            reply_to_message_id=reply_target(msg),
+            reply_to_message_id=ctx.message_id(target.int_("message_id")) if target is not None else None,
             reply_quote=reply_quote(msg),
+            reply_target=quoted(target) if target is not None else None,
             forward_info=forward_info(msg),
-            is_self_sent=self.bot_id is not None and sender.id == self.bot_id,
+            thread_id=thread,
+            thread_name=thread_name,
+            is_self_sent=is_self,
         )
 
-    def _edit(self, update_id: int, ctx: _Ctx, msg: Obj) -> Adapted:
-        message_id = str(msg.int_("message_id"))
+    def _edit(self, update_id: int, ctx: UpdateContext, msg: Obj) -> Adapted:
+        message_id = ctx.message_id(msg.int_("message_id"))
         edit_date = msg.opt_int("edit_date")
         if edit_date is None:
             return Adapted(update_id, (), "edit_without_date")
@@ -226,10 +260,18 @@ class TelegramAdapter:
         return same
 
 
+#: Fields of a message that are neither its content nor a service kind (named in a refusal otherwise).
 _ENVELOPE: Final = frozenset(
     {"message_id", "message_thread_id", "from", "sender_chat", "date", "chat", "is_topic_message",
      "reply_to_message", "quote", "forward_origin", "has_protected_content", "edit_date",
-     "author_signature", "via_bot", "link_preview_options", "reply_markup", "entities", "caption_entities"}
+     "author_signature", "via_bot", "link_preview_options", "reply_markup", "entities", "caption_entities",
+     "direct_messages_topic", "sender_boost_count", "sender_business_bot", "sender_tag", "guest_query_id",
+     "business_connection_id", "is_automatic_forward", "external_reply", "reply_to_story",
+     "reply_to_checklist_task_id", "reply_to_poll_option_id", "guest_bot_caller_user",
+     "guest_bot_caller_chat", "is_from_offline", "is_paid_post", "media_group_id", "paid_star_count",
+     "suggested_post_info", "effect_id", "show_caption_above_media", "has_media_spoiler", "receiver_user",
+     "ephemeral_message_id", "forward_date", "forward_from", "forward_from_chat", "forward_from_message_id",
+     "forward_sender_name", "forward_signature"}
 )  # fmt: skip
 
 
@@ -239,126 +281,8 @@ def _state_digest(content: Content, media: tuple[Attachment, ...]) -> str:
     return hashlib.sha256(data.encode()).hexdigest()[:12]
 
 
-@dataclass(frozen=True, slots=True)
-class _Ctx:
-    chat_id: str
-    chat_type: ChatType | None
-    received_at_ms: int
-    utc_offset_min: int
-    event_id: str | None
-
-    def fields(self, dedup_key: str, timestamp_sec: float) -> dict[str, Any]:
-        return {
-            "platform": Platform.TELEGRAM,
-            "chat_id": self.chat_id,
-            "chat_type": self.chat_type,
-            "dedup_key": dedup_key,
-            "event_id": self.event_id,
-            "received_at_ms": self.received_at_ms,
-            "timestamp_sec": timestamp_sec,
-            "utc_offset_min": self.utc_offset_min,
-        }
-
-
-def _chat_type(chat: Obj) -> ChatType | None:
-    kind = chat.str_("type")
-    if kind not in _CHAT_TYPES:
-        raise MalformedUpdate(f"{chat.path}.type", "unknown chat type")
-    return kind  # type: ignore[return-value]
-
-
-def _actor(msg: Obj) -> Sender | None:
-    return message_sender(msg) if msg.has("from") or msg.has("sender_chat") else None
-
-
-def _service_action(msg: Obj) -> ServiceAction | None:
-    if msg.has("new_chat_members"):
-        members = tuple(user_sender(u) for u in msg.objs("new_chat_members"))
-        if not members:
-            raise MalformedUpdate(f"{msg.path}.new_chat_members", "empty array")
-        actor = _actor(msg)
-        self_join = actor is not None and [m.id for m in members] == [actor.id]
-        return MembersJoined(actor=None if self_join else actor, members=members)
-    if msg.has("left_chat_member"):
-        member = user_sender(msg.obj("left_chat_member"))
-        actor = _actor(msg)
-        return MemberLeft(actor=None if actor is None or actor.id == member.id else actor, members=(member,))
-    if msg.has("new_chat_title"):
-        return ChatRenamed(actor=_actor(msg), to_title=msg.str_("new_chat_title"))
-    if msg.has("new_chat_photo") or msg.bool_("delete_chat_photo"):
-        return ChatPhotoChanged(actor=_actor(msg))
-    if msg.has("pinned_message"):
-        pinned = msg.obj("pinned_message")
-        return MessagePinned(actor=_actor(msg), message_id=str(pinned.int_("message_id")))
-    return None
-
-
-def _member_key(ctx: _Ctx, msg: Obj, action: ServiceAction) -> str | None:
+def _member_key(ctx: UpdateContext, msg: Obj, action: ServiceAction) -> str | None:
     if isinstance(action, MembersJoined | MemberLeft) and len(action.members) == 1:
         verb = "join" if isinstance(action, MembersJoined) else "leave"
         return f"{ctx.chat_id}:{verb}:{action.members[0].id}:{msg.int_('date')}"
     return None
-
-
-def _reaction_emoji(reaction: Obj) -> str:
-    kind = reaction.str_("type")
-    if kind == "emoji":
-        return reaction.str_("emoji")
-    if kind == "custom_emoji":
-        return f"custom_emoji:{reaction.str_('custom_emoji_id')}"
-    if kind == "paid":
-        return "paid"
-    raise MalformedUpdate(f"{reaction.path}.type", "unknown reaction type")
-
-
-def _reactions(ctx: _Ctx, body: Obj) -> tuple[CanonicalEvent, ...]:
-    message_id = str(body.int_("message_id"))
-    date = body.int_("date")
-    user, actor_chat = body.opt_obj("user"), body.opt_obj("actor_chat")
-    if user is not None:
-        actor = user_sender(user)
-    elif actor_chat is not None:
-        actor = chat_sender(actor_chat)
-    else:
-        raise MalformedUpdate(body.path, "neither user nor actor_chat")
-    old = [_reaction_emoji(r) for r in body.objs("old_reaction")]
-    new = [_reaction_emoji(r) for r in body.objs("new_reaction")]
-    changes = [(e, True) for e in old if e not in new] + [(e, False) for e in new if e not in old]
-    return tuple(
-        ReactionEvent(
-            **ctx.fields(
-                f"{ctx.chat_id}:{message_id}:reaction:{actor.id}:{date}:{'-' if removed else '+'}{emoji}",
-                float(date),
-            ),
-            message_id=message_id,
-            actor=actor,
-            emoji=emoji,
-            removed=removed,
-        )
-        for emoji, removed in changes
-    )
-
-
-def _is_member(member: Obj) -> bool:
-    status = member.str_("status")
-    if status == "restricted":
-        return member.bool_("is_member")
-    return status in _PRESENT
-
-
-def _member_change(ctx: _Ctx, body: Obj, *, is_bot: bool) -> ServiceEvent | None:
-    date = body.int_("date")
-    old, new = body.obj("old_chat_member"), body.obj("new_chat_member")
-    was, now = _is_member(old), _is_member(new)
-    if was == now:
-        return None
-    actor = user_sender(body.obj("from"))
-    if is_bot:
-        action: ServiceAction = BotAdded(actor=actor) if now else BotRemoved(actor=actor)
-        key = f"{ctx.chat_id}:bot:{date}:{old.str_('status')}>{new.str_('status')}"
-        return ServiceEvent(**ctx.fields(key, float(date)), action=action)
-    member = user_sender(new.obj("user"))
-    by = None if actor.id == member.id else actor
-    action = MembersJoined(actor=by, members=(member,)) if now else MemberLeft(actor=by, members=(member,))
-    verb = "join" if now else "leave"
-    return ServiceEvent(**ctx.fields(f"{ctx.chat_id}:{verb}:{member.id}:{date}", float(date)), action=action)

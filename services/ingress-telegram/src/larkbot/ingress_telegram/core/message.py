@@ -1,15 +1,17 @@
-"""Pieces of a Telegram ``Message``: senders, content, attachments, replies and forwards."""
+"""Pieces of a Telegram ``Message``: senders, content, attachments, replies, forwards and topics."""
 
 from __future__ import annotations
 
 from typing import Final
 
-from larkbot.canonical.content import Attachment, AttachmentType, Content, StickerFormat
-from larkbot.canonical.events import ForwardInfo, Sender
+from larkbot.canonical.content import Attachment, AttachmentType, Content, StickerFormat, Text
+from larkbot.canonical.events import ForwardInfo, QuotedMessage
 
 from .entities import to_content
 from .errors import MalformedUpdate
 from .payload import Obj
+from .placeholders import placeholder
+from .senders import message_sender, user_sender
 
 #: Message fields that carry content this adapter understands (text/caption and the media kinds).
 MEDIA_KINDS: Final = (
@@ -21,59 +23,35 @@ MEDIA_KINDS: Final = (
     "voice",
     "audio",
     "document",
+    "live_photo",  # its still photo when it has one, else the clip as a video
 )
-#: Content kinds that exist in the Bot API but that this adapter does not consume (dead-lettered).
-UNSUPPORTED_CONTENT: Final = (
-    "poll",
-    "dice",
-    "game",
-    "location",
-    "venue",
-    "contact",
-    "story",
-    "invoice",
-    "paid_media",
-    "checklist",
-    "giveaway",
-    "giveaway_winners",
-)
-
-
-def user_sender(user: Obj) -> Sender:
-    first = user.str_("first_name")
-    last = user.opt_str("last_name")
-    return Sender(
-        id=str(user.int_("id")),
-        display_name=f"{first} {last}" if last else first,
-        username=user.opt_str("username"),
-        is_bot=user.bool_("is_bot"),
-    )
-
-
-def chat_sender(chat: Obj) -> Sender:
-    """A chat speaking as itself (anonymous group admin, linked channel, a channel reacting)."""
-    title = chat.opt_str("title")
-    if title is None:
-        first, last = chat.opt_str("first_name"), chat.opt_str("last_name")
-        title = " ".join(p for p in (first, last) if p) or chat.opt_str("username") or str(chat.int_("id"))
-    return Sender(id=str(chat.int_("id")), display_name=title, username=chat.opt_str("username"))
-
-
-def message_sender(msg: Obj) -> Sender:
-    """``sender_chat`` wins over ``from``: for anonymous admins and channel posts ``from`` is a placeholder
-    account (GroupAnonymousBot, Telegram) shared by every such message."""
-    sender_chat = msg.opt_obj("sender_chat")
-    if sender_chat is not None:
-        return chat_sender(sender_chat)
-    return user_sender(msg.obj("from"))
 
 
 def message_content(msg: Obj) -> Content:
+    """Text or caption, after the line of a kind without text of its own (:mod:`.placeholders`)."""
     if msg.has("text"):
-        return to_content(msg.str_("text"), msg.objs("entities"))
-    if msg.has("caption"):
-        return to_content(msg.str_("caption"), msg.objs("caption_entities"))
-    return Content()
+        content = to_content(msg.str_("text"), msg.objs("entities"))
+    elif msg.has("caption"):
+        content = to_content(msg.str_("caption"), msg.objs("caption_entities"))
+    else:
+        content = Content()
+    line = placeholder(msg)
+    if line is None:
+        return content
+    nodes = [Text(text=line + ("\n" if content.nodes else "")), *content.nodes]
+    if len(nodes) > 1 and isinstance(nodes[1], Text):
+        nodes[:2] = [Text(text=nodes[0].text + nodes[1].text)]  # type: ignore[union-attr]
+    return Content(nodes=tuple(nodes))
+
+
+def quoted(msg: Obj) -> QuotedMessage:
+    """A message embedded in another (a reply's target, a pinned message) as the event carries it."""
+    sender = message_sender(msg) if msg.has("from") or msg.has("sender_chat") else None
+    return QuotedMessage(
+        sender=sender,
+        content=message_content(msg),
+        attachments=tuple(a.type for a in attachments(msg)),
+    )
 
 
 def attachments(msg: Obj) -> tuple[Attachment, ...]:
@@ -87,6 +65,10 @@ def _attachment(kind: str, msg: Obj) -> Attachment:
     if kind == "photo":
         return _photo(msg)
     media = msg.obj(kind)
+    if kind == "live_photo":
+        if media.objs("photo"):
+            return _photo(media)
+        kind = "video"
     base = {
         "file_id": media.str_("file_id"),
         "size_bytes": media.opt_int("file_size"),
@@ -159,14 +141,26 @@ def _photo(msg: Obj) -> Attachment:
     )
 
 
-def reply_target(msg: Obj) -> str | None:
+def reply_to(msg: Obj) -> Obj | None:
+    """The message replied to. In forum topics every message "replies" to the topic's creation message;
+    that is not a reply."""
     reply = msg.opt_obj("reply_to_message")
-    if reply is None:
+    if reply is None or (msg.bool_("is_topic_message") and reply.has("forum_topic_created")):
         return None
-    # In forum topics every message "replies" to the topic's creation message; that is not a reply.
-    if msg.bool_("is_topic_message") and reply.has("forum_topic_created"):
-        return None
-    return str(reply.int_("message_id"))
+    return reply
+
+
+def topic(msg: Obj) -> tuple[str | None, str | None]:
+    """The forum topic (thread id, name when the payload carries it) of a topic message. A
+    ``message_thread_id`` without ``is_topic_message`` is a reply thread, not a topic."""
+    if not msg.bool_("is_topic_message"):
+        return None, None
+    thread = msg.opt_int("message_thread_id")
+    if thread is None:
+        return None, None
+    reply = msg.opt_obj("reply_to_message")
+    created = reply.opt_obj("forum_topic_created") if reply is not None else None
+    return str(thread), created.opt_str("name") if created is not None else None
 
 
 def reply_quote(msg: Obj) -> Content | None:
@@ -179,7 +173,7 @@ def reply_quote(msg: Obj) -> Content | None:
 def forward_info(msg: Obj) -> ForwardInfo | None:
     origin = msg.opt_obj("forward_origin")
     if origin is None:
-        return None
+        return _legacy_forward(msg)
     kind = origin.str_("type")
     date = float(origin.int_("date"))
     if kind == "user":
@@ -196,3 +190,22 @@ def forward_info(msg: Obj) -> ForwardInfo | None:
             date_sec=date,
         )
     raise MalformedUpdate(f"{origin.path}.type", "unknown message origin type")
+
+
+def _legacy_forward(msg: Obj) -> ForwardInfo | None:
+    """The ``forward_*`` fields updates carried before ``forward_origin`` (Bot API 7.0)."""
+    if not msg.has("forward_date"):
+        return None
+    date = float(msg.int_("forward_date"))
+    if msg.has("forward_from_chat"):
+        chat = msg.obj("forward_from_chat")
+        return ForwardInfo(
+            from_name=msg.opt_str("forward_signature"),
+            from_chat_id=str(chat.int_("id")),
+            from_chat_title=chat.opt_str("title"),
+            date_sec=date,
+        )
+    if msg.has("forward_from"):
+        user = user_sender(msg.obj("forward_from"))
+        return ForwardInfo(from_name=user.display_name, from_id=user.id, date_sec=date)
+    return ForwardInfo(from_name=msg.opt_str("forward_sender_name"), date_sec=date)

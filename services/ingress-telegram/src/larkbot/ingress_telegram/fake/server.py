@@ -6,6 +6,10 @@ than 4096 characters), setMessageReaction, sendChatAction, getFile + download, b
 deleteMessage, set/deleteWebhook — with Telegram's response envelope. Parameters are read from JSON,
 urlencoded or multipart bodies (aiogram sends multipart, the service's own client JSON).
 
+Like Telegram, a call naming a group in :attr:`migrated` (group id → supergroup id) is refused with
+``migrate_to_chat_id``, and ``message_thread_id`` is accepted only in forum chats (``is_forum`` in
+:attr:`chats`), where the sent message is a topic message.
+
 Test controls: :meth:`enqueue` any update, :meth:`repeat` an update already confirmed (what a crash
 between handling and confirming looks like), :meth:`fail` the next calls of a method with 429
 ``retry_after`` / 4xx / 5xx (optionally *after* executing it: the outcome a client cannot know),
@@ -49,11 +53,14 @@ class _Failure:
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, description: str, retry_after: int | None = None) -> None:
+    def __init__(
+        self, status: int, description: str, retry_after: int | None = None, migrate_to: int | None = None
+    ) -> None:
         super().__init__(description)
         self.status = status
         self.description = description
         self.retry_after = retry_after
+        self.migrate_to = migrate_to
 
 
 @dataclass
@@ -70,6 +77,7 @@ class FakeBotApi:
     deleted: list[tuple[int, int]] = field(default_factory=list)
     banned: list[tuple[int, int]] = field(default_factory=list)
     chats: dict[int, dict[str, Any]] = field(default_factory=dict)
+    migrated: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._updates: list[dict[str, Any]] = []
@@ -188,9 +196,10 @@ class FakeBotApi:
         if failure is not None and not failure.after:
             return _error(failure.status, failure.description, failure.retry_after)
         try:
+            self._check_migrated(params)
             result = await handler(params)
         except ApiError as exc:
-            return _error(exc.status, exc.description, exc.retry_after)
+            return _error(exc.status, exc.description, exc.retry_after, exc.migrate_to)
         if failure is not None:
             return _error(failure.status, failure.description, failure.retry_after)
         return web.json_response({"ok": True, "result": result})
@@ -244,6 +253,15 @@ class FakeBotApi:
         allowed = self._allowed if self._allowed is not None else default
         return any(kind in update for kind in allowed)
 
+    def _check_migrated(self, params: dict[str, Any]) -> None:
+        chat_id = params.get("chat_id")
+        if chat_id is not None and int(chat_id) in self.migrated:
+            raise ApiError(
+                400,
+                "Bad Request: group chat was upgraded to a supergroup chat",
+                migrate_to=self.migrated[int(chat_id)],
+            )
+
     def _chat(self, chat_id: Any) -> dict[str, Any]:
         cid = int(chat_id)
         if cid in self.chats:
@@ -276,6 +294,12 @@ class FakeBotApi:
         }
         if entities:
             message["entities"] = entities
+        thread = params.get("message_thread_id")
+        if thread is not None:
+            if not chat.get("is_forum"):
+                raise ApiError(400, "Bad Request: message thread not found")
+            message["message_thread_id"] = int(thread)
+            message["is_topic_message"] = True
         reply = params.get("reply_parameters")
         if reply:
             message["reply_to_message"] = {"message_id": int(reply["message_id"]), "chat": chat, "date": 0}
@@ -339,8 +363,12 @@ async def _params(request: web.Request) -> dict[str, Any]:
     return params
 
 
-def _error(status: int, description: str, retry_after: int | None = None) -> web.Response:
+def _error(
+    status: int, description: str, retry_after: int | None = None, migrate_to: int | None = None
+) -> web.Response:
     body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
     if retry_after is not None:
         body["parameters"] = {"retry_after": retry_after}
+    if migrate_to is not None:
+        body["parameters"] = {"migrate_to_chat_id": migrate_to}
     return web.json_response(body, status=status)

@@ -15,9 +15,10 @@ from larkbot.canonical.events import ForwardInfo, ReactionEvent, Sender, Service
 
 @dataclass(slots=True)
 class ReplySnapshot:
-    """The reply target as it was when the reply arrived (sender and a short preview), so that later
-    edits of the target never rewrite the reply's rendering. ``sender_*`` and ``preview`` are ``None``
-    when the target is not in the context."""
+    """The reply target (or the message pinned) as it was when the reply (the pin) arrived: sender and a
+    short preview, so that later edits of the target never rewrite the rendering. Taken from the context's
+    own copy, else from the copy the event embedded; ``sender_*`` and ``preview`` are ``None`` when there
+    is neither."""
 
     message_id: str
     sender_id: str | None
@@ -40,6 +41,8 @@ class MessageNode:
     timestamp_sec: float
     utc_offset_min: int
     is_self_sent: bool
+    #: The forum topic as named when the message arrived (``None`` outside topics).
+    topic: str | None
     #: Only the synthetic self-sent copy has been seen; the platform's echo will replace its payload.
     synthetic: bool
     edited_at_sec: float | None = None
@@ -57,7 +60,29 @@ class NameChange:
     to_name: str
 
 
-SystemPayload = ReactionEvent | ServiceAction | NameChange
+@dataclass(frozen=True, slots=True)
+class PinNote:
+    """A message pinned, with the pinned message as it was then."""
+
+    kind = "message_pinned"
+    actor: Sender | None
+    target: ReplySnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class TopicNote:
+    """A forum topic created, edited, closed or reopened. ``topic`` is its name before the change (the
+    event's own name when none was known, else ``#<thread id>``); ``renamed_to`` the new name of an edit
+    that renamed it."""
+
+    kind = "topic"
+    change: str
+    actor: Sender | None
+    topic: str
+    renamed_to: str | None
+
+
+SystemPayload = ReactionEvent | ServiceAction | NameChange | PinNote | TopicNote
 
 
 @dataclass(slots=True)
@@ -93,6 +118,8 @@ class IC:
     #: user id → the display name last seen on one of their messages.
     users: dict[str, str] = field(default_factory=dict)
     title: str | None = None
+    #: forum topic (thread id) → its name as last seen.
+    topics: dict[str, str] = field(default_factory=dict)
 
 
 def segment_id(node: Node) -> str:

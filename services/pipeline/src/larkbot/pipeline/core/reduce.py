@@ -6,28 +6,48 @@ existing ones changed, so rendering stays incremental. Rules:
 - ``message``: deduplicated by message id (first arrival wins). A later ``is_self_sent`` copy only ORs the
   flag; the platform's authoritative echo of a synthetic self-sent message replaces its payload but keeps
   its place (arrival time, ``event_seq``) and the self-sent flag. A sender whose name changed since their
-  last message gets a ``name_change`` node first. The reply target's sender and a preview are snapshotted.
+  last message gets a ``name_change`` node first. The reply target's sender and a preview are snapshotted:
+  from the context's copy of the target, else from the copy the event embedded (``reply_target``). A
+  message in a forum topic snapshots the topic's name: the one the context knows, else the one the event
+  carries (which the context then learns), else ``#<thread id>``.
 - ``edit`` / ``delete``: change the target in place; unknown targets (and edits of deleted messages) are
   ignored.
-- ``reaction`` / ``service`` / ``runtime``: append a node. A rename also sets the IC's title.
+- ``reaction`` / ``service`` / ``runtime``: append a node. A rename also sets the IC's title. A pin
+  snapshots the pinned message like a reply its target; a topic change snapshots the topic's name
+  before the change and records the new one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from larkbot.canonical.content import AttachmentType, Content
 from larkbot.canonical.events import (
     CanonicalEvent,
     ChatRenamed,
     DeleteEvent,
     EditEvent,
     MessageEvent,
+    MessagePinned,
+    QuotedMessage,
     ReactionEvent,
     RuntimeEvent,
     ServiceEvent,
+    TopicChanged,
 )
 
-from .model import IC, MessageNode, NameChange, Node, ReplySnapshot, RuntimeNode, SystemNode
+from .model import (
+    IC,
+    MessageNode,
+    NameChange,
+    Node,
+    PinNote,
+    ReplySnapshot,
+    RuntimeNode,
+    SystemNode,
+    SystemPayload,
+    TopicNote,
+)
 
 PREVIEW_CHARS = 80
 QUOTE_CHARS = 200
@@ -50,34 +70,59 @@ def clip(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _preview(node: MessageNode) -> str | None:
-    if node.deleted:
-        return None
-    text = clip(node.content.plain_text(), PREVIEW_CHARS)
+def _preview(content: Content, attachments: tuple[AttachmentType, ...]) -> str | None:
+    text = clip(content.plain_text(), PREVIEW_CHARS)
     if text:
         return text
-    if node.attachments:
-        return " ".join(f"[{a.type.value}]" for a in node.attachments)
+    if attachments:
+        return " ".join(f"[{a.value}]" for a in attachments)
     return None
 
 
-def _reply(ic: IC, event: MessageEvent) -> ReplySnapshot | None:
-    target_id = event.reply_to_message_id
-    quote = clip(event.reply_quote.plain_text(), QUOTE_CHARS) if event.reply_quote else None
-    if target_id is None:
-        return None
+def _snapshot(
+    ic: IC, target_id: str, embedded: QuotedMessage | None, quote: str | None = None
+) -> ReplySnapshot:
+    """The message ``target_id`` as the context holds it, else as the event embedded it."""
     index = ic.by_message.get(target_id)
     target = ic.nodes[index] if index is not None else None
-    if not isinstance(target, MessageNode):
-        return ReplySnapshot(target_id, None, None, False, None, quote or None)
-    return ReplySnapshot(
-        target_id,
-        target.sender.id,
-        target.sender.display_name,
-        target.is_self_sent,
-        _preview(target),
-        quote or None,
-    )
+    if isinstance(target, MessageNode):
+        kinds = tuple(a.type for a in target.attachments)
+        preview = None if target.deleted else _preview(target.content, kinds)
+        sender = target.sender
+        return ReplySnapshot(target_id, sender.id, sender.display_name, target.is_self_sent, preview, quote)
+    if embedded is not None:
+        sender_id = embedded.sender.id if embedded.sender else None
+        name = embedded.sender.display_name if embedded.sender else None
+        return ReplySnapshot(
+            target_id, sender_id, name, False, _preview(embedded.content, embedded.attachments), quote
+        )
+    return ReplySnapshot(target_id, None, None, False, None, quote)
+
+
+def _reply(ic: IC, event: MessageEvent) -> ReplySnapshot | None:
+    if event.reply_to_message_id is None:
+        return None
+    quote = clip(event.reply_quote.plain_text(), QUOTE_CHARS) if event.reply_quote else None
+    return _snapshot(ic, event.reply_to_message_id, event.reply_target, quote or None)
+
+
+def _topic(ic: IC, event: MessageEvent) -> str | None:
+    thread = event.thread_id
+    if thread is None:
+        return None
+    known = ic.topics.get(thread)
+    if known is None and event.thread_name:
+        known = ic.topics[thread] = event.thread_name
+    return known or f"#{thread}"
+
+
+def _topic_note(ic: IC, change: TopicChanged) -> TopicNote:
+    before = ic.topics.get(change.thread_id)
+    renamed = change.name if change.change == "edited" and change.name and change.name != before else None
+    if change.name and change.change in ("created", "edited"):
+        ic.topics[change.thread_id] = change.name
+    shown = before or (change.name if change.change != "edited" else None) or f"#{change.thread_id}"
+    return TopicNote(change.change, change.actor, shown, renamed)
 
 
 def _append(ic: IC, node: Node, change: Change) -> None:
@@ -98,6 +143,7 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
             node.forward_info = event.forward_info
             node.timestamp_sec = event.timestamp_sec
             node.utc_offset_min = event.utc_offset_min
+            node.topic = _topic(ic, event)
             node.synthetic = False
             change.changed.append(index)
         elif event.is_self_sent and not node.is_self_sent:
@@ -133,6 +179,7 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
         timestamp_sec=event.timestamp_sec,
         utc_offset_min=event.utc_offset_min,
         is_self_sent=event.is_self_sent,
+        topic=_topic(ic, event),
         synthetic=event.is_self_sent,
     )
     ic.by_message[event.message_id] = len(ic.nodes)
@@ -184,10 +231,15 @@ def reduce(ic: IC, event: CanonicalEvent, event_seq: int) -> Change:
         )
     elif isinstance(event, ServiceEvent):
         action = event.action
+        payload: SystemPayload = action
+        if isinstance(action, MessagePinned):
+            payload = PinNote(action.actor, _snapshot(ic, action.message_id, action.pinned))
+        elif isinstance(action, TopicChanged):
+            payload = _topic_note(ic, action)
         _append(
             ic,
             SystemNode(
-                event_seq, "", action, event.received_at_ms, event.timestamp_sec, event.utc_offset_min
+                event_seq, "", payload, event.received_at_ms, event.timestamp_sec, event.utc_offset_min
             ),
             change,
         )

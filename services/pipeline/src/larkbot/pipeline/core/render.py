@@ -11,7 +11,10 @@ appending a node never changes an earlier segment's bytes. Vocabulary, attribute
 - attachments ``<image|sticker|animation|attachment type? mime? name? size? duration? pack? file-id>alt
   </…>``; without alt text a thumbnail image part follows. ``file-id`` is ``<rendered message id>:<index>``,
   and ``Segment.attachments`` lists every rendered attachment under that index with its platform file key;
-- ``<event type t …/>`` for system nodes, ``<runtime-event type t …>text</runtime-event>`` for runtime ones.
+- ``topic`` (a message in a forum topic: the topic's name when the message arrived) comes after ``edited``;
+  ``forwarded_from`` names the person, or the chat with the author's signature in parentheses;
+- ``<event type t …>`` for system nodes (:mod:`.events_xml`), ``<runtime-event type t …>text</runtime-event>``
+  for runtime ones.
 """
 
 from __future__ import annotations
@@ -36,22 +39,13 @@ from larkbot.canonical.content import (
     Underline,
 )
 from larkbot.canonical.context import AttachmentRef, Segment
-from larkbot.canonical.events import (
-    BotAdded,
-    BotRemoved,
-    ChatPhotoChanged,
-    ChatRenamed,
-    MemberLeft,
-    MembersJoined,
-    MessagePinned,
-    ReactionEvent,
-    Sender,
-)
+from larkbot.canonical.events import ForwardInfo, Sender
 from larkbot.canonical.llm import ImagePart
 
 from . import xml
 from .aliases import AliasTable
-from .model import MessageNode, NameChange, Node, RuntimeNode, SystemNode, segment_id
+from .events_xml import event_xml
+from .model import MessageNode, Node, RuntimeNode, SystemNode, segment_id
 from .params import RenderParams
 from .segments import attachment_ref, new_segment
 from .timefmt import format_time, is_late
@@ -94,7 +88,7 @@ class Renderer:
     def is_myself(self, user_id: str | None) -> bool:
         return user_id is not None and user_id == self.params.bot_user_id
 
-    def _person(self, name: str, sender: Sender | None) -> list[tuple[str, str]]:
+    def person(self, name: str, sender: Sender | None) -> list[tuple[str, str]]:
         if sender is None:
             return []
         shown = self.params.name_of(sender.id, sender.display_name)
@@ -162,16 +156,17 @@ class Renderer:
         myself = node.is_self_sent or self.is_myself(sender.id)
         blocked = sender.id in p.blocked_users and not myself
         shown_id = self.aliases.render(node.message_id)
-        pairs: list[tuple[str, str]] = [("id", shown_id), *self._person("sender", sender)]
+        pairs: list[tuple[str, str]] = [("id", shown_id), *self.person("sender", sender)]
         pairs.append(("t", self.time(node.timestamp_sec, node.utc_offset_min)))
         if is_late(node.received_at_ms, node.timestamp_sec):
             pairs.append(("received", self.time(node.received_at_ms / 1000.0, node.utc_offset_min)))
         if node.edited_at_sec is not None:
             offset = node.edited_offset_min if node.edited_offset_min is not None else node.utc_offset_min
             pairs.append(("edited", self.time(node.edited_at_sec, offset)))
+        if node.topic is not None:
+            pairs.append(("topic", node.topic))
         if node.forward_info is not None:
-            f = node.forward_info
-            pairs.append(("forwarded_from", f.from_name or f.from_chat_title or f.from_id or "hidden"))
+            pairs.append(("forwarded_from", _forwarded_from(node.forward_info)))
         if sender.id in p.maintainers and not myself and not blocked:
             pairs.append(("maintainer", "true"))
         if sender.is_bot and not myself:
@@ -230,49 +225,16 @@ class Renderer:
             attachments=tuple(refs),
         )
 
-    def _names(self, members: tuple[Sender, ...]) -> str:
+    def names(self, members: tuple[Sender, ...]) -> str:
         return ", ".join(self.params.name_of(m.id, m.display_name) for m in members)
 
     def system(self, node: SystemNode) -> Segment:
-        payload = node.payload
-        pairs: list[tuple[str, str]] = [
-            ("type", payload.kind),
-            ("t", self.time(node.timestamp_sec, node.utc_offset_min)),
-        ]
-        sender_id: str | None = None
-        if isinstance(payload, NameChange):
-            pairs += [("from_name", payload.from_name), ("to_name", payload.to_name)]
-            if self.params.renders_uid:
-                pairs.append(("uid", payload.user_id))
-            sender_id = payload.user_id
-        elif isinstance(payload, ReactionEvent):
-            pairs.append(("emoji", payload.emoji))
-            pairs += self._person("actor", payload.actor)
-            pairs.append(("message_id", self.aliases.render(payload.message_id)))
-            if payload.removed:
-                pairs.append(("removed", "true"))
-            sender_id = payload.actor.id
-        elif isinstance(payload, MembersJoined | MemberLeft):
-            pairs += self._person("actor", payload.actor)
-            pairs.append(("members", self._names(payload.members)))
-        elif isinstance(payload, ChatRenamed):
-            pairs += self._person("actor", payload.actor)
-            if payload.from_title is not None:
-                pairs.append(("from", payload.from_title))
-            pairs.append(("to", payload.to_title))
-        elif isinstance(payload, MessagePinned):
-            pairs += self._person("actor", payload.actor)
-            pairs.append(("message_id", self.aliases.render(payload.message_id)))
-        elif isinstance(payload, ChatPhotoChanged | BotAdded | BotRemoved):
-            pairs += self._person("actor", payload.actor)
-        if sender_id is None and not isinstance(payload, NameChange):
-            actor = getattr(payload, "actor", None)
-            sender_id = actor.id if actor is not None else None
+        text, sender_id = event_xml(self, node)
         return new_segment(
             segment_id=segment_id(node),
             node_type="event",
             event_seq=node.event_seq,
-            xml=xml.element("event", pairs, None),
+            xml=text,
             image_parts=(),
             received_at_ms=node.received_at_ms,
             timestamp_sec=node.timestamp_sec,
@@ -291,13 +253,7 @@ class Renderer:
             ("type", node.type),
             ("t", self.time(node.timestamp_sec, node.utc_offset_min)),
         ]
-        seen = {"type", "t"}
-        for key, value in node.attributes:
-            name = xml.attribute_name(key)
-            while name in seen:
-                name = f"x-{name}"
-            seen.add(name)
-            pairs.append((name, value))
+        xml.add_attributes(pairs, node.attributes)
         return new_segment(
             segment_id=segment_id(node),
             node_type="runtime",
@@ -322,6 +278,14 @@ class Renderer:
         if isinstance(node, SystemNode):
             return self.system(node)
         return self.runtime(node)
+
+
+def _forwarded_from(f: ForwardInfo) -> str:
+    """The chat a message was forwarded from, with the author's signature beside it; else the person."""
+    chat = f.from_chat_title or f.from_chat_id
+    if chat is not None:
+        return f"{chat} ({f.from_name})" if f.from_name else chat
+    return f.from_name or f.from_id or "hidden"
 
 
 def _handle(username: str | None) -> str | None:

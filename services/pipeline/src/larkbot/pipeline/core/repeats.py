@@ -11,9 +11,9 @@ may pass without a word:
   share the key by design (``MessageEvent``); the first stays the record.
 - ``conflict`` — anything else: the key names a different event. The platforms reuse ids only in the ways
   the dedup keys already encode — an edit is keyed by message id, edit date and a digest of its state
-  (two edits in one second are two keys), a Telegram group upgraded to a supergroup continues under a new
-  chat id, so its message ids never meet the old group's keys. A conflict is logged, counted and
-  dead-lettered by the caller, never dropped in silence.
+  (two edits in one second are two keys), a Telegram group upgraded to a supergroup is recorded under the
+  group's id with the supergroup's message ids prefixed ``s``, so they never meet the group's keys. A
+  conflict is logged, counted and dead-lettered by the caller, never dropped in silence.
 """
 
 from __future__ import annotations

@@ -71,3 +71,15 @@ def attribute_name(raw: str) -> str:
     if not _NAME_START.match(name) or name.lower().startswith("xml"):
         name = f"x-{name}"
     return name
+
+
+def add_attributes(pairs: list[tuple[str, str]], extra: Iterable[tuple[str, str]]) -> None:
+    """Append system-produced key/value pairs (runtime events, notices) to ``pairs`` under safe names; a
+    name already taken gets an ``x-`` prefix until it is free."""
+    seen = {name for name, _ in pairs}
+    for key, value in extra:
+        name = attribute_name(key)
+        while name in seen:
+            name = f"x-{name}"
+        seen.add(name)
+        pairs.append((name, value))
