@@ -259,7 +259,24 @@ HISTORY_ITEM = HistoryItem(
     xml=SEGMENT.xml,
     image_parts=SEGMENT.image_parts,
     attachments=SEGMENT.attachments,
+    sender_id=FS_ALICE,
+    is_forwarded=True,
+    reply_to_message_id=FS_MSG_2,
 )
+#: Fields added after the first release; a payload without them (an older producer's) still decodes.
+ADDED_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
+    Segment: ("attachments", "is_forwarded", "reply_to_message_id"),
+    HistoryItem: (
+        "attachments",
+        "sender_id",
+        "is_myself",
+        "is_self_sent",
+        "is_bot",
+        "is_deleted",
+        "is_forwarded",
+        "reply_to_message_id",
+    ),
+}
 MEDIA_ERROR = MediaError(code="too_large", message="file exceeds 20 MB", retryable=False)
 
 CASES: dict[str, BaseModel] = {
@@ -374,6 +391,9 @@ CASES: dict[str, BaseModel] = {
     "attachment_ref": PHOTO_REF,
     "attachment_ref-unseen": AttachmentRef(index=3, type=AttachmentType.STICKER, file_id=TG_STICKER),
     "segment": SEGMENT,
+    "segment-forwarded-reply": SEGMENT.model_copy(
+        update={"is_forwarded": True, "reply_to_message_id": FS_MSG_2, "is_bot": True}
+    ),
     "append_op": AppendOp(segments=(SEGMENT, REACTION_SEGMENT)),
     "replace_op": ReplaceOp(segment=SEGMENT.model_copy(update={"is_deleted": True, "xml": "<message/>"})),
     "reset_op": ResetOp(segments=()),
@@ -639,12 +659,24 @@ def test_unknown_field_is_a_decode_error() -> None:
 
 
 @pytest.mark.parametrize("case", [SEGMENT, HISTORY_ITEM], ids=["segment", "history_item"])
-def test_payloads_without_attachments_still_decode(case: Segment | HistoryItem) -> None:
-    # Producers from before attachment refs existed omit the field; it defaults to none.
+def test_payloads_of_older_producers_still_decode(case: Segment | HistoryItem) -> None:
+    added = ADDED_FIELDS[type(case)]
     payload = json.loads(encode(case))
-    del payload["attachments"]
+    for name in added:
+        del payload[name]
     decoded = decode(json.dumps(payload).encode(), type(case))
-    assert decoded == case.model_copy(update={"attachments": ()})
+    defaults = {name: type(case).model_fields[name].default for name in added}
+    assert decoded == case.model_copy(update=defaults)
+    assert (decoded.is_forwarded, decoded.reply_to_message_id) == (False, None)
+
+
+@pytest.mark.parametrize("case", [SEGMENT, HISTORY_ITEM], ids=["segment", "history_item"])
+def test_payloads_of_newer_producers_fail_in_an_older_consumer(case: Segment | HistoryItem) -> None:
+    # Why docs/deployment.md upgrades the consumer (the driver) before the producer (the pipeline).
+    payload = json.loads(encode(case))
+    payload["added_in_a_later_release"] = True
+    with pytest.raises(DecodeError, match="added_in_a_later_release"):
+        decode(json.dumps(payload).encode(), type(case))
 
 
 @pytest.mark.parametrize("found", [None, "0", "2", "v1"])

@@ -61,6 +61,8 @@ def test_fast_segments_equal_constructed_ones() -> None:
         "is_self_sent": True,
         "is_bot": False,
         "is_deleted": False,
+        "is_forwarded": True,
+        "reply_to_message_id": "om_0",
         "mentions_me": True,
         "replies_to_me": False,
         "attachments": (

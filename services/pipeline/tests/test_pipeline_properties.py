@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from xml.etree import ElementTree
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +13,7 @@ from larkbot.canonical.events import (
     CanonicalEvent,
     ChatNotice,
     ChatRenamed,
+    ForwardInfo,
     MembersJoined,
     MessagePinned,
     QuotedMessage,
@@ -32,6 +35,7 @@ PARAMS = RenderParams(
 USERS = [s.person("ou_bot", "Lark", is_bot=True)] + [s.person(f"ou_u{i}", f"U{i}") for i in range(1, 5)]
 IDS = [f"om_{i}" for i in range(8)]
 EMBEDDED = [None, QuotedMessage(sender=USERS[2], content=Content.from_text("embedded"))]
+FORWARDS = [None, ForwardInfo(from_name="Zed"), ForwardInfo(from_chat_id="-100", from_chat_title="News")]
 
 
 @st.composite
@@ -66,6 +70,7 @@ def events(draw: st.DrawFn) -> list[CanonicalEvent]:
                     "reply_target": draw(st.sampled_from(EMBEDDED)),
                     "thread_id": draw(st.sampled_from([None, "7", "9"])),
                     "thread_name": draw(st.sampled_from([None, "Bugs", "Ideas"])),
+                    "forward_info": draw(st.sampled_from(FORWARDS)),
                 }
             )
         elif kind == "self":
@@ -166,3 +171,25 @@ def test_full_rerender_equals_incremental_rendering(stream: list[CanonicalEvent]
     projection, _, _ = live(stream)
     incremental = projection.segments
     assert projection.rerender().segments == incremental
+
+
+@settings(max_examples=100, deadline=None)
+@given(events())
+def test_provenance_fields_agree_with_the_rendered_attributes(stream: list[CanonicalEvent]) -> None:
+    projection, _, _ = live(stream)
+    for segment in projection.segments:
+        if segment.node_type != "message":
+            assert (segment.is_forwarded, segment.reply_to_message_id) == (False, None)
+            continue
+        element = ElementTree.fromstring(segment.xml)
+        flags = {name for name, value in element.attrib.items() if value == "true"}
+        assert ("myself" in flags) == segment.is_myself
+        assert ("bot" in flags) == (segment.is_bot and not segment.is_myself)
+        assert ("deleted" in flags) == segment.is_deleted
+        assert ("forwarded_from" in element.attrib) == segment.is_forwarded
+        reply = element.find("in-reply-to")
+        if reply is not None:
+            assert segment.reply_to_message_id is not None
+            assert reply.get("id") == projection.shown_id(segment.reply_to_message_id)
+        elif len(element) or element.text:
+            assert segment.reply_to_message_id is None

@@ -371,3 +371,60 @@ def test_myself_from_self_sent_flag_even_without_a_known_bot_id() -> None:
     assert 'myself="true"' in segment.xml
     assert segment.is_myself
     assert segment.is_self_sent
+
+
+def test_message_provenance_travels_beside_the_xml() -> None:
+    params = RenderParams(
+        Platform.FEISHU,
+        "oc_chat",
+        bot_user_id="ou_bot",
+        blocked_users=frozenset({"ou_mallory"}),
+        alias_message_ids=True,
+        deployment_utc_offset_min=480,
+    )
+    helper = s.person("ou_b2", "Helper", is_bot=True)
+    mallory = s.person("ou_mallory", "Mallory")
+    forwarded = s.message("om_fwd", "news", sender=ALICE).model_copy(
+        update={"forward_info": ForwardInfo(from_chat_id="-100", from_chat_title="News", from_name="Ed")}
+    )
+    projection = Projection(params)
+    for event in [
+        s.message("om_plain", "mine to remember", sender=ALICE),
+        forwarded,
+        s.message("om_reply", "agreed", sender=s.person("ou_bob", "Bob"), reply_to="om_plain", quote="mine"),
+        s.message("om_gone", "oops", sender=ALICE, reply_to="om_plain"),
+        s.delete("om_gone"),
+        s.message("om_mine", "noted", sender=BOT),
+        s.message("om_helper", "beep", sender=helper),
+        s.message("om_blocked", "spam", sender=mallory, reply_to="om_404"),
+        s.reaction("om_plain", "👍"),
+    ]:
+        projection.apply(event)
+    by_id = {seg.message_id: seg for seg in projection.segments if seg.message_id is not None}
+    provenance = {
+        mid: (
+            seg.sender_id,
+            seg.is_myself,
+            seg.is_bot,
+            seg.is_deleted,
+            seg.is_forwarded,
+            seg.reply_to_message_id,
+        )
+        for mid, seg in by_id.items()
+    }
+    assert provenance == {
+        "om_plain": ("ou_alice", False, False, False, False, None),
+        "om_fwd": ("ou_alice", False, False, False, True, None),
+        "om_reply": ("ou_bob", False, False, False, False, "om_plain"),
+        "om_gone": ("ou_alice", False, False, True, False, "om_plain"),
+        "om_mine": ("ou_bot", True, True, False, False, None),
+        "om_helper": ("ou_b2", False, True, False, False, None),
+        "om_blocked": ("ou_mallory", False, False, False, False, "om_404"),
+    }
+    # The XML shows the alias of the reply target; the field carries its canonical id.
+    assert f'<in-reply-to id="{alias_for("oc_chat", "om_plain")}"' in by_id["om_reply"].xml
+    assert 'forwarded_from="News (Ed)"' in by_id["om_fwd"].xml
+    assert by_id["om_gone"].xml.endswith('deleted="true"/>')
+    assert by_id["om_blocked"].xml.endswith('blocked="true"/>')
+    (reaction,) = (seg for seg in projection.segments if seg.node_type == "event")
+    assert (reaction.is_forwarded, reaction.reply_to_message_id) == (False, None)

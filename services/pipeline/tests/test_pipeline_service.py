@@ -20,7 +20,7 @@ from larkbot.canonical.context import (
     Segment,
     SnapshotRequest,
 )
-from larkbot.canonical.events import BotIdentity, CanonicalEvent
+from larkbot.canonical.events import BotIdentity, CanonicalEvent, ForwardInfo
 from larkbot.canonical.names import (
     KV_IDENTITY,
     SUBJECT_PIPELINE_CURSOR,
@@ -206,10 +206,85 @@ async def test_history_resolves_aliases_and_cursor_moves_reset_the_context(
             assert history.missing == ("om_404",)
             assert history.found[1].xml.endswith("\nhi there</message>")
             assert history.found[0].alias == alias_for("oc_chat", "om_1")
+            assert [(item.sender_id, item.reply_to_message_id) for item in history.found] == [
+                ("ou_alice", None),
+                ("ou_bob", "om_1"),
+            ]
         async with pipeline(bus, nats_url, cfg):
             after_restart = await snapshot(bus)
     assert after_restart.cursor == cursor
     assert after_restart.segments == moved.segments
+
+
+async def test_history_items_carry_the_sender_and_flags_of_their_segments(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    alice, bot = s.person("ou_alice", "Alice"), s.person("ou_bot", "Lark", is_bot=True)
+    forwarded = s.message("om_fwd", "news", sender=alice).model_copy(
+        update={"forward_info": ForwardInfo(from_name="Zed")}
+    )
+    events = [
+        s.message("om_plain", "I moved to Berlin", sender=alice),
+        forwarded,
+        s.message("om_reply", "congrats", sender=s.person("ou_bob", "Bob"), reply_to="om_plain"),
+        s.message("om_gone", "typo", sender=alice, reply_to="om_plain"),
+        s.delete("om_gone"),
+        s.message("om_mine", "noted", sender=bot, self_sent=True),
+        s.message("om_helper", "beep", sender=s.person("ou_b2", "Helper", is_bot=True)),
+    ]
+    cfg = config(database_url)
+    async with watching(bus) as updates, pipeline(bus, nats_url, cfg):
+        await publish(bus, *events)
+        await updates.until(lambda: len(updates.copies.get("oc_chat", [])) == 6)
+        requested = (
+            "om_plain",
+            "om_fwd",
+            alias_for("oc_chat", "om_reply"),
+            "om_gone",
+            "om_mine",
+            "om_helper",
+        )
+        history = await bus.request(
+            SUBJECT_PIPELINE_HISTORY,
+            HistoryRequest(platform=Platform.FEISHU, chat_id="oc_chat", message_ids=requested),
+            HistoryResponse,
+            timeout_s=TIMEOUT,
+        )
+        live = {seg.message_id: seg for seg in updates.copies["oc_chat"]}
+    assert history.missing == ()
+    found = {
+        item.message_id: (
+            item.sender_id,
+            item.is_myself,
+            item.is_self_sent,
+            item.is_bot,
+            item.is_deleted,
+            item.is_forwarded,
+            item.reply_to_message_id,
+        )
+        for item in history.found
+    }
+    assert found == {
+        "om_plain": ("ou_alice", False, False, False, False, False, None),
+        "om_fwd": ("ou_alice", False, False, False, False, True, None),
+        "om_reply": ("ou_bob", False, False, False, False, False, "om_plain"),
+        "om_gone": ("ou_alice", False, False, False, True, False, "om_plain"),
+        "om_mine": ("ou_bot", True, True, True, False, False, None),
+        "om_helper": ("ou_b2", False, False, True, False, False, None),
+    }
+    # Every reply target was requested too, so history renders exactly what the live context does.
+    for item in history.found:
+        segment = live[item.message_id]
+        assert item.xml == segment.xml
+        assert found[item.message_id] == (
+            segment.sender_id,
+            segment.is_myself,
+            segment.is_self_sent,
+            segment.is_bot,
+            segment.is_deleted,
+            segment.is_forwarded,
+            segment.reply_to_message_id,
+        )
 
 
 async def test_residency_archives_telegram_and_drops_unconfigured_feishu(

@@ -14,6 +14,18 @@ Decisions:
   ``base_seq`` equals the ``seq`` it holds; otherwise it asks ``pipeline.snapshot``.
 - Activation flags (``mentions_me``, ``replies_to_me``) and identity flags are segment fields, never parsed
   back out of the XML.
+- Provenance (who wrote a message, and whether it is their own words) travels as fields beside the XML,
+  on both a :class:`Segment` and a :class:`HistoryItem`, so that the driver can check what a message is
+  cited as evidence of without parsing XML: ``sender_id``, the identity flags, ``is_forwarded`` (the
+  platform marked the message as forwarded) and ``reply_to_message_id`` (the *canonical* id of the message
+  it replies to or quotes from, never the rendered alias). The flags are the facts the renderer draws the
+  XML attributes from, so they never disagree: ``myself`` ⇔ ``is_myself``, ``bot`` ⇔ ``is_bot and not
+  is_myself``, ``deleted`` ⇔ ``is_deleted``, ``forwarded_from`` ⇔ ``is_forwarded``. Provenance is kept when
+  a message renders self-closing (deleted, or its sender blocked): it says what the message was, not what
+  the model is shown.
+- Wire compatibility: every field added after the first release has a default, so a payload from an
+  older producer still decodes. Models forbid unknown fields, so a newer producer's payload does not decode
+  in an older consumer: the consumer is upgraded first (docs/deployment.md, "Upgrade").
 - Attachments are rendered as ``file-id="<rendered message id>:<index>"``, which no platform understands.
   :class:`AttachmentRef` carries what the XML leaves out (the platform's file key, the object-store key),
   so the driver resolves a rendered file-id without parsing XML and asks a media worker for the real file.
@@ -47,7 +59,14 @@ class AttachmentRef(WireModel):
 class Segment(WireModel):
     """One rendered node. ``node_type``: ``message`` (``<message>``), ``event`` (``<event>``, system
     nodes such as reactions and renames) or ``runtime`` (``<runtime-event>``). ``image_parts`` follow the
-    XML in the prompt (thumbnails of attachments that have no alt text yet)."""
+    XML in the prompt (thumbnails of attachments that have no alt text yet).
+
+    For a message: ``sender_id`` is its author (for a forward, the member who forwarded it);
+    ``is_myself`` is the bot's own message (its id, or the synthetic self-sent copy); ``is_bot`` the
+    sender's platform bot flag (also true of the bot's own messages); ``is_forwarded`` a message the
+    platform marked as forwarded; ``reply_to_message_id`` the canonical id of the message it replies to or
+    quotes from, whether or not that message is in the context. Event and runtime segments carry no
+    message provenance (``sender_id`` of an event is its actor)."""
 
     segment_id: Id
     node_type: Literal["message", "event", "runtime"]
@@ -62,6 +81,8 @@ class Segment(WireModel):
     is_self_sent: bool = False
     is_bot: bool = False
     is_deleted: bool = False
+    is_forwarded: bool = False
+    reply_to_message_id: Id | None = None
     mentions_me: bool = False
     replies_to_me: bool = False
     attachments: tuple[AttachmentRef, ...] = ()
@@ -140,14 +161,22 @@ class HistoryRequest(WireModel):
 
 class HistoryItem(WireModel):
     """One found message: canonical ``message_id``, the ``alias`` it renders as (when aliasing is on) and
-    its XML, rendered by the same pure function as the live context so aliases match; ``attachments`` as
-    in :class:`Segment`."""
+    its XML, rendered by the same pure function as the live context so aliases match; ``attachments``,
+    ``sender_id``, the identity flags, ``is_forwarded`` and ``reply_to_message_id`` as in
+    :class:`Segment` (copied from the segment the message renders as, so they agree with ``xml``)."""
 
     message_id: Id
     alias: Id | None = None
     xml: str
     image_parts: tuple[ImagePart, ...] = ()
     attachments: tuple[AttachmentRef, ...] = ()
+    sender_id: Id | None = None
+    is_myself: bool = False
+    is_self_sent: bool = False
+    is_bot: bool = False
+    is_deleted: bool = False
+    is_forwarded: bool = False
+    reply_to_message_id: Id | None = None
 
 
 class HistoryResponse(WireModel):

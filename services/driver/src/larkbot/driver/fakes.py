@@ -243,7 +243,17 @@ class FakePipeline:
                 alias = match.xml.split('"')[1]
                 found.append(
                     HistoryItem(
-                        message_id=match.message_id, alias=alias, xml=match.xml, attachments=match.attachments
+                        message_id=match.message_id,
+                        alias=alias,
+                        xml=match.xml,
+                        attachments=match.attachments,
+                        sender_id=match.sender_id,
+                        is_myself=match.is_myself,
+                        is_self_sent=match.is_self_sent,
+                        is_bot=match.is_bot,
+                        is_deleted=match.is_deleted,
+                        is_forwarded=match.is_forwarded,
+                        reply_to_message_id=match.reply_to_message_id,
                     )
                 )
         return HistoryResponse(found=tuple(found), missing=tuple(missing))

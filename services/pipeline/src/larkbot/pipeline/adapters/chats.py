@@ -303,7 +303,8 @@ class ResidentChats:
             await self.publish(updates)
 
     async def history(self, request: HistoryRequest) -> HistoryResponse:
-        """Render persisted messages by id (or alias) with the same pure renderer as the live context."""
+        """Render persisted messages by id (or alias) with the same pure renderer as the live context; an
+        item's provenance is its segment's, so it agrees with the XML the driver is shown."""
         platform, chat_id = request.platform, request.chat_id
         params = self.params_for(platform, chat_id)
         if params is None:
@@ -346,6 +347,13 @@ class ResidentChats:
                     xml=segment.xml,
                     image_parts=segment.image_parts,
                     attachments=segment.attachments,
+                    sender_id=segment.sender_id,
+                    is_myself=segment.is_myself,
+                    is_self_sent=segment.is_self_sent,
+                    is_bot=segment.is_bot,
+                    is_deleted=segment.is_deleted,
+                    is_forwarded=segment.is_forwarded,
+                    reply_to_message_id=segment.reply_to_message_id,
                 )
             )
         return HistoryResponse(found=tuple(found), missing=tuple(missing))

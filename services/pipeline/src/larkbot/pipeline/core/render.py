@@ -13,6 +13,10 @@ appending a node never changes an earlier segment's bytes. Vocabulary, attribute
   and ``Segment.attachments`` lists every rendered attachment under that index with its platform file key;
 - ``topic`` (a message in a forum topic: the topic's name when the message arrived) comes after ``edited``;
   ``forwarded_from`` names the person, or the chat with the author's signature in parentheses;
+- a message segment's provenance fields come from the same facts as its attributes (``myself`` ⇔
+  ``is_myself``, ``bot`` ⇔ ``is_bot and not is_myself``, ``deleted`` ⇔ ``is_deleted``, ``forwarded_from``
+  ⇔ ``is_forwarded``); ``reply_to_message_id`` is the canonical id that ``<in-reply-to id>`` shows
+  aliased. A self-closing (deleted, blocked) message keeps them all;
 - ``<event type t …>`` for system nodes (:mod:`.events_xml`), ``<runtime-event type t …>text</runtime-event>``
   for runtime ones.
 """
@@ -220,6 +224,8 @@ class Renderer:
             is_self_sent=node.is_self_sent,
             is_bot=sender.is_bot,
             is_deleted=node.deleted,
+            is_forwarded=node.forward_info is not None,
+            reply_to_message_id=reply.message_id if reply is not None else None,
             mentions_me=mentions_me and not blocked and not node.deleted,
             replies_to_me=replies_to_me and not blocked and not node.deleted,
             attachments=tuple(refs),
@@ -244,6 +250,8 @@ class Renderer:
             is_self_sent=False,
             is_bot=False,
             is_deleted=False,
+            is_forwarded=False,
+            reply_to_message_id=None,
             mentions_me=False,
             replies_to_me=False,
         )
@@ -268,6 +276,8 @@ class Renderer:
             is_self_sent=False,
             is_bot=False,
             is_deleted=False,
+            is_forwarded=False,
+            reply_to_message_id=None,
             mentions_me=False,
             replies_to_me=False,
         )
