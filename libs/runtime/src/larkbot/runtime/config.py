@@ -270,6 +270,18 @@ class ChatSettings(_Section):
     #: Attempts of a send / reaction whose outcome stays unknown (same idempotency key each time).
     action_attempts: int = Field(default=3, ge=1, le=10)
     maintainer_window_sec: int = Field(default=600, ge=0)
+    #: Per-person memory (docs/memory.md): the memory tools and the late-binding ``<memory>`` block.
+    memory_enabled: bool = True
+    #: The platform user id this chat is a direct (one-to-one) chat with; only there are that person's
+    #: ``private`` memories used. Unset: the chat is a group (no private memories at all).
+    direct_with: str | None = Field(default=None, min_length=1, max_length=128)
+    #: High-importance memories of the people in the window shown in the late-binding message: at most
+    #: this many, and at most this many characters in all.
+    memory_late_binding_max: int = Field(default=20, ge=0, le=200)
+    memory_late_binding_max_chars: int = Field(default=2000, ge=0, le=20000)
+    #: ``memory_search`` results: at most this many, and at most this many characters in all.
+    memory_search_max_results: int = Field(default=8, ge=1, le=50)
+    memory_search_max_chars: int = Field(default=2000, ge=200, le=20000)
     shell_enabled: bool = False
     ban_spammer_enabled: bool = False
 
@@ -297,6 +309,32 @@ class ChatSettings(_Section):
         return self
 
 
+class MemorySettings(_Section):
+    """Deployment-wide memory settings (docs/memory.md)."""
+
+    #: Whether ``global`` memories exist here: saved with scope ``global`` and used in every chat of the
+    #: platform. Off by default: a fact learnt in one group stays in that group.
+    global_scope: bool = False
+    #: Consolidation: per person and scope, many ``normal`` memories are merged by the ``memory`` model
+    #: (else ``compaction``, else ``primary``) into fewer ``high`` ones; the originals are disabled.
+    consolidation_enabled: bool = True
+    consolidation_interval_s: float = Field(default=3600.0, gt=0)
+    consolidation_min_count: int = Field(default=12, ge=2)
+    #: The most memories one consolidation call reads.
+    consolidation_max_batch: int = Field(default=60, ge=2, le=500)
+    consolidation_retry_initial_s: float = Field(default=600.0, gt=0)
+    consolidation_retry_max_s: float = Field(default=86400.0, gt=0)
+    consolidation_timeout_s: float = Field(default=120.0, gt=0)
+
+    @model_validator(mode="after")
+    def _retry_consistent(self) -> MemorySettings:
+        if self.consolidation_retry_max_s < self.consolidation_retry_initial_s:
+            raise ValueError("consolidation_retry_max_s must be at least consolidation_retry_initial_s")
+        if self.consolidation_max_batch < self.consolidation_min_count:
+            raise ValueError("consolidation_max_batch must be at least consolidation_min_count")
+        return self
+
+
 class LarkbotConfig(_Section):
     nats: NatsSettings = NatsSettings()
     data_dir: str = "data"
@@ -306,6 +344,7 @@ class LarkbotConfig(_Section):
     feishu: FeishuSettings | None = None
     telegram: TelegramSettings | None = None
     llm: LlmSettings = LlmSettings()
+    memory: MemorySettings = MemorySettings()
     chats: dict[str, ChatSettings] = {}
 
     @field_validator("chats", mode="before")

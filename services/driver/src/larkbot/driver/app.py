@@ -36,7 +36,9 @@ from . import metrics
 from .adapters.chatstate import ChatState
 from .adapters.clients import BusClients
 from .adapters.clock import Clock, SystemClock
-from .adapters.ownership import ChatHost
+from .adapters.consolidator import Consolidator
+from .adapters.memories import MemoryStore
+from .adapters.ownership import DEFAULT_NAME, ChatHost
 from .adapters.repository import DriverRepository
 from .adapters.runner import WakeRunner
 
@@ -91,6 +93,10 @@ class DriverService:
         self.repo: DriverRepository | None = None
         self.clients: BusClients | None = None
         self.runner: WakeRunner | None = None
+        self.memories: MemoryStore | None = None
+        self.consolidator: Consolidator | None = None
+        #: Set to start a memory maintenance pass now (tests).
+        self.maintenance_wake = asyncio.Event()
         self.host: ChatHost | None = None
         self.leases: PartitionLeases | None = None
         self._leases_task: asyncio.Task[Any] | None = None
@@ -107,7 +113,16 @@ class DriverService:
         await migrate(engine, MIGRATIONS)
         self.repo = DriverRepository(engine)
         self.clients = BusClients(ctx.bus)
-        self.runner = WakeRunner(self.clients, self.repo, self.clock, self.config.llm, self.utc_offset_min)
+        self.memories = MemoryStore(engine)
+        self.runner = WakeRunner(
+            self.clients,
+            self.repo,
+            self.clock,
+            self.config.llm,
+            self.utc_offset_min,
+            memories=self.memories,
+            memory=self.config.memory,
+        )
         self.host = ChatHost(
             self.config,
             js=ctx.bus.js,
@@ -132,9 +147,30 @@ class DriverService:
         sub = await ctx.bus.nc.subscribe("typing.>", cb=self.on_typing)
         ctx.stack.push_async_callback(sub.unsubscribe)
         self._leases_task = ctx.spawn(self.leases.run(), "partition-leases")
+        self.consolidator = Consolidator(
+            self.memories,
+            self.clients,
+            self.clock,
+            self.runner.sizing,
+            self.config.memory,
+            name_of=self._persona_name,
+            is_leader=self._leads_maintenance,
+        )
+        ctx.spawn(self.consolidator.run(self.maintenance_wake), "memory-maintenance")
         ctx.add_check("database", self._database_ready)
         ctx.add_check("partitions", self._partitions_ready)
         log.info("driver replica %s started", self.replica)
+
+    def _leads_maintenance(self) -> bool:
+        # One replica maintains memories: the holder of partition 0 (leases move it on failure).
+        return self.leases is not None and 0 in self.leases.owned
+
+    def _persona_name(self, platform: str, chat_id: str) -> str:
+        held = self.chats.get(f"{platform}:{chat_id}")
+        if held is not None:
+            return held.persona.name
+        settings = self.config.chat(platform, chat_id)
+        return (settings.display_name if settings is not None else None) or DEFAULT_NAME
 
     async def _acquire(self, partition: int) -> None:
         assert self.host is not None

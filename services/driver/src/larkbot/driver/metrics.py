@@ -126,3 +126,29 @@ def observe_cache(model: str, input_tokens: int, cache_read_tokens: int) -> None
     total, read = total + input_tokens, read + cache_read_tokens
     _cache_totals[model] = (total, read)
     CACHE_HIT_RATIO.labels(model).set(read / total if total else 0.0)
+MEMORY_OPS = Counter(
+    "larkbot_driver_memory_operations_total",
+    "Memory operations by kind (save, search, patch, recall) and outcome (ok, rejected, error)",
+    ["kind", "outcome"],
+)
+MEMORY_REJECTED = Counter(
+    "larkbot_driver_memory_rejected_saves_total",
+    "Rejected memory_save calls by reason (not_found, myself, deleted, bot, forwarded, quoted, not_author, "
+    "scope, supersedes)",
+    ["reason"],
+)
+MEMORY_SEARCH_SECONDS = Histogram(
+    "larkbot_driver_memory_search_seconds",
+    "Latency of a memory search (memory_search) in the store",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1),
+)
+MEMORIES = Gauge(
+    "larkbot_driver_memories",
+    "Enabled memories in the store by scope (refreshed by the maintenance leader)",
+    ["scope"],
+)
+MEMORY_CONSOLIDATIONS = Counter(
+    "larkbot_driver_memory_consolidations_total",
+    "Memory consolidations by outcome (merged, nothing, failed, backing_off)",
+    ["outcome"],
+)

@@ -12,6 +12,7 @@ from larkbot.canonical.llm import LLMError, LLMResponse, TextPart
 
 from .adapters.interpreter import interpret
 from .core.compaction import Summary
+from .core.memory import Memory
 from .core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
 from .core.records import ProbeRecord, TurnRecord
 from .core.wake import (
@@ -60,6 +61,9 @@ class ScriptedPorts:
     probes: list[ProbeRecord] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     compactions: int = 0
+    #: High-importance memories by person (``load_memories`` answers from it, in the order asked).
+    memories: dict[str, list[Memory]] = field(default_factory=dict)
+    memory_loads: list[tuple[str, ...]] = field(default_factory=list)
 
     async def read_chat(self) -> ChatView:
         externals = [s.received_at_ms for s in self.segments if not s.is_myself and s.node_type != "event"]
@@ -103,6 +107,11 @@ class ScriptedPorts:
     async def compact(self) -> bool:
         self.compactions += 1
         return self.compact_with(self)
+
+    async def load_memories(self, persons: tuple[str, ...], limit: int) -> tuple[Memory, ...]:
+        self.memory_loads.append(persons)
+        found = [m for person in persons for m in self.memories.get(person, ())]
+        return tuple(found[:limit])
 
     def remember(self, command: Remember) -> None:
         remember(self, command)

@@ -28,11 +28,22 @@ def segment(
     mentions_me: bool = False,
     replies_to_me: bool = False,
     node_type: str = "message",
+    forwarded: bool = False,
+    reply_to: str | None = None,
+    deleted: bool = False,
 ) -> Segment:
     """Message ``n`` (segment and message id ``om_<n>``, alias ``m<n>``) sent by ``sender`` at ``at_ms``."""
     body = xml_escape(text if text is not None else f"message number {n}")
     flags = (' bot="true"' if bot else "") + (' myself="true"' if myself else "")
-    if node_type == "message":
+    if forwarded:
+        flags = ' forwarded_from="Someone"' + flags
+    if deleted:
+        flags += ' deleted="true"'
+    if reply_to is not None:
+        body = f'<in-reply-to id="m{reply_to.removeprefix("om_")}"/>{body}'
+    if node_type == "message" and deleted:
+        xml = f"<message id={quoteattr(f'm{n}')} sender={quoteattr(name)}{flags}/>"
+    elif node_type == "message":
         xml = f"<message id={quoteattr(f'm{n}')} sender={quoteattr(name)}{flags}>{body}</message>"
     else:
         xml = f'<runtime-event type="task_done">{body}</runtime-event>'
@@ -48,6 +59,9 @@ def segment(
         is_myself=myself,
         is_self_sent=self_sent,
         is_bot=bot,
+        is_deleted=deleted,
+        is_forwarded=forwarded,
+        reply_to_message_id=reply_to,
         mentions_me=mentions_me,
         replies_to_me=replies_to_me,
     )

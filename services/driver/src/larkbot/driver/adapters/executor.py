@@ -14,7 +14,7 @@ resolve too. The media worker gets the platform's file key and, when known, the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from larkbot.canonical.actions import ActionResult, ReactAction, SendMessageAction
@@ -27,11 +27,13 @@ from larkbot.runtime.bus import BusUnavailable
 
 from ..core import tools
 from ..core.clip import clip_xml
+from ..core.evidence import Provenance
 from ..core.estimate import CHARS_PER_TOKEN
 from ..core.ids import alias_table, mentioned_uids
 from ..core.turn import UNKNOWN_DELIVERY, ToolDone, ToolRun
 from .clients import ACTION_ATTEMPTS, BusClients
 from .clock import Clock
+from .memory_tools import MemoryAccess, MemoryTools
 
 _Result = tuple[bool, tuple[UserPart, ...], bool]
 #: Attachment types a media worker renders as a picture; any other type must say ``image/*`` in its mime.
@@ -59,6 +61,7 @@ class ToolExecutor:
         *,
         action_attempts: int = ACTION_ATTEMPTS,
         max_segment_tokens: int,
+        memory: MemoryAccess | None = None,
     ) -> None:
         self.clients = clients
         self.action_attempts = action_attempts
@@ -70,6 +73,13 @@ class ToolExecutor:
         self.aliases = alias_table(segments)
         #: canonical message id → its attachment refs (live segments first, then history items).
         self.attachments = {s.message_id: s.attachments for s in segments if s.message_id is not None}
+        #: canonical message id → who wrote it and how it came (memory evidence).
+        self.provenance = {
+            s.message_id: Provenance.of_segment(s)
+            for s in segments
+            if s.message_id is not None and s.node_type == "message"
+        }
+        self.memory = MemoryTools(memory, self._evidence, clock.now_ms) if memory is not None else None
 
     async def run(self, call: ToolRun) -> ToolDone:
         handler = {
@@ -77,6 +87,9 @@ class ToolExecutor:
             tools.REACT: self._react,
             tools.READ_OLD: self._read_old,
             tools.READ_IMAGE: self._read_image,
+            tools.MEMORY_SAVE: self._memory,
+            tools.MEMORY_SEARCH: self._memory,
+            tools.MEMORY_PATCH: self._memory,
         }[call.name]
         try:
             ok, parts, final = await handler(call, call.args)
@@ -103,6 +116,29 @@ class ToolExecutor:
             if item.alias:
                 self.aliases.setdefault(item.alias, item.message_id)
             self.attachments.setdefault(item.message_id, item.attachments)
+            self.provenance.setdefault(item.message_id, Provenance.of_history(item))
+
+    async def _evidence(
+        self, ids: Sequence[str]
+    ) -> tuple[list[tuple[str, str | None]], Mapping[str, Provenance]]:
+        resolved = await self.resolve(list(ids))
+        # An id can resolve through a live segment that is not the message itself (an event about it).
+        unknown = tuple(dict.fromkeys(c for c in resolved.values() if c not in self.provenance))
+        if unknown:
+            request = HistoryRequest(platform=self.platform, chat_id=self.chat_id, message_ids=unknown)
+            self._remember((await self.clients.history(request)).found)
+        return [(i, resolved.get(i)) for i in ids], self.provenance
+
+    async def _memory(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+        if self.memory is None:
+            return False, _text("error: memory is off in this chat"), False
+        if call.name == tools.MEMORY_SAVE:
+            ok, text = await self.memory.save(args, call.idempotency_key)
+        elif call.name == tools.MEMORY_SEARCH:
+            ok, text = await self.memory.search(args)
+        else:
+            ok, text = await self.memory.patch(args, call.idempotency_key)
+        return ok, _text(text), False
 
     async def _send(self, call: ToolRun, args: dict[str, Any]) -> _Result:
         reply_to = args.get("reply_to")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any, Protocol, TypeVar
 
+from ..core.memory import Memory
 from ..core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, Persist, ToolDone, ToolRun
 from ..core.records import TurnRecord
 from ..core.wake import (
@@ -18,6 +19,7 @@ from ..core.wake import (
     Compact,
     LoadChain,
     LoadLatest,
+    LoadMemories,
     LoadTurns,
     MarkProcessed,
     Note,
@@ -39,6 +41,7 @@ class WakePorts(Protocol):
     async def probe(self, call: ProbeCall) -> ModelAnswer: ...
     async def store_probe(self, command: StoreProbe) -> None: ...
     async def compact(self) -> bool: ...
+    async def load_memories(self, persons: tuple[str, ...], limit: int) -> tuple[Memory, ...]: ...
     def remember(self, command: Remember) -> None: ...
     def show_typing(self, started_ms: int) -> None: ...
     async def mark_processed(self, until_ms: int) -> None: ...
@@ -72,6 +75,8 @@ async def _dispatch(command: WakeCommand, ports: WakePorts) -> WakeFeedback:
         return await ports.probe(command)
     if isinstance(command, Compact):
         return await ports.compact()
+    if isinstance(command, LoadMemories):
+        return await ports.load_memories(command.persons, command.limit)
     if isinstance(command, StoreProbe):
         await ports.store_probe(command)
     elif isinstance(command, Remember):

@@ -16,13 +16,15 @@ import uuid
 from typing import Literal
 
 from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse
-from larkbot.runtime.config import LlmSettings
+from larkbot.runtime.config import ChatSettings, LlmSettings, MemorySettings
 
 from .. import metrics
 from ..core.budget import TurnBudget
 from ..core.compaction import turn_tokens
 from ..core.estimate import request_tokens
+from ..core.memory import Memory, Visibility
 from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC
+from ..core.recall import RecallLimits
 from ..core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
 from ..core.records import TurnRecord
 from ..core.scheduler import Wake
@@ -45,6 +47,8 @@ from .clock import Clock
 from .compactor import Compactor
 from .executor import ToolExecutor
 from .interpreter import interpret
+from .memories import MemoryStore
+from .memory_tools import MemoryAccess
 from .repository import DriverRepository, StepConflict
 from .sizing import Sizing
 from .typing_indicator import TypingIndicators
@@ -65,8 +69,13 @@ class WakeRunner:
         llm: LlmSettings,
         utc_offset_min: int,
         sizing: Sizing | None = None,
+        memories: MemoryStore | None = None,
+        memory: MemorySettings | None = None,
     ) -> None:
         self.clients = clients
+        #: The memory store; ``None`` turns memory off for every chat (the scripted benchmark).
+        self.memories = memories
+        self.memory_settings = memory or MemorySettings()
         self.repo = repo
         self.clock = clock
         self.sizing = sizing or Sizing(llm)
@@ -101,6 +110,20 @@ class WakeRunner:
                 reasoning_replay=self.reasoning_replay,
             ),
             new_chain_id=uuid.uuid4().hex[:16],
+            memory=RecallLimits(settings.memory_late_binding_max, settings.memory_late_binding_max_chars)
+            if self.memory_on(settings)
+            else None,
+        )
+
+    def memory_on(self, settings: ChatSettings) -> bool:
+        return self.memories is not None and settings.memory_enabled
+
+    def visibility(self, chat: ChatState) -> Visibility:
+        return Visibility(
+            platform=chat.platform,
+            chat_id=chat.chat_id,
+            direct_with=direct_with(chat.platform, chat.chat_id, chat.settings),
+            global_allowed=self.memory_settings.global_scope,
         )
 
     async def run(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> None:
@@ -243,8 +266,20 @@ class ChatPorts:
                 chat.context.segments,
                 action_attempts=chat.settings.action_attempts,
                 max_segment_tokens=chat.settings.max_segment_est_tokens,
+                memory=self._memory_access(),
             )
         return await self._executor.run(run)
+
+    def _memory_access(self) -> MemoryAccess | None:
+        runner, settings = self.runner, self.chat.settings
+        if runner.memories is None or not runner.memory_on(settings):
+            return None
+        return MemoryAccess(
+            runner.memories,
+            runner.visibility(self.chat),
+            search_max_results=settings.memory_search_max_results,
+            search_max_chars=settings.memory_search_max_chars,
+        )
 
     async def persist(self, record: TurnRecord) -> Ack:
         await self.runner.repo.add_turn(record)
@@ -274,6 +309,13 @@ class ChatPorts:
 
     async def compact(self) -> bool:
         return await self.runner.compactor.now(self.chat)
+
+    async def load_memories(self, persons: tuple[str, ...], limit: int) -> tuple[Memory, ...]:
+        store = self.runner.memories
+        assert store is not None
+        found = await store.high_importance(persons, self.runner.visibility(self.chat), limit=limit)
+        metrics.MEMORY_OPS.labels("recall", "ok").inc()
+        return tuple(found)
 
     def remember(self, command: Remember) -> None:
         remember(self.chat, command)
@@ -323,3 +365,13 @@ class ChatPorts:
 
 def replace_category(error: LLMError, category: Literal["deadline"]) -> LLMError:
     return error.model_copy(update={"category": category, "message": "turn deadline reached"})
+
+
+def direct_with(platform: str, chat_id: str, settings: ChatSettings) -> str | None:
+    """The person a chat is a direct chat with: configured (``direct_with``), or, on Telegram, the chat
+    itself when its id is positive (a private chat's id is the user's id; groups' ids are negative)."""
+    if settings.direct_with is not None:
+        return settings.direct_with
+    if platform == "telegram" and chat_id.isdigit():
+        return chat_id
+    return None

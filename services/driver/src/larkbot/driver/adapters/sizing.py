@@ -21,6 +21,8 @@ class Sizing:
         self.primary_endpoint = llm.primary or "primary"
         #: Compaction runs on the primary endpoint unless one is configured for it.
         self.compaction_endpoint = llm.compaction or self.primary_endpoint
+        #: Memory consolidation runs on the compaction endpoint unless one is configured for it.
+        self.memory_endpoint = llm.memory or self.compaction_endpoint
         self.calibrations: dict[str, Calibration] = {}
 
     def observe(self, endpoint: str, estimated: int, reply: LLMResponse) -> None:
@@ -38,7 +40,8 @@ class Sizing:
         return max(1, self.calibrations.get(endpoint, Calibration()).to_estimate(room))
 
     def limits(self, settings: ChatSettings, name: str, platform: str, personas: tuple[str, ...]) -> Limits:
-        primary_fixed = text_tokens(prompt.system_prompt(name, platform, personas)) + sum(
+        system = prompt.system_prompt(name, platform, personas, memory=settings.memory_enabled)
+        primary_fixed = text_tokens(system) + sum(
             text_tokens(t.parameters_json) + text_tokens(t.description) for t in tools.SPECS.values()
         )
         probe_fixed = text_tokens(prompt.probe_system_prompt(name, platform, personas)) + text_tokens(

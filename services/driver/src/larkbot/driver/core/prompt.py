@@ -11,8 +11,8 @@ Cache discipline (the prefix of consecutive requests must stay byte-identical):
   alternation), then context order. Consecutive segments form one user message, one part per segment, so
   a new segment appends parts and never rewrites earlier ones. Self-sent segments are dropped: the turn
   response already holds the send.
-- Everything that changes on every request (time, participation, probe reason, interruption) is in the
-  late-binding message, always last.
+- Everything that changes on every request (time, participation, probe reason, interruption, the
+  ``<memory>`` block of the people in the conversation) is in the late-binding message, always last.
 
 Reasoning is replayed only to the model that produced it and only for the newest ``reasoning_replay``
 turn responses (and the open chain); older reasoning is stripped here, stored records stay unchanged.
@@ -38,7 +38,7 @@ from .compaction import summary_message
 from .estimate import keep_last_tokens, messages_tokens, segment_tokens
 from .participation import Participation
 from .records import TurnRecord
-from .templates import PERSONA_HEADER, PRIMARY_RULES, PROBE_RULES
+from .templates import MEMORY_RULES, PERSONA_HEADER, PRIMARY_RULES, PROBE_RULES
 from .window import Window
 
 #: Default cap of the compaction summary in the probe request, outside the window's budget (SPEC §4.2
@@ -46,8 +46,11 @@ from .window import Window
 PROBE_SUMMARY_MAX_EST_TOKENS = 2000
 
 
-def system_prompt(name: str, platform: str, personas: Sequence[str]) -> str:
+def system_prompt(name: str, platform: str, personas: Sequence[str], *, memory: bool = False) -> str:
+    """Byte-stable per chat: ``memory`` is the chat's setting, never what is remembered."""
     text = PRIMARY_RULES.format(name=name, platform=platform)
+    if memory:
+        text += MEMORY_RULES
     for persona in personas:
         text += PERSONA_HEADER + persona.strip() + "\n"
     return text
@@ -214,8 +217,11 @@ def late_binding(
     probe_reason: str | None,
     interrupted: bool,
     react_only: bool,
+    memory_block: str | None = None,
 ) -> UserMessage:
     lines = [f"Current time: {format_time(now_ms, utc_offset_min)}", *_stats_lines(stats)]
+    if memory_block:
+        lines.append(memory_block)
     if probe_reason:
         lines.append(f"Why you were woken: {probe_reason}")
     if interrupted:

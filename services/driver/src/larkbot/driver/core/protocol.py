@@ -40,6 +40,8 @@ class TurnPlan:
     history: tuple[Message, ...]
     late_binding: UserMessage
     shell_tools_exposed: bool = False
+    #: The memory tools are offered (a per-chat constant: the tool list is part of the cached prefix).
+    memory_tools: bool = False
     #: A pending (write-ahead) step left by a process that died while running its tools.
     recover: TurnRecord | None = None
     #: Close ``recover`` without running its calls again.

@@ -4,7 +4,9 @@ call becomes an error result for the model, never an exception in the loop.
 
 ``send_message`` and ``react`` are *participation* tools (a separate attempt cap, kept in the wrap-up
 step); ``read_image`` and ``read_old_messages`` are *work* tools (counted against the work-call cap);
-``end_turn`` is the silence route and is always exposed.
+``end_turn`` is the silence route and is always exposed. The memory tools (``memory_save``,
+``memory_search``, ``memory_patch``; docs/memory.md) are work tools too, exposed in normal steps of the
+chats that have memory on — a per-chat constant, so the tool list stays part of the cached prefix.
 """
 
 from __future__ import annotations
@@ -24,8 +26,14 @@ REACT: Final = "react"
 END: Final = "end_turn"
 READ_IMAGE: Final = "read_image"
 READ_OLD: Final = "read_old_messages"
+MEMORY_SAVE: Final = "memory_save"
+MEMORY_SEARCH: Final = "memory_search"
+MEMORY_PATCH: Final = "memory_patch"
 PARTICIPATION_TOOLS: Final = frozenset({SEND, REACT})
-WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD})
+MEMORY_TOOLS: Final = frozenset({MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH})
+WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD}) | MEMORY_TOOLS
+#: The longest memory content accepted (a memory is a fact, not a transcript).
+MEMORY_CONTENT_MAX_CHARS: Final = 500
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 128}
 
@@ -79,22 +87,83 @@ _SPECS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
             "additionalProperties": False,
         },
     ),
+    MEMORY_SAVE: (
+        "Remember a durable fact about a person (preferences, plans, background, how they want to be "
+        "treated), drawn only from their own messages. person: their uid; evidence_message_ids: ids of "
+        "messages they wrote in this chat that state it (not ones they quoted or forwarded). scope: "
+        "group (used in this chat) or private (only in a direct chat with them). importance: high "
+        "(always shown to you while they are in the conversation; keep these few) or normal (found by "
+        "memory_search).",
+        {
+            "type": "object",
+            "properties": {
+                "person": _ID,
+                "content": {"type": "string", "minLength": 1, "maxLength": MEMORY_CONTENT_MAX_CHARS},
+                "evidence_message_ids": {
+                    "type": "array",
+                    "items": _ID,
+                    "minItems": 1,
+                    "maxItems": 10,
+                    "uniqueItems": True,
+                },
+                "importance": {"enum": ["high", "normal"]},
+                "scope": {"enum": ["group", "private", "global"]},
+                "supersedes": {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 10},
+            },
+            "required": ["person", "content", "evidence_message_ids", "importance", "scope"],
+            "additionalProperties": False,
+        },
+    ),
+    MEMORY_SEARCH: (
+        "Search what you remember about people here (full text, any language). Optionally only one "
+        "person's memories (their uid).",
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "maxLength": 200},
+                "person": _ID,
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    ),
+    MEMORY_PATCH: (
+        "Change a memory by its id: disable it (wrong or outdated), change its importance or scope, or "
+        "mark which memories it supersedes or is related to. Its content never changes: save a new memory "
+        "that supersedes it instead.",
+        {
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer", "minimum": 1},
+                "enabled": {"type": "boolean"},
+                "importance": {"enum": ["high", "normal"]},
+                "scope": {"enum": ["group", "private", "global"]},
+                "supersedes": {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 10},
+                "related_to": {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 10},
+                "reason": {"type": "string", "maxLength": 200},
+            },
+            "required": ["id"],
+            "minProperties": 2,
+            "additionalProperties": False,
+        },
+    ),
 }
 _ORDER: Final = (SEND, REACT, END, READ_IMAGE, READ_OLD)
+_MEMORY_ORDER: Final = (MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH)
 SPECS: Final[dict[str, ToolSpec]] = {
     name: ToolSpec.of(name, description, schema) for name, (description, schema) in _SPECS.items()
 }
 _VALIDATORS: Final = {name: Draft202012Validator(schema) for name, (_, schema) in _SPECS.items()}
 
 
-def exposed(mode: StepMode) -> tuple[ToolSpec, ...]:
+def exposed(mode: StepMode, *, memory: bool = False) -> tuple[ToolSpec, ...]:
     """The tools of one step, in a fixed order (the tool list is part of the cached prefix)."""
     if mode == "react_only":
         names: tuple[str, ...] = (REACT, END)
     elif mode == "wrap_up":
         names = (SEND, REACT, END)
     else:
-        names = _ORDER
+        names = (*_ORDER, *_MEMORY_ORDER) if memory else _ORDER
     return tuple(SPECS[n] for n in names)
 
 

@@ -17,6 +17,7 @@ Commands and what they answer:
 ``StoreProbe``    ``None`` (the interpreter may store it beside the primary's first call)
 ``Compact``       whether a compaction moved the cursor (it waits for one in progress, or runs one now
                   unless the chat's compaction is backing off)
+``LoadMemories``  the high-importance memories of the given people usable in this chat, relevance order
 ``Remember``      ``None``: keeps sticky per-chat state (probe window start, trim start, recovery count)
 ``ShowTyping``    ``None``: the best-effort typing indicator
 ``MarkProcessed`` ``None``: input up to ``until_ms`` is handled
@@ -47,11 +48,13 @@ from .actions import action_segments, with_actions
 from .budget import TurnBudget
 from .compaction import Summary
 from .estimate import request_tokens
+from .memory import Memory
 from .participation import bot_loop_brake, participation
 from .probe import read_verdict
 from .protocol import Command as TurnCommand
 from .protocol import Feedback as TurnFeedback
 from .protocol import ModelAnswer, TurnPlan, TurnResult
+from .recall import RecallLimits, memory_block, people_in
 from .records import Activation, ChainUsage, ProbeRecord, TurnRecord, open_chain
 from .scheduler import Wake
 from .turn import primary_turn
@@ -93,6 +96,9 @@ class WakeInput:
     settings: WakeSettings
     #: The chain id of a new chain (the interpreter draws it; the core has no randomness).
     new_chain_id: str
+    #: Memory on for this chat: the memory tools, their rules in the system prompt and the late-binding
+    #: ``<memory>`` block within these bounds. ``None``: off.
+    memory: RecallLimits | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +159,13 @@ class StoreProbe:
 @dataclass(frozen=True, slots=True)
 class Compact:
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class LoadMemories:
+    #: Person ids, most relevant first.
+    persons: tuple[str, ...]
+    limit: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,13 +231,16 @@ WakeCommand = (
     | ProbeCall
     | StoreProbe
     | Compact
+    | LoadMemories
     | Remember
     | ShowTyping
     | MarkProcessed
     | Note
     | TurnCommand
 )
-WakeFeedback = ChatView | tuple[TurnRecord, ...] | TurnRecord | bool | None | TurnFeedback
+WakeFeedback = (
+    ChatView | tuple[TurnRecord, ...] | tuple[Memory, ...] | TurnRecord | bool | None | TurnFeedback
+)
 
 
 # -- outcomes -----------------------------------------------------------------------------------------
@@ -417,6 +433,7 @@ def _plan(
     recover: TurnRecord | None = None,
     abandon: bool = False,
     selected: prompt.Selected | None = None,
+    memories: tuple[Memory, ...] = (),
 ) -> TurnPlan:
     started = view.now_ms
     segments = view.segments
@@ -435,7 +452,9 @@ def _plan(
         budget=w.settings.budget,
         react_only=react_only,
         started_ms=started,
-        system=prompt.system_prompt(w.persona_name, w.platform, w.persona_texts),
+        system=prompt.system_prompt(
+            w.persona_name, w.platform, w.persona_texts, memory=w.memory is not None
+        ),
         history=prompt.history(
             shown_segments,
             shown_turns,
@@ -452,16 +471,19 @@ def _plan(
             probe_reason=activation.reason if activation else None,
             interrupted=bool(chain) or recover is not None,
             react_only=react_only,
+            memory_block=memory_block(memories, w.memory) if w.memory is not None else None,
         ),
         shell_tools_exposed=continuing.shell_tools_exposed if continuing else False,
         recover=recover,
         recover_abandon=abandon,
+        memory_tools=w.memory is not None,
     )
 
 
 def first_request_tokens(plan: TurnPlan) -> int:
     mode = plan.budget.step_mode(plan.usage, plan.react_only)
-    return request_tokens(plan.system, tools.exposed(mode), (*plan.history, plan.late_binding))
+    offered = tools.exposed(mode, memory=plan.memory_tools)
+    return request_tokens(plan.system, offered, (*plan.history, plan.late_binding))
 
 
 def _primary_within_window(
@@ -487,7 +509,15 @@ def _primary_within_window(
             if selected.omitted:
                 yield Note("trimmed", str(selected.omitted))
             yield Remember(trim_from_ms=selected.from_ms)
-        plan = _plan(w, view, state.turns, state.chain, activation, selected=selected)
+        memories: tuple[Memory, ...] = ()
+        if w.memory is not None and w.memory.max_count:
+            shown = selected.segments if selected is not None else view.segments
+            persons = people_in(shown)
+            if persons:
+                loaded = yield LoadMemories(persons, w.memory.max_count)
+                assert isinstance(loaded, tuple)
+                memories = loaded  # type: ignore[assignment]
+        plan = _plan(w, view, state.turns, state.chain, activation, selected=selected, memories=memories)
         if limit is not None and first_request_tokens(plan) > limit:
             if not compacted:
                 compacted = True
@@ -531,6 +561,7 @@ __all__ = [
     "Compact",
     "LoadChain",
     "LoadLatest",
+    "LoadMemories",
     "LoadTurns",
     "MarkProcessed",
     "Note",
