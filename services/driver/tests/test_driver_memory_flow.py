@@ -1,5 +1,5 @@
 """The pure side of memory in the driver: evidence rules, the late-binding block, the tool list,
-and the wake-up flow's recall (through the scripted ports)."""
+consolidation answers and the wake-up flow's recall (through the scripted ports)."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ async def test_a_fact_saved_in_one_week_is_used_in_a_later_one_after_a_restart(
         assert week2[0].system == week1[0].system
         assert [t.name for t in week2[0].tools] == [t.name for t in week1[0].tools]
         assert all(fact not in str(m) for m in week2[0].messages[:-1])
-        (found,) = results(week2[1])
+        found = results(week2[1])[-1]
         assert 'uid="ou_alice"' in found
         assert "is allergic to peanuts" in found
 
@@ -127,7 +127,7 @@ async def test_saves_resting_on_words_that_are_not_the_persons_own_are_rejected(
             ]
         )
         await w.tick(1000)
-        shown = results(w.requests("primary")[1])
+        shown = results(w.requests("primary")[1])[-8:]
         assert shown == [
             "not saved: m1 is a message ou_alice quoted or replied to; its words are ou_bob's",
             "not saved: m3 is a forwarded message: its words are not ou_alice's own",
@@ -163,7 +163,7 @@ async def test_memories_stay_in_their_chat_and_follow_the_uid_not_the_name(
         await w.tick(6000)
         in_other = w.requests("primary", other)
         assert "<memory>" not in late_binding(in_other[0])
-        assert results(in_other[1]) == ["no memories found"]
+        assert results(in_other[1])[-1] == "no memories found"
         assert results(in_other[2])[-1] == "error: no memory 1 usable here"
 
         # Back in the first chat: Alice renamed keeps hers; Bob calling himself Alice gets none.

@@ -152,7 +152,7 @@ async def test_an_interrupted_chain_continues_without_probe_with_its_budget(
         primary = w.llm.by_purpose("primary")
         assert len(primary) == 3
         assert "interrupted" in _late_binding(primary[1])
-        assert _tool_names(primary[1])[-1] == "read_old_messages"
+        assert "read_old_messages" in _tool_names(primary[1])  # a normal step: work tools offered
         assert _tool_names(primary[2]) == ["send_message", "react", "end_turn"]  # round 2 carried over
         turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
         assert [(t.chain_id == turns[0].chain_id, t.step, t.mode) for t in turns] == [
