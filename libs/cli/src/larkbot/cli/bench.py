@@ -30,6 +30,7 @@ KEYS: tuple[str, ...] = (
     "long_chat",
     "media_thumbnails_per_s",
     "resident_bytes_per_chat",
+    "memory_search_ms",
 )
 
 
@@ -74,6 +75,12 @@ async def _turn(nats_url: str, quick: bool) -> dict[str, Any]:
     return await measure(nats_url, quick)
 
 
+async def _memory(_nats_url: str, quick: bool) -> dict[str, Any]:
+    from larkbot.driver.memorybench import measure
+
+    return await measure(quick)
+
+
 #: Each measurement, in the order it runs; one failing does not stop the others (its error is reported
 #: under ``errors`` and its figures stay ``null``).
 MEASUREMENTS: tuple[tuple[str, Callable[[str, bool], Awaitable[dict[str, Any]]]], ...] = (
@@ -83,6 +90,7 @@ MEASUREMENTS: tuple[tuple[str, Callable[[str, bool], Awaitable[dict[str, Any]]]]
     ("long_chat", _long_chat),
     ("media", _media),
     ("turn", _turn),
+    ("memory", _memory),
 )
 
 

@@ -8,6 +8,8 @@ larkbot replay                  render raw platform payloads offline
 larkbot playground / say        a local group chat with a fake Telegram and a fake model
 larkbot fake-llm                the fake LLM provider on its own
 larkbot bench                   benchmark figures
+larkbot memory export|forget|stats
+                                per-person memories of the driver (export, forget, counts)
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from larkbot.canonical.errors import ConfigError
-from larkbot.canonical.names import Service
+from larkbot.canonical.names import Platform, Service
 
 from .stack import (
     DEFAULT_PLAYGROUND_PORT,
@@ -129,6 +131,32 @@ def _bench(args: argparse.Namespace) -> int:
     return bench_main(as_json=args.json, quick=args.quick)
 
 
+def _memory(args: argparse.Namespace) -> int:
+    from .memory import main as memory_main
+
+    return memory_main(args)
+
+
+def _add_memory(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    memory = sub.add_parser("memory", help="export, forget or count per-person memories (driver database)")
+    memory_sub = memory.add_subparsers(dest="memory_command", required=True)
+    config_help = "configuration file (default: $LARKBOT_CONFIG)"
+    for name, help_text in (
+        ("export", "print the person's memories with their patches as JSON"),
+        ("forget", "delete every memory of the person (needs --yes); the forget is logged"),
+    ):
+        cmd = memory_sub.add_parser(name, help=help_text)
+        cmd.add_argument("--person", required=True, help="the person's platform user id (never a name)")
+        cmd.add_argument("--platform", choices=[p.value for p in Platform], help="only this platform")
+        cmd.add_argument("--config", default=None, help=config_help)
+        if name == "forget":
+            cmd.add_argument("--yes", action="store_true", help="really delete (there is no undo)")
+        cmd.set_defaults(func=_memory)
+    stats = memory_sub.add_parser("stats", help="print memory counts as JSON")
+    stats.add_argument("--config", default=None, help=config_help)
+    stats.set_defaults(func=_memory)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="larkbot", description="LarkBot: an AI member of group chats.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -198,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="one line of JSON")
     bench.add_argument("--quick", action="store_true", help="small sizes (seconds, for smoke tests)")
     bench.set_defaults(func=_bench)
+
+    _add_memory(sub)
 
     # Listed for `--help` only: main() hands everything after `fake-llm` to the fake provider's own parser.
     sub.add_parser(

@@ -40,6 +40,20 @@ log = logging.getLogger(__name__)
 VERSION = "0.1.0"
 
 
+def data_dir(config: LarkbotConfig) -> str:
+    """``LARKBOT_DATA_DIR`` (set by ``larkbot up`` to the directory it locked) wins over the file."""
+    return os.environ.get("LARKBOT_DATA_DIR") or config.data_dir
+
+
+def database_url(config: LarkbotConfig, service: Service) -> str:
+    """A service's database: ``services.<name>.database_url``, else SQLite under the data dir. Operator
+    commands that open a service's database (``larkbot memory``) use this too."""
+    settings = config.services.for_service(service.value)
+    if settings.database_url is not None:
+        return settings.database_url.get_secret_value()
+    return default_sqlite_url(data_dir(config), service.value)
+
+
 class ServiceContext:
     """What a service gets at start: settings, the bus, readiness registration and task spawning."""
 
@@ -49,8 +63,7 @@ class ServiceContext:
         self.name = name
         self.config = config
         self.settings: ServiceSettings = config.services.for_service(name.value)
-        #: ``LARKBOT_DATA_DIR`` (set by ``larkbot up`` to the directory it locked) wins over the file.
-        self.data_dir = os.environ.get("LARKBOT_DATA_DIR") or config.data_dir
+        self.data_dir = data_dir(config)
         self.bus = bus
         self.ops = ops
         self.stack = stack
@@ -59,10 +72,7 @@ class ServiceContext:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def database_url(self) -> str:
-        """The service's database: ``services.<name>.database_url``, else SQLite under the data dir."""
-        if self.settings.database_url is not None:
-            return self.settings.database_url.get_secret_value()
-        return default_sqlite_url(self.data_dir, self.name.value)
+        return database_url(self.config, self.name)
 
     def add_check(self, name: str, check: Callable[[], Awaitable[Check]]) -> None:
         self.ops.add_check(name, check)

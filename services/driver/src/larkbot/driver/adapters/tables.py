@@ -12,6 +12,20 @@ pipeline.
   summarized and the history's estimate before and after.
 - ``driver_chats``: per chat, the arrival time up to which external input has been handled (so a restart
   does not wake the bot for old messages) and the bot's last real action (the probe window's start).
+
+Per-person memories (``core.memory``, ``docs/memory.md``):
+
+- ``driver_memories``: one row per saved memory, never updated (evidence and references as JSON lists).
+- ``driver_memory_patches``: one row per patch, never updated (the change as JSON).
+- ``driver_memory_index``: one row per memory, the projection of the memory and its patches that queries
+  filter on (scope, importance, enabled) and the search terms; rewritten with each patch, in the same
+  transaction. On SQLite the FTS5 table ``driver_memory_fts`` (created by the migration, outside this
+  metadata; rowid = memory id) indexes ``terms`` and the memory's visibility keys; on PostgreSQL the
+  generated column ``terms_tsv`` (``to_tsvector('simple', terms)``, also outside this metadata) with a
+  GIN index does.
+- ``driver_memory_forgets``: one row per operator forget: whose, how many memories, when; no content.
+- ``driver_memory_maintenance``: per (platform, person, scope, chat), when consolidation last ran, how
+  often it failed in a row and when it may run next.
 """
 
 from __future__ import annotations
@@ -20,6 +34,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    ForeignKey,
     Index,
     Integer,
     MetaData,
@@ -115,4 +130,85 @@ compactions = Table(
     Column("tokens_before", BigInteger, nullable=False),
     Column("tokens_after", BigInteger, nullable=False),
     Index("ix_driver_compactions_chat", "platform", "chat_id", "id"),
+)
+
+memories = Table(
+    "driver_memories",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("platform", String(16), nullable=False),
+    Column("person_id", String(128), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("evidence", Text, nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("importance", String(16), nullable=False),
+    Column("origin", String(16), nullable=False),
+    Column("supersedes", Text, nullable=False),
+    Column("related_to", Text, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Index("ix_driver_memories_person", "platform", "person_id", "id"),
+)
+
+memory_patches = Table(
+    "driver_memory_patches",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("memory_id", _Id, ForeignKey("driver_memories.id"), nullable=False),
+    Column("change", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("actor", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=True),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Index("ix_driver_memory_patches_memory", "memory_id", "id"),
+)
+
+memory_index = Table(
+    "driver_memory_index",
+    metadata,
+    Column("memory_id", _Id, ForeignKey("driver_memories.id"), primary_key=True, autoincrement=False),
+    Column("platform", String(16), nullable=False),
+    Column("person_id", String(128), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("importance", String(16), nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    Column("terms", Text, nullable=False),
+    Index(
+        "ix_driver_memory_index_person",
+        "platform",
+        "person_id",
+        "importance",
+        "scope",
+        "chat_id",
+        "memory_id",
+    ),
+    Index("ix_driver_memory_index_chat", "platform", "scope", "chat_id"),
+)
+
+memory_forgets = Table(
+    "driver_memory_forgets",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("platform", String(16), nullable=False),
+    Column("person_id", String(128), nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("actor", String(16), nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+)
+
+memory_maintenance = Table(
+    "driver_memory_maintenance",
+    metadata,
+    Column("platform", String(16), nullable=False),
+    Column("person_id", String(128), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("last_run_ms", BigInteger, nullable=False),
+    Column("failures", Integer, nullable=False),
+    Column("next_attempt_ms", BigInteger, nullable=False),
+    Column("last_error", Text, nullable=True),
+    PrimaryKeyConstraint("platform", "person_id", "scope", "chat_id", name="pk_driver_memory_maintenance"),
 )
