@@ -115,7 +115,9 @@ def test_provenance_comes_from_segments_and_history_items() -> None:
     seg = segment(9, sender="ou_dan", bot=True).model_copy(
         update={"is_forwarded": True, "reply_to_message_id": "om_1", "is_deleted": True}
     )
-    assert Provenance.of_segment(seg) == prov("om_9", "ou_dan", bot=True, deleted=True, forwarded=True, reply_to="om_1")
+    assert Provenance.of_segment(seg) == prov(
+        "om_9", "ou_dan", bot=True, deleted=True, forwarded=True, reply_to="om_1"
+    )
     item = HistoryItem(message_id="om_10", xml="<message/>", sender_id="ou_eve", is_self_sent=True)
     assert Provenance.of_history(item) == prov("om_10", "ou_eve", myself=True)
 
@@ -227,7 +229,10 @@ async def test_a_wake_up_shows_the_high_memories_of_the_people_in_the_window_lat
     ports = ScriptedPorts(
         script=lambda call: response(tool_call(tools.END)),
         now_ms=T0,
-        segments=[segment(1, sender="ou_alice", at_ms=T0 - 2000), segment(2, sender="ou_bob", at_ms=T0 - 1000)],
+        segments=[
+            segment(1, sender="ou_alice", at_ms=T0 - 2000),
+            segment(2, sender="ou_bob", at_ms=T0 - 1000),
+        ],
     )
     ports.memories = {"ou_alice": [mem(1)], "ou_bob": [mem(2, "ou_bob", "is a night owl")]}
     outcome = await ports.run(_inputs(RecallLimits(10, 2000)))
@@ -262,7 +267,11 @@ async def test_memory_off_loads_nothing_and_offers_no_memory_tools() -> None:
 
 
 # -- consolidation --------------------------------------------------------------------------------------
-BATCH = [mem(1, importance="normal"), mem(2, content="drinks it cold", importance="normal"), mem(3, importance="normal")]
+BATCH = [
+    mem(1, importance="normal"),
+    mem(2, content="drinks it cold", importance="normal"),
+    mem(3, importance="normal"),
+]
 
 
 def test_consolidation_notes_cover_the_batch_and_cite_the_union_of_its_evidence() -> None:

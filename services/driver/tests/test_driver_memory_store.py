@@ -471,3 +471,16 @@ async def test_stats(store: MemoryStore) -> None:
         patches=1,
         forgets=0,
     )
+
+
+async def test_a_save_or_patch_redone_under_its_key_is_stored_once(store: MemoryStore) -> None:
+    first = await store.save(dataclasses.replace(new("likes tea"), key="lbkey1"), now_ms=1)
+    again = await store.save(dataclasses.replace(new("likes tea"), key="lbkey1"), now_ms=2)
+    assert again == first
+    other = await store.save(dataclasses.replace(new("likes tea"), key="lbkey2"), now_ms=3)
+    assert other.id != first.id
+    change = PatchChange(importance="normal")
+    patched = await store.patch(first.id, change, reason="", actor="tool", chat_id="oc_1", now_ms=4, key="p1")
+    redone = await store.patch(first.id, change, reason="", actor="tool", chat_id="oc_1", now_ms=5, key="p1")
+    assert redone == patched
+    assert len(await store.patches_for_person("feishu", "ou_alice")) == 1

@@ -232,7 +232,11 @@ async def test_consolidation_merges_normal_memories_and_disables_the_originals(
         memories = {m.id: m for m in await store.for_person("feishu", "ou_alice")}
         assert [memories[i].enabled for i in (1, 2, 3)] == [False, False, False]
         merged = memories[max(memories)]
-        assert (merged.content, merged.importance, merged.origin) == ("likes cold oolong tea", "high", "consolidation")
+        assert (merged.content, merged.importance, merged.origin) == (
+            "likes cold oolong tea",
+            "high",
+            "consolidation",
+        )
         assert merged.evidence == ("om_1", "om_2", "om_3")
         assert merged.supersedes == (1, 2, 3)
         assert [m.content for m in memories.values()][:3] == ["likes tea", "drinks it cold", "prefers oolong"]

@@ -126,6 +126,8 @@ def observe_cache(model: str, input_tokens: int, cache_read_tokens: int) -> None
     total, read = total + input_tokens, read + cache_read_tokens
     _cache_totals[model] = (total, read)
     CACHE_HIT_RATIO.labels(model).set(read / total if total else 0.0)
+
+
 MEMORY_OPS = Counter(
     "larkbot_driver_memory_operations_total",
     "Memory operations by kind (save, search, patch, recall) and outcome (ok, rejected, error)",

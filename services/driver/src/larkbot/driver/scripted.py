@@ -19,6 +19,7 @@ from .core.wake import (
     ChatView,
     Note,
     ProbeCall,
+    Recalled,
     Remember,
     StoreProbe,
     WakeInput,
@@ -108,10 +109,10 @@ class ScriptedPorts:
         self.compactions += 1
         return self.compact_with(self)
 
-    async def load_memories(self, persons: tuple[str, ...], limit: int) -> tuple[Memory, ...]:
+    async def load_memories(self, persons: tuple[str, ...], limit: int) -> Recalled:
         self.memory_loads.append(persons)
         found = [m for person in persons for m in self.memories.get(person, ())]
-        return tuple(found[:limit])
+        return Recalled(tuple(found[:limit]))
 
     def remember(self, command: Remember) -> None:
         remember(self, command)

@@ -11,6 +11,7 @@ The same pass refreshes the ``larkbot_driver_memories`` gauge.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 from collections.abc import Callable
@@ -74,10 +75,8 @@ class Consolidator:
             if wake is None:
                 await asyncio.sleep(interval)
                 continue
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), interval)
-            except TimeoutError:
-                pass
             wake.clear()
 
     async def pass_once(self) -> dict[str, int]:
@@ -110,7 +109,9 @@ class Consolidator:
                     self.settings.consolidation_retry_initial_s,
                     self.settings.consolidation_retry_max_s,
                 )
-                log.warning("memory consolidation failed (attempt %d, next in %d s): %s", failures, wait // 1000, exc)
+                log.warning(
+                    "memory consolidation failed (attempt %d, next in %d s): %s", failures, wait // 1000, exc
+                )
                 await self.store.record_maintenance(
                     group, ok=False, now_ms=now, next_attempt_ms=now + wait, error=str(exc)[:500]
                 )

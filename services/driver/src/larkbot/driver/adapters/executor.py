@@ -27,8 +27,8 @@ from larkbot.runtime.bus import BusUnavailable
 
 from ..core import tools
 from ..core.clip import clip_xml
-from ..core.evidence import Provenance
 from ..core.estimate import CHARS_PER_TOKEN
+from ..core.evidence import Provenance
 from ..core.ids import alias_table, mentioned_uids
 from ..core.turn import UNKNOWN_DELIVERY, ToolDone, ToolRun
 from .clients import ACTION_ATTEMPTS, BusClients

@@ -100,7 +100,13 @@ class MemoryStore:
 
     async def save(self, new: NewMemory, *, now_ms: int) -> Memory:
         """Store a new memory. Its ``supersedes`` and ``related_to`` must name memories of the same person
-        (:class:`MemoryNotFound` otherwise)."""
+        (:class:`MemoryNotFound` otherwise). A memory saved before under the same ``key`` is returned as
+        it is now instead (a redone tool call)."""
+        if new.key is not None:
+            async with self._tx() as conn:
+                found = (await conn.execute(select(memories.c.id).where(memories.c.key == new.key))).first()
+                if found is not None:
+                    return (await self._load(conn, [int(found[0])]))[int(found[0])]
         return (await self.save_many([new], now_ms=now_ms))[0]
 
     async def save_many(self, news: Sequence[NewMemory], *, now_ms: int) -> list[Memory]:
@@ -138,9 +144,11 @@ class MemoryStore:
         actor: str,
         chat_id: str | None,
         now_ms: int,
+        key: str | None = None,
     ) -> Memory:
         """Append a patch and return the memory's new view. :class:`MemoryNotFound` if the memory (or a
-        memory the change refers to, of the same person) does not exist."""
+        memory the change refers to, of the same person) does not exist. A patch appended before under the
+        same ``key`` is not appended again: the memory's current view is returned."""
         if actor not in ACTORS:
             raise ValueError(f"unknown actor {actor!r}")
         if memory_id in change.referenced():
@@ -154,6 +162,10 @@ class MemoryStore:
             if touched.rowcount != 1:
                 raise MemoryNotFound(f"no memory {memory_id}", (memory_id,))
             current = (await self._load(conn, [memory_id]))[memory_id]
+            if key is not None:
+                done = await conn.execute(select(memory_patches.c.id).where(memory_patches.c.key == key))
+                if done.first() is not None:
+                    return current
             await self._check_references(conn, current.platform, current.person_id, change.referenced())
             await conn.execute(
                 memory_patches.insert().values(
@@ -163,6 +175,7 @@ class MemoryStore:
                     actor=actor,
                     chat_id=chat_id,
                     created_at_ms=now_ms,
+                    key=key,
                 )
             )
             patched = apply(current, change, now_ms)
@@ -490,6 +503,7 @@ def _memory_row(new: NewMemory, now_ms: int) -> dict[str, Any]:
         "supersedes": json.dumps(list(new.supersedes)),
         "related_to": json.dumps(list(new.related_to)),
         "created_at_ms": now_ms,
+        "key": new.key,
     }
 
 

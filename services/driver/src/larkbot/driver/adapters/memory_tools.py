@@ -50,8 +50,8 @@ def _usable(memory: Memory, visibility: Visibility) -> bool:
 
 def result_line(memory: Memory) -> str:
     return (
-        f"<memory id=\"{memory.id}\" uid={quoteattr(memory.person_id)} importance=\"{memory.importance}\" "
-        f"scope=\"{memory.scope}\">{escape(memory.content)}</memory>"
+        f'<memory id="{memory.id}" uid={quoteattr(memory.person_id)} importance="{memory.importance}" '
+        f'scope="{memory.scope}">{escape(memory.content)}</memory>'
     )
 
 
@@ -138,7 +138,9 @@ class MemoryTools:
         visibility = self.access.visibility
         memory_id: int = args["id"]
         if not any(k in args for k in ("enabled", "importance", "scope", "supersedes", "related_to")):
-            return self._patch_error("nothing to change: give enabled, importance, scope, supersedes or related_to")
+            return self._patch_error(
+                "nothing to change: give enabled, importance, scope, supersedes or related_to"
+            )
         change = PatchChange(
             enabled=args.get("enabled"),
             importance=args.get("importance"),
@@ -148,7 +150,9 @@ class MemoryTools:
         )
         if change.scope == "global" and not visibility.global_allowed:
             return self._patch_error("scope global is not enabled in this deployment")
-        found = await self.access.store.get((memory_id, *(change.supersedes or ()), *(change.related_to or ())))
+        found = await self.access.store.get(
+            (memory_id, *(change.supersedes or ()), *(change.related_to or ()))
+        )
         target = found.get(memory_id)
         if target is None or not _usable(target, visibility):
             return self._patch_error(f"no memory {memory_id} usable here")

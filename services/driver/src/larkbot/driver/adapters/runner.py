@@ -22,16 +22,17 @@ from .. import metrics
 from ..core.budget import TurnBudget
 from ..core.compaction import turn_tokens
 from ..core.estimate import request_tokens
-from ..core.memory import Memory, Visibility
+from ..core.memory import Visibility
 from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC
-from ..core.recall import RecallLimits
 from ..core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
+from ..core.recall import RecallLimits
 from ..core.records import TurnRecord
 from ..core.scheduler import Wake
 from ..core.wake import (
     ChatView,
     Note,
     ProbeCall,
+    Recalled,
     Remember,
     StoreProbe,
     WakeFailure,
@@ -310,12 +311,12 @@ class ChatPorts:
     async def compact(self) -> bool:
         return await self.runner.compactor.now(self.chat)
 
-    async def load_memories(self, persons: tuple[str, ...], limit: int) -> tuple[Memory, ...]:
+    async def load_memories(self, persons: tuple[str, ...], limit: int) -> Recalled:
         store = self.runner.memories
         assert store is not None
         found = await store.high_importance(persons, self.runner.visibility(self.chat), limit=limit)
         metrics.MEMORY_OPS.labels("recall", "ok").inc()
-        return tuple(found)
+        return Recalled(tuple(found))
 
     def remember(self, command: Remember) -> None:
         remember(self.chat, command)

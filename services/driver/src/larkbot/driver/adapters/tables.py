@@ -147,7 +147,9 @@ memories = Table(
     Column("supersedes", Text, nullable=False),
     Column("related_to", Text, nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
+    Column("key", String(128), nullable=True),
     Index("ix_driver_memories_person", "platform", "person_id", "id"),
+    UniqueConstraint("key", name="uq_driver_memories_key"),
 )
 
 memory_patches = Table(
@@ -160,7 +162,9 @@ memory_patches = Table(
     Column("actor", String(16), nullable=False),
     Column("chat_id", String(128), nullable=True),
     Column("created_at_ms", BigInteger, nullable=False),
+    Column("key", String(128), nullable=True),
     Index("ix_driver_memory_patches_memory", "memory_id", "id"),
+    UniqueConstraint("key", name="uq_driver_memory_patches_key"),
 )
 
 memory_index = Table(

@@ -48,7 +48,8 @@ def consolidation_system(name: str, platform: str, person: str) -> str:
 
 def consolidation_message(batch: Sequence[Memory]) -> UserMessage:
     lines = [
-        f'<note id="{m.id}" evidence="{escape(" ".join(m.evidence))}">{escape(m.content)}</note>' for m in batch
+        f'<note id="{m.id}" evidence="{escape(" ".join(m.evidence))}">{escape(m.content)}</note>'
+        for m in batch
     ]
     return UserMessage(parts=(TextPart(text="<notes>\n" + "\n".join(lines) + "\n</notes>"),))
 
@@ -59,7 +60,7 @@ def _json_object(text: str) -> object:
         raise InvalidAnswer("no JSON object in the answer")
     try:
         return json.loads(text[start : end + 1])
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise InvalidAnswer(f"the answer is not valid JSON ({exc.msg})") from None
 
 
@@ -111,4 +112,5 @@ def merged_evidence(note: Note, batch: Sequence[Memory]) -> tuple[str, ...]:
 
 def backoff_ms(failures: int, initial_s: float, max_s: float) -> int:
     """The wait after the ``failures``-th consecutive failure (1-based)."""
-    return round(min(max_s, initial_s * 2 ** max(0, failures - 1)) * 1000)
+    wait_s: float = min(max_s, initial_s * 2.0 ** max(0, failures - 1))
+    return round(wait_s * 1000)

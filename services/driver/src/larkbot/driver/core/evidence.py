@@ -73,9 +73,7 @@ def check(
     ``cited``: each id as the model wrote it with its canonical id (``None``: it resolved to nothing);
     ``known``: provenance by canonical id; ``replies``: other messages known here, to tell a message the
     person quoted or replied to from one they had nothing to do with."""
-    replied_by_person = {
-        p.reply_to_message_id for p in (*replies, *known.values()) if p.sender_id == person
-    }
+    replied_by_person = {p.reply_to_message_id for p in (*replies, *known.values()) if p.sender_id == person}
     out: list[str] = []
     for shown, canonical in cited:
         found = known.get(canonical) if canonical is not None else None

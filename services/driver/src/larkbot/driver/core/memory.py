@@ -60,6 +60,9 @@ class NewMemory:
     origin: Origin = "tool"
     supersedes: tuple[int, ...] = ()
     related_to: tuple[int, ...] = ()
+    #: Idempotency key (the tool call's, or the consolidation's): saving again under the same key returns
+    #: the memory saved first instead of a second one.
+    key: str | None = None
 
     def __post_init__(self) -> None:
         _require(bool(self.platform), "platform is empty")

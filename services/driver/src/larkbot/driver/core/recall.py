@@ -49,7 +49,7 @@ def people_in(segments: Iterable[Segment]) -> tuple[str, ...]:
 
 
 def memory_line(memory: Memory) -> str:
-    return f"<fact id=\"{memory.id}\" uid={quoteattr(memory.person_id)}>{escape(memory.content)}</fact>"
+    return f'<fact id="{memory.id}" uid={quoteattr(memory.person_id)}>{escape(memory.content)}</fact>'
 
 
 def memory_block(memories: Sequence[Memory], limits: RecallLimits) -> str | None:

@@ -17,7 +17,8 @@ Commands and what they answer:
 ``StoreProbe``    ``None`` (the interpreter may store it beside the primary's first call)
 ``Compact``       whether a compaction moved the cursor (it waits for one in progress, or runs one now
                   unless the chat's compaction is backing off)
-``LoadMemories``  the high-importance memories of the given people usable in this chat, relevance order
+``LoadMemories``  :class:`Recalled`: the high-importance memories of the given people usable in this
+                  chat, relevance order
 ``Remember``      ``None``: keeps sticky per-chat state (probe window start, trim start, recovery count)
 ``ShowTyping``    ``None``: the best-effort typing indicator
 ``MarkProcessed`` ``None``: input up to ``until_ms`` is handled
@@ -169,6 +170,13 @@ class LoadMemories:
 
 
 @dataclass(frozen=True, slots=True)
+class Recalled:
+    """The answer to :class:`LoadMemories`: memories in relevance order."""
+
+    memories: tuple[Memory, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Remember:
     probe_start: str | Literal["keep"] | None = "keep"
     trim_from_ms: int | Literal["keep"] | None = "keep"
@@ -238,9 +246,7 @@ WakeCommand = (
     | Note
     | TurnCommand
 )
-WakeFeedback = (
-    ChatView | tuple[TurnRecord, ...] | tuple[Memory, ...] | TurnRecord | bool | None | TurnFeedback
-)
+WakeFeedback = ChatView | tuple[TurnRecord, ...] | Recalled | TurnRecord | bool | None | TurnFeedback
 
 
 # -- outcomes -----------------------------------------------------------------------------------------
@@ -452,9 +458,7 @@ def _plan(
         budget=w.settings.budget,
         react_only=react_only,
         started_ms=started,
-        system=prompt.system_prompt(
-            w.persona_name, w.platform, w.persona_texts, memory=w.memory is not None
-        ),
+        system=prompt.system_prompt(w.persona_name, w.platform, w.persona_texts, memory=w.memory is not None),
         history=prompt.history(
             shown_segments,
             shown_turns,
@@ -515,8 +519,8 @@ def _primary_within_window(
             persons = people_in(shown)
             if persons:
                 loaded = yield LoadMemories(persons, w.memory.max_count)
-                assert isinstance(loaded, tuple)
-                memories = loaded  # type: ignore[assignment]
+                assert isinstance(loaded, Recalled)
+                memories = loaded.memories
         plan = _plan(w, view, state.turns, state.chain, activation, selected=selected, memories=memories)
         if limit is not None and first_request_tokens(plan) > limit:
             if not compacted:
@@ -567,6 +571,7 @@ __all__ = [
     "Note",
     "ProbeCall",
     "ReadChat",
+    "Recalled",
     "Remember",
     "ShowTyping",
     "StoreProbe",

@@ -30,6 +30,8 @@ def upgrade() -> None:
         sa.Column("supersedes", sa.Text(), nullable=False),
         sa.Column("related_to", sa.Text(), nullable=False),
         sa.Column("created_at_ms", sa.BigInteger(), nullable=False),
+        sa.Column("key", sa.String(128), nullable=True),
+        sa.UniqueConstraint("key", name="uq_driver_memories_key"),
     )
     op.create_index("ix_driver_memories_person", "driver_memories", ["platform", "person_id", "id"])
     op.create_table(
@@ -41,6 +43,8 @@ def upgrade() -> None:
         sa.Column("actor", sa.String(16), nullable=False),
         sa.Column("chat_id", sa.String(128), nullable=True),
         sa.Column("created_at_ms", sa.BigInteger(), nullable=False),
+        sa.Column("key", sa.String(128), nullable=True),
+        sa.UniqueConstraint("key", name="uq_driver_memory_patches_key"),
     )
     op.create_index("ix_driver_memory_patches_memory", "driver_memory_patches", ["memory_id", "id"])
     op.create_table(
