@@ -31,6 +31,7 @@ KEYS: tuple[str, ...] = (
     "media_thumbnails_per_s",
     "resident_bytes_per_chat",
     "memory_search_ms",
+    "memory_late_binding",
 )
 
 

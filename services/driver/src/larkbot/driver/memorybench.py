@@ -8,6 +8,11 @@ memories, as in a real deployment); 85% are ``group`` memories of one of the per
 sentences in the three languages, some naming nothing stored; 80% are asked from a group chat that allows
 global memories, 20% from a direct chat; a third are restricted to one person. Each query asks for the
 best 10.
+
+The same store measures late binding: for windows of ten members of one chat, the high-importance
+memories the wake-up loads (``MemoryStore.high_importance``) and the ``<memory>`` block they make with the
+default bounds (20 memories, 2,000 characters): its size in characters and estimated tokens, and the
+load's latency.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from typing import Any
 from larkbot.runtime.db import create_engine, migrate
 
 from .adapters.memories import MemoryStore
+from .core.estimate import text_tokens
 from .core.memory import Importance, NewMemory, Scope, Visibility
+from .core.recall import RecallLimits, memory_block
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 PEOPLE = 1_000
@@ -136,6 +143,10 @@ async def measure(quick: bool, *, directory: Path | None = None) -> dict[str, An
             for i in range(0, len(data), 5_000):
                 await store.save_many(data[i : i + 5_000], now_ms=1_800_000_000_000 + i)
             load_s = time.perf_counter() - started
+            members: dict[str, set[str]] = {}
+            for m in data:
+                if m.scope == "group":
+                    members.setdefault(m.chat_id, set()).add(m.person_id)
             # As a service started by `larkbot run` does with its start-up heap: what is left of the load
             # goes to the permanent generation, so collections during the searches do not walk it.
             del data
@@ -151,6 +162,7 @@ async def measure(quick: bool, *, directory: Path | None = None) -> dict[str, An
                 results = await store.search(query, visibility, person_id=person, limit=10)
                 timings.append((time.perf_counter() - t0) * 1000)
                 found += len(results)
+            late_binding = await _late_binding(store, members, queries // 4)
         finally:
             gc.unfreeze()
             await engine.dispose()
@@ -168,4 +180,39 @@ async def measure(quick: bool, *, directory: Path | None = None) -> dict[str, An
             "max_ms": round(timings[-1], 2),
             "load_s": round(load_s, 2),
         },
+        "memory_late_binding": late_binding,
+    }
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * q))], 2)
+
+
+async def _late_binding(
+    store: MemoryStore, members: dict[str, set[str]], windows: int, seed: int = SEED
+) -> dict[str, Any]:
+    rng = random.Random(seed + 2)
+    limits = RecallLimits(max_count=20, max_chars=2000)
+    sizes: list[float] = []
+    tokens: list[float] = []
+    shown: list[float] = []
+    timings: list[float] = []
+    for _ in range(windows):
+        chat = rng.choice(sorted(members))
+        persons = tuple(rng.sample(sorted(members[chat]), min(10, len(members[chat]))))
+        t0 = time.perf_counter()
+        found = await store.high_importance(persons, Visibility("feishu", chat, None, True), limit=20)
+        timings.append((time.perf_counter() - t0) * 1000)
+        block = memory_block(found, limits) or ""
+        sizes.append(len(block))
+        tokens.append(text_tokens(block))
+        shown.append(block.count("<fact "))
+    return {
+        "windows": windows,
+        "people_per_window": 10,
+        "block_chars": {"p50": _pct(sizes, 0.5), "max": max(sizes)},
+        "block_est_tokens": {"p50": _pct(tokens, 0.5), "max": max(tokens)},
+        "memories_shown_mean": round(statistics.fmean(shown), 2),
+        "recall_ms": {"p50": _pct(timings, 0.5), "p99": _pct(timings, 0.99)},
     }
