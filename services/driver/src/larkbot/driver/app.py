@@ -80,6 +80,7 @@ class DriverService:
         replica: str | None = None,
         lease_heartbeat_s: float = LEASE_HEARTBEAT_S,
         fetch_timeout_s: float = 1.0,
+        memory_maintenance: bool = True,
     ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
@@ -90,13 +91,13 @@ class DriverService:
         self.lease_heartbeat_s = lease_heartbeat_s
         #: How long an idle partition consumer's fetch waits; a stopping consumer ends within it.
         self.fetch_timeout_s = fetch_timeout_s
+        #: Run the scheduled memory maintenance loop (scenario tests call ``consolidator.pass_once``).
+        self.memory_maintenance = memory_maintenance
         self.repo: DriverRepository | None = None
         self.clients: BusClients | None = None
         self.runner: WakeRunner | None = None
         self.memories: MemoryStore | None = None
         self.consolidator: Consolidator | None = None
-        #: Set to start a memory maintenance pass now (tests).
-        self.maintenance_wake = asyncio.Event()
         self.host: ChatHost | None = None
         self.leases: PartitionLeases | None = None
         self._leases_task: asyncio.Task[Any] | None = None
@@ -156,7 +157,8 @@ class DriverService:
             name_of=self._persona_name,
             is_leader=self._leads_maintenance,
         )
-        ctx.spawn(self.consolidator.run(self.maintenance_wake), "memory-maintenance")
+        if self.memory_maintenance:
+            ctx.spawn(self.consolidator.run(), "memory-maintenance")
         ctx.add_check("database", self._database_ready)
         ctx.add_check("partitions", self._partitions_ready)
         log.info("driver replica %s started", self.replica)

@@ -121,6 +121,7 @@ class World:
             replica=name,
             lease_heartbeat_s=HEARTBEAT_S,
             fetch_timeout_s=FETCH_TIMEOUT_S,
+            memory_maintenance=False,
         )
         stack = AsyncExitStack()
         await stack.enter_async_context(running(Service.DRIVER, driver, self.config, nats_url=self.nats_url))

@@ -11,9 +11,9 @@ The same pass refreshes the ``larkbot_driver_memories`` gauge.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 
 from larkbot.canonical.errors import RetryableError
@@ -40,6 +40,8 @@ from .sizing import Sizing
 log = logging.getLogger(__name__)
 
 Group = tuple[str, str, str, str]
+#: How often a replica looks whether it leads the maintenance.
+LEADER_CHECK_S = 30.0
 
 
 class Consolidator:
@@ -63,21 +65,26 @@ class Consolidator:
         self.name_of = name_of
         self.is_leader = is_leader
 
-    async def run(self, wake: asyncio.Event | None = None) -> None:
-        """Consolidate every interval while this replica leads; ``wake`` starts a pass early (tests)."""
+    async def run(self) -> None:
+        """Consolidate every interval while this replica leads.
+
+        Leadership is looked at every ``LEADER_CHECK_S``, so a replica that takes partition 0 over starts
+        maintaining (and publishing the memory gauge) within that, not an interval later."""
         interval = self.settings.consolidation_interval_s
+        due = 0.0
         while True:
-            if self.is_leader():
+            now = time.monotonic()
+            if self.is_leader() and now >= due:
+                due = now + interval
                 try:
                     await self.pass_once()
                 except RetryableError as exc:
                     log.warning("memory maintenance pass postponed: %s", exc)
-            if wake is None:
-                await asyncio.sleep(interval)
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), interval)
-            wake.clear()
+                    due = now + min(interval, LEADER_CHECK_S)
+            elif not self.is_leader():
+                due = 0.0
+            wait = LEADER_CHECK_S if not due else min(LEADER_CHECK_S, max(0.0, due - time.monotonic()))
+            await asyncio.sleep(wait)
 
     async def pass_once(self) -> dict[str, int]:
         """One pass over every group due now; the count of groups by outcome."""
