@@ -30,6 +30,8 @@ SETTINGS = {
     "max_segment_est_tokens": 200,
     "probe_context_est_tokens": 1000,
     "summary_max_est_tokens": 200,
+    # The window is tiny on purpose; the memory tools and rules alone would take a fifth of it.
+    "memory_enabled": False,
 }
 
 
