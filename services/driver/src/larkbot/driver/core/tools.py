@@ -7,6 +7,8 @@ step); ``read_image`` and ``read_old_messages`` are *work* tools (counted agains
 ``end_turn`` is the silence route and is always exposed. The memory tools (``memory_save``,
 ``memory_search``, ``memory_patch``; docs/memory.md) are work tools too, exposed in normal steps of the
 chats that have memory on — a per-chat constant, so the tool list stays part of the cached prefix.
+The shell tools (:data:`SHELL_TOOLS`) join normal steps while the maintainer gate (``core.gate``) is
+open: decided once per wake-up and kept for the whole chain.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ MEMORY_TOOLS: Final = frozenset({MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH})
 WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD}) | MEMORY_TOOLS
 #: The longest memory content accepted (a memory is a fact, not a transcript).
 MEMORY_CONTENT_MAX_CHARS: Final = 500
+#: The maintainer-gated shell tools (``core.gate``), offered in this order in normal steps when the gate
+#: is open, each only once its spec is in ``SPECS``.
+SHELL_TOOLS: Final = frozenset({"bash", "kill_task", "read_task_output"})
+_SHELL_ORDER: Final = ("bash", "kill_task", "read_task_output")
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 128}
 
@@ -156,14 +162,17 @@ SPECS: Final[dict[str, ToolSpec]] = {
 _VALIDATORS: Final = {name: Draft202012Validator(schema) for name, (_, schema) in _SPECS.items()}
 
 
-def exposed(mode: StepMode, *, memory: bool = False) -> tuple[ToolSpec, ...]:
-    """The tools of one step, in a fixed order (the tool list is part of the cached prefix)."""
+def exposed(mode: StepMode, *, memory: bool = False, shell: bool = False) -> tuple[ToolSpec, ...]:
+    """The tools of one step, in a fixed order (the tool list is part of the cached prefix). ``shell``: the
+    maintainer gate is open (normal steps only)."""
     if mode == "react_only":
         names: tuple[str, ...] = (REACT, END)
     elif mode == "wrap_up":
         names = (SEND, REACT, END)
     else:
         names = (*_ORDER, *_MEMORY_ORDER) if memory else _ORDER
+        if shell:
+            names = (*names, *(n for n in _SHELL_ORDER if n in SPECS))
     return tuple(SPECS[n] for n in names)
 
 
