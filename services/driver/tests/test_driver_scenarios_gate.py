@@ -1,5 +1,6 @@
 """Scenario tests on the real bus: the shell tools' maintainer gate as the service wires it from the
-configuration, and the start-up warning for a chat whose gate can never open."""
+configuration, the start-up warning for a chat whose gate can never open, and blocked users, whose
+messages are context but never wake the bot, cost a probe or interrupt its turn."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from larkbot.canonical.llm import LLMRequest, ToolSpec
+from larkbot.canonical.llm import LLMReply, LLMRequest, ToolSpec
 from larkbot.driver.app import DriverService, warn_unreachable_shell
 from larkbot.driver.core import tools
 from larkbot.driver.harness import CHAT_ID, decide, world
@@ -18,6 +19,7 @@ from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
 
 MAINTAINER = "ou_maya"
+SPAMMER = "ou_spam"
 
 
 @pytest.fixture
@@ -79,3 +81,38 @@ async def test_a_chat_with_shell_tools_and_no_maintainer_warns_at_start(
     assert "oc_fun" not in caplog.text
     staffed = LarkbotConfig.model_validate({"chats": chats, "maintainers": [MAINTAINER]})
     assert warn_unreachable_shell(staffed) == []
+
+
+async def test_a_blocked_users_burst_costs_no_probe(bus: Bus, nats_url: str, db: str) -> None:
+    async with world(bus, nats_url, db, blocked_users=[SPAMMER]) as w:
+        for n in range(1, 9):
+            await w.say(n, n * 200, sender=SPAMMER, name="Spam", text=f"BUY NOW {n}", mentions_me=True)
+        await w.tick(60_000)
+        assert w.llm.requests == []
+        assert w.chat.schedule.inputs == ()
+
+        # A member's message wakes the bot as usual; the burst is in the probe's window as context.
+        w.probe_answers.append(decide("no_action", "spam only"))
+        await w.say(9, 61_000, sender="ou_alice", text="is anyone here?")
+        await w.tick(62_000)
+        (probe,) = w.llm.by_purpose("probe")
+        assert "BUY NOW 8" in str(probe.messages[0])
+
+
+async def test_a_blocked_user_writing_mid_turn_does_not_interrupt_it(
+    bus: Bus, nats_url: str, db: str
+) -> None:
+    async with world(bus, nats_url, db, blocked_users=[SPAMMER]) as w:
+
+        async def read_while_spammed(request: LLMRequest) -> LLMReply:
+            await w.say(2, 1500, sender=SPAMMER, name="Spam", text="BUY NOW")
+            return response(tool_call(tools.READ_OLD, "r", message_ids=["m1"]), request_id=request.request_id)
+
+        w.probe_answers.append(decide("send_message", "asked"))
+        w.primary_answers.extend([read_while_spammed, response(tool_call(tools.SEND, "s", text="done"))])
+        await w.say(1, 0, mentions_me=True, text="what did I say?")
+        await w.tick(1000)
+        assert len(w.llm.by_purpose("primary")) == 2  # one wake-up: the spam did not interrupt the chain
+        assert [d.text for d in w.platform.delivered] == ["done"]
+        await w.tick(30_000)
+        assert len(w.llm.by_purpose("probe")) == 1

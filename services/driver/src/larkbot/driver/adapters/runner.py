@@ -116,6 +116,7 @@ class WakeRunner:
                 gate=GateSettings(
                     settings.shell_enabled, self.maintainers, settings.maintainer_window_sec * 1000
                 ),
+                blocked_users=chat.blocked,
             ),
             new_chain_id=uuid.uuid4().hex[:16],
             memory=RecallLimits(settings.memory_late_binding_max, settings.memory_late_binding_max_chars)

@@ -85,6 +85,8 @@ class WakeSettings:
     recover_attempts: int = 3
     #: The shell tools' maintainer gate (``core.gate``).
     gate: GateSettings = field(default_factory=GateSettings)
+    #: Senders whose messages never wake the bot (the chat's ``blocked_users``).
+    blocked_users: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +315,11 @@ def wake_up(w: WakeInput) -> Flow:
     elif not w.settings.probe_enabled:
         path, activation = "activation", Activation("send_message", "probe disabled for this chat")
     elif bot_loop_brake(
-        state.view.segments, state.view.processed_until_ms, state.view.now_ms, w.settings.bot_exchange_cap
+        state.view.segments,
+        state.view.processed_until_ms,
+        state.view.now_ms,
+        w.settings.bot_exchange_cap,
+        w.settings.blocked_users,
     ):
         yield Note("path", "braked")
         yield Note("braked")
