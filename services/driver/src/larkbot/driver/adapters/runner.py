@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Literal
 
+from larkbot.canonical.aliases import aliases_enabled
 from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse
 from larkbot.runtime.config import ChatSettings, LlmSettings, MemorySettings
 
@@ -276,6 +277,7 @@ class ChatPorts:
                 action_attempts=chat.settings.action_attempts,
                 max_segment_tokens=chat.settings.max_segment_est_tokens,
                 memory=self._memory_access(),
+                aliased=aliases_enabled(chat.platform, chat.settings.alias_message_ids),
             )
         return await self._executor.run(run)
 

@@ -8,7 +8,8 @@ step); ``read_image`` and ``read_old_messages`` are *work* tools (counted agains
 ``memory_search``, ``memory_patch``; docs/memory.md) are work tools too, exposed in normal steps of the
 chats that have memory on — a per-chat constant, so the tool list stays part of the cached prefix.
 The shell tools (:data:`SHELL_TOOLS`) join normal steps while the maintainer gate (``core.gate``) is
-open: decided once per wake-up and kept for the whole chain.
+open: decided once per wake-up and kept for the whole chain. ``recall_message`` (the bot's own messages
+only) is a work tool of every normal step.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ READ_OLD: Final = "read_old_messages"
 MEMORY_SAVE: Final = "memory_save"
 MEMORY_SEARCH: Final = "memory_search"
 MEMORY_PATCH: Final = "memory_patch"
+RECALL: Final = "recall_message"
 PARTICIPATION_TOOLS: Final = frozenset({SEND, REACT})
 MEMORY_TOOLS: Final = frozenset({MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH})
-WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD}) | MEMORY_TOOLS
+WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD, RECALL}) | MEMORY_TOOLS
 #: The longest memory content accepted (a memory is a fact, not a transcript).
 MEMORY_CONTENT_MAX_CHARS: Final = 500
 #: The maintainer-gated shell tools (``core.gate``), offered in this order in normal steps when the gate
@@ -46,7 +48,7 @@ _ID = {"type": "string", "minLength": 1, "maxLength": 128}
 _SPECS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
     SEND: (
         'Send a message to the chat (Markdown). Mention someone with <mention uid="ID">@name</mention>. '
-        "Set still_working to keep your turn open after sending.",
+        "Set still_working to keep your turn open after sending. Answers with the sent message's id.",
         {
             "type": "object",
             "properties": {
@@ -90,6 +92,16 @@ _SPECS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
             "type": "object",
             "properties": {"message_ids": {"type": "array", "items": _ID, "minItems": 1, "maxItems": 20}},
             "required": ["message_ids"],
+            "additionalProperties": False,
+        },
+    ),
+    RECALL: (
+        "Recall (delete for everyone) one of your own messages by its id, such as the id send_message "
+        "answered with. Other people's messages cannot be recalled.",
+        {
+            "type": "object",
+            "properties": {"message_id": _ID},
+            "required": ["message_id"],
             "additionalProperties": False,
         },
     ),
@@ -154,7 +166,7 @@ _SPECS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
         },
     ),
 }
-_ORDER: Final = (SEND, REACT, END, READ_IMAGE, READ_OLD)
+_ORDER: Final = (SEND, REACT, END, READ_IMAGE, READ_OLD, RECALL)
 _MEMORY_ORDER: Final = (MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH)
 SPECS: Final[dict[str, ToolSpec]] = {
     name: ToolSpec.of(name, description, schema) for name, (description, schema) in _SPECS.items()
