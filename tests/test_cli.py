@@ -85,6 +85,27 @@ def test_config_check_lists_every_problem(tmp_path: Path, capsys: pytest.Capture
     assert str(bad) in err
 
 
+def test_config_check_names_maintainer_and_blocked_user_problems(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "maintainers: [ou_admin, ' ou_admin']\n"
+        "chats:\n  'feishu:oc_team': {blocked_users: [ou_spam, ou_admin]}\n",
+        encoding="utf-8",
+    )
+    assert main(["config", "check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "maintainers.1: duplicates the id at index 0" in err
+    bad.write_text(
+        "maintainers: [ou_admin]\nchats:\n  'feishu:oc_team': {blocked_users: [ou_spam, ou_admin]}\n",
+        encoding="utf-8",
+    )
+    assert main(["config", "check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "chats.feishu:oc_team.blocked_users.1: a maintainer cannot be a blocked user" in err
+
+
 def test_up_names_the_configuration_file_it_refuses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,8 +15,8 @@ from tests.harness.world import World, world
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import NatsSettings
 
-FEISHU_CHATS = tuple(f"oc_e2e_{name}" for name in ("reply", "silent", "react", "image", "long"))
-TELEGRAM_CHATS = (-1001000000001, -1001000000002, -1001000000003)
+FEISHU_CHATS = tuple(f"oc_e2e_{name}" for name in ("reply", "silent", "react", "image", "long", "recall"))
+TELEGRAM_CHATS = (-1001000000001, -1001000000002, -1001000000003, -1001000000004)
 MEMBER = feishu_user(1)
 
 

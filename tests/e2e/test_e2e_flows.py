@@ -17,14 +17,15 @@ from tests.harness.payloads import feishu_image, feishu_message_id, feishu_text,
 from tests.harness.script import ALT_TEXT, BotScript
 from tests.harness.world import World, until
 
-from larkbot.canonical.actions import ReactAction, SendMessageAction
+from larkbot.canonical.actions import DeleteMessageAction, ReactAction, SendMessageAction
+from larkbot.canonical.aliases import alias_for
 from larkbot.canonical.names import Platform
 from larkbot.ingress_feishu.fake.samples import payload
 
 from .conftest import FEISHU_CHATS, MEMBER, TELEGRAM_CHATS
 
-REPLY, SILENT, REACT, _IMAGE, LONG = FEISHU_CHATS
-TG_REPLY, TG_SILENT, TG_REACT = TELEGRAM_CHATS
+REPLY, SILENT, REACT, _IMAGE, LONG, RECALL = FEISHU_CHATS
+TG_REPLY, TG_SILENT, TG_REACT, TG_RECALL = TELEGRAM_CHATS
 
 
 def now_ms() -> int:
@@ -213,3 +214,70 @@ async def test_a_120_kb_feishu_text_mentioning_the_bot_gets_a_reply(e2e: tuple[W
     assert original.mentions_me
     # The pipeline keeps the whole message; only the model's copy is clipped.
     assert "line 02999" in original.xml
+
+
+def recall_arguments(script: BotScript, token: str) -> list[str]:
+    """The ids the model passed to ``recall_message`` in the turn ``token`` started, read from the wire
+    requests that carry the turn's steps (openai-chat ``tool_calls``)."""
+    found: dict[str, None] = {}
+    for call in script.primaries:
+        if token not in call.raw.decode():
+            continue
+        for message in json.loads(call.raw)["messages"]:
+            for tc in message.get("tool_calls") or ():
+                if tc["function"]["name"] == "recall_message":
+                    found.setdefault(json.loads(tc["function"]["arguments"])["message_id"], None)
+    return list(found)
+
+
+async def test_the_bot_recalls_its_own_message_by_alias_on_feishu(e2e: tuple[World, BotScript]) -> None:
+    w, script = e2e
+    await push(w, feishu_text(RECALL, 1, "#recall tokrecallf oops", sender=MEMBER, create_time_ms=now_ms()))
+
+    await until(lambda: bool(w.feishu.recalled), "the recall at the fake Feishu")
+    sent = [s for s in w.feishu.sent.values() if s.chat_id == RECALL]
+    assert len(sent) == 1
+    bot_message = sent[0].message_id
+    # The model recalled by the alias send_message answered with: the one the pipeline renders.
+    alias = alias_for(RECALL, bot_message)
+    await until(lambda: bool(recall_arguments(script, "tokrecallf")), "the turn's step after the recall")
+    assert recall_arguments(script, "tokrecallf") == [alias]
+    # The wire: one DELETE of that message at Feishu's recall endpoint, from one DeleteMessageAction.
+    assert w.feishu.recalled == [bot_message]
+    recalls = w.feishu.routed("message.recall")
+    assert len(recalls) == 1
+    assert recalls[0].path == f"/open-apis/im/v1/messages/{bot_message}"
+    deletes = w.tap.of_kind("delete_message", RECALL)
+    assert len(deletes) == 1
+    assert isinstance(deletes[0], DeleteMessageAction)
+    assert deletes[0].message_ids == (bot_message,)
+
+    async def recalled_in_context() -> bool:
+        snap = await w.snapshot(Platform.FEISHU, RECALL)
+        return any(s.message_id == bot_message and s.is_deleted for s in snap.segments)
+
+    await until(recalled_in_context, "the recalled message deleted in the rendered context")
+    snap = await w.snapshot(Platform.FEISHU, RECALL)
+    mine = next(s for s in snap.segments if s.message_id == bot_message)
+    assert mine.xml.startswith(f'<message id="{alias}"')
+    assert script.calls_mentioning("tokrecallf")[0] == 1  # the recall did not wake the bot again
+
+
+async def test_the_bot_recalls_its_own_message_on_telegram(e2e: tuple[World, BotScript]) -> None:
+    w, script = e2e
+    w.telegram.enqueue(telegram_text(TG_RECALL, 41, "#recall tokrecallt oops", user=4, date=now_ms() // 1000))
+
+    await until(lambda: bool(w.telegram.calls("deleteMessage")), "the deleteMessage call at the fake Bot API")
+    sent = [m for m in w.telegram.sent if m["chat"]["id"] == TG_RECALL]
+    assert len(sent) == 1
+    bot_message = sent[0]["message_id"]
+    # Telegram renders canonical ids: send_message answered with the message's own id.
+    await until(lambda: bool(recall_arguments(script, "tokrecallt")), "the turn's step after the recall")
+    assert recall_arguments(script, "tokrecallt") == [str(bot_message)]
+    calls = w.telegram.calls("deleteMessage")
+    assert [(int(c["chat_id"]), int(c["message_id"])) for c in calls] == [(TG_RECALL, bot_message)]
+    assert w.telegram.deleted == [(TG_RECALL, bot_message)]
+    deletes = w.tap.of_kind("delete_message", str(TG_RECALL))
+    assert len(deletes) == 1
+    assert isinstance(deletes[0], DeleteMessageAction)
+    assert deletes[0].message_ids == (str(bot_message),)

@@ -8,6 +8,8 @@ Markers in a member's message text:
   (``<id>`` the rendered id of that message, ``<token>`` the first word after the marker), so every
   reply names its trigger and a duplicated reply is visible at the platform.
 - ``#react``: the probe says ``react_only``; the primary reacts 👍 to that message.
+- ``#recall``: the probe says ``send_message``; the primary sends the reply with ``still_working``, then
+  recalls it by the id ``send_message`` answered with (``sent (id <id>)``), then ends its turn.
 - anything else: the probe says ``no_action``.
 
 A primary request that already holds a participation call after the newest member message gets
@@ -25,7 +27,8 @@ from larkbot.llm_gateway.fake import Action, FakeCall, Reply
 
 ALT_TEXT = "a small red square on a white background"
 _MESSAGE = re.compile(r'<message id="([^"]*)"([^>]*?)(?:/>|>(.*?)</message>)', re.DOTALL)
-_MARK = re.compile(r"#(send|react)\b\s*(\S*)")
+_MARK = re.compile(r"#(send|react|recall)\b\s*(\S*)")
+_SENT = re.compile(r"^sent \(id (\S+)\)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,28 @@ def acted_after(call: FakeCall, index: int) -> bool:
     return False
 
 
+def tool_results_after(call: FakeCall, index: int) -> list[str]:
+    return [
+        "".join(p.text for p in message.parts if isinstance(p, TextPart))
+        for message in call.request.messages[index + 1 :]
+        if isinstance(message, ToolResultMessage)
+    ]
+
+
+def recall_step(call: FakeCall, seen: Seen, token: str) -> Action:
+    """Send (turn kept open), recall what was sent by the id the send answered with, then end."""
+    results = tool_results_after(call, seen.index)
+    if "recalled" in results or "recall_message" not in {tool.name for tool in call.request.tools}:
+        return Reply.tool_call("end_turn", {}, call_id="call_end")
+    sent = next((m.group(1) for r in results if (m := _SENT.match(r))), None)
+    if sent is not None:
+        return Reply.tool_call("recall_message", {"message_id": sent}, call_id="call_recall")
+    if acted_after(call, seen.index):
+        return Reply.tool_call("end_turn", {}, call_id="call_end")
+    text = reply_text(seen.rendered_id, token)
+    return Reply.tool_call("send_message", {"text": text, "still_working": True}, call_id="call_send")
+
+
 def reply_text(rendered_id: str, token: str) -> str:
     return f"re {rendered_id} {token}".strip()
 
@@ -82,11 +107,15 @@ class BotScript:
         mark = _MARK.search(seen.body) if seen is not None else None
         if "decide" in names:
             self.probes.append(call)
-            decision = {"send": "send_message", "react": "react_only"}.get(mark.group(1) if mark else "")
+            decision = {"send": "send_message", "react": "react_only", "recall": "send_message"}.get(
+                mark.group(1) if mark else ""
+            )
             return Reply.tool_call(
                 "decide", {"should_act": decision or "no_action", "reason": "scripted"}, call_id="call_decide"
             )
         self.primaries.append(call)
+        if seen is not None and mark is not None and mark.group(1) == "recall":
+            return recall_step(call, seen, mark.group(2))
         if seen is None or mark is None or acted_after(call, seen.index):
             return Reply.tool_call("end_turn", {}, call_id="call_end")
         if mark.group(1) == "send" and "send_message" in names:

@@ -185,3 +185,51 @@ def test_operations_endpoints_listen_on_loopback_unless_configured() -> None:
             assert (settings.http_host, config.services.http_port("media")) == ("0.0.0.0", 9999)
         else:
             assert (settings.http_host, config.services.http_port(service.value)) == ("127.0.0.1", port)
+
+
+def test_maintainer_and_blocked_ids_are_trimmed() -> None:
+    config = parse_config(
+        {"maintainers": [" ou_m ", "123"], "chats": {"feishu:oc_x": {"blocked_users": ["\tou_spam\n"]}}}, {}
+    )
+    assert config.maintainers == ("ou_m", "123")
+    chat = config.chat("feishu", "oc_x")
+    assert chat is not None
+    assert chat.blocked_users == ("ou_spam",)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problems"),
+    [
+        ({"maintainers": ["ou_a", "  "]}, [("maintainers.1", "a user id must not be empty")]),
+        ({"maintainers": ["ou_a", "ou_b", " ou_a"]}, [("maintainers.2", "duplicates the id at index 0")]),
+        (
+            {"chats": {"telegram:-100": {"blocked_users": ["42", "", "42"]}}},
+            [
+                ("chats.telegram:-100.blocked_users.1", "a user id must not be empty"),
+            ],
+        ),
+        (
+            {"chats": {"telegram:-100": {"blocked_users": ["42", "7", "42 "]}}},
+            [("chats.telegram:-100.blocked_users.2", "duplicates the id at index 0")],
+        ),
+        (
+            {
+                "maintainers": ["ou_m", "ou_n"],
+                "chats": {
+                    "feishu:oc_x": {"blocked_users": ["ou_spam", "ou_n"]},
+                    "feishu:oc_y": {"blocked_users": ["ou_m"]},
+                },
+            },
+            [
+                ("chats.feishu:oc_x.blocked_users.1", "a maintainer cannot be a blocked user"),
+                ("chats.feishu:oc_y.blocked_users.0", "a maintainer cannot be a blocked user"),
+            ],
+        ),
+    ],
+)
+def test_maintainer_and_blocked_id_problems_name_their_keys(
+    raw: dict[str, object], problems: list[tuple[str, str]]
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, {})
+    assert list(info.value.problems) == problems

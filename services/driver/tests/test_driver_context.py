@@ -83,3 +83,16 @@ def test_bot_loop_brake_after_two_rounds() -> None:
     assert not bot_loop_brake(tuple(chat[:3]), T0 + 1, T0 + 10, cap=4)
     human_last = (*chat, segment(9, at_ms=T0 + 9))
     assert not bot_loop_brake(human_last, T0 + 5, T0 + 10, cap=4)
+
+
+def test_blocked_senders_are_never_external_input() -> None:
+    blocked = frozenset({"ou_spam"})
+    assert not is_external(segment(1, sender="ou_spam"), blocked)
+    assert is_external(segment(1, sender="ou_alice"), blocked)
+    assert is_external(segment(1, node_type="runtime"), blocked)  # runtime events have no sender
+    # New input of a blocked human and of bots: the blocked message does not keep the brake off.
+    chat = [segment(1, at_ms=T0), segment(2, at_ms=T0 + 2, sender="ou_spam")]
+    for i in range(3, 8):
+        chat.append(segment(i, at_ms=T0 + i, myself=i % 2 == 0, bot=i % 2 == 1, sender=f"b{i % 2}"))
+    assert not bot_loop_brake(tuple(chat), T0 + 1, T0 + 10, cap=4)
+    assert bot_loop_brake(tuple(chat), T0 + 1, T0 + 10, cap=4, blocked=blocked)

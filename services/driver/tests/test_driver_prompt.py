@@ -19,6 +19,7 @@ from larkbot.driver.core.prompt import (
     history,
     late_binding,
     probe_messages,
+    probe_system_prompt,
     system_prompt,
 )
 from larkbot.driver.core.records import TurnRecord
@@ -60,6 +61,32 @@ def test_system_prompt_is_byte_stable_and_includes_personas() -> None:
     assert a == system_prompt("Lark", "feishu", ["You like tea."])
     assert "You like tea." in a
     assert "Lark" in a
+
+
+def test_probe_prompt_is_byte_stable_and_carries_the_criteria_in_order() -> None:
+    text = probe_system_prompt("Lark", "feishu", ["You like tea."])
+    assert text == probe_system_prompt("Lark", "feishu", ["You like tea.\n"])
+    flat = " ".join(text.split())
+    in_order = [
+        "An unanswered human address comes first: a human @-mentioned Lark, replied to or quoted one of its "
+        "messages, or called it by name",
+        "never suppressed by the volume brake",
+        "Another bot mentioning or replying to Lark is not, by itself, a direct address",
+        "Messages addressed to someone else default to no_action",
+        "a correction about what Lark said or did, or about its persona",
+        "model, provider, prompts, tools or deployment are never such an exception: backend secrecy wins",
+        "Messages written by bots default to no_action, unless a human asked Lark to talk to that bot",
+        "at most two rounds",
+        "Lark's turn in a game it is playing",
+        "bypass the volume brake on purpose",
+        "needs something genuinely new",
+        "more than ten messages in the last ten minutes",
+        "react_only if a message clearly invites a reaction, and no_action otherwise",
+    ]
+    positions = [flat.find(phrase) for phrase in in_order]
+    assert -1 not in positions, [p for p, at in zip(in_order, positions, strict=True) if at == -1]
+    assert positions == sorted(positions)
+    assert text.endswith("You like tea.\n")
 
 
 def test_history_merges_rc_and_tr_by_time_rc_first_and_drops_self_sent() -> None:

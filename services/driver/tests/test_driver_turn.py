@@ -133,7 +133,14 @@ def test_end_turn_alone_is_silence() -> None:
     call = run.calls[0]
     assert call.tool_choice.mode == "any"
     assert call.messages == (*HISTORY, LATE)
-    assert _names(call) == ["send_message", "react", "end_turn", "read_image", "read_old_messages"]
+    assert _names(call) == [
+        "send_message",
+        "react",
+        "end_turn",
+        "read_image",
+        "read_old_messages",
+        "recall_message",
+    ]
 
 
 def test_send_is_terminal_with_a_stable_idempotency_key() -> None:

@@ -3,6 +3,7 @@
 Modules:
 
 - ``_base``   — :class:`WireModel` (frozen, ``extra="forbid"``) and the shared constrained scalars.
+- ``aliases`` — the rendered alias of a message id (``alias_for``); import it as ``aliases``.
 - ``errors``  — the one exception tree (``LarkbotError`` and its branches).
 - ``names``   — subjects, streams, consumers, buckets, headers and ports; import it as ``names``.
 - ``codec``   — ``encode`` / ``decode`` / ``decode_as`` with the schema-version header.

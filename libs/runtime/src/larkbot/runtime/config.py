@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -31,6 +32,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.names import SERVICE_PORTS, Platform, Service
@@ -226,6 +228,42 @@ class LlmSettings(_Section):
     dump_dir: str | None = None
 
 
+def _user_id(value: str) -> str:
+    trimmed = value.strip()
+    if not trimmed:
+        raise PydanticCustomError("empty_id", "a user id must not be empty")
+    return trimmed
+
+
+def _problems(title: str, found: list[tuple[tuple[str | int, ...], str, Any]]) -> ValidationError:
+    """One validation error per ``(location, message, input)``: pydantic prefixes each location with the
+    field's or model's own, so a problem names its exact key (``maintainers.1``)."""
+    return ValidationError.from_exception_data(
+        title,
+        [
+            InitErrorDetails(type=PydanticCustomError("invalid", msg), loc=loc, input=value)
+            for loc, msg, value in found
+        ],
+    )
+
+
+def _unique_ids(ids: tuple[str, ...]) -> tuple[str, ...]:
+    first: dict[str, int] = {}
+    found: list[tuple[tuple[str | int, ...], str, Any]] = []
+    for index, user_id in enumerate(ids):
+        seen = first.setdefault(user_id, index)
+        if seen != index:
+            found.append(((index,), f"duplicates the id at index {seen}", user_id))
+    if found:
+        raise _problems("user ids", found)
+    return ids
+
+
+#: Platform user ids from trusted configuration (Feishu ``ou_…`` open_ids, Telegram user ids as strings):
+#: each trimmed and non-empty, none twice.
+UserIds = Annotated[tuple[Annotated[str, AfterValidator(_user_id)], ...], AfterValidator(_unique_ids)]
+
+
 class ChatSettings(_Section):
     """Per-chat behaviour; every field has a default so ``chats.default`` may be sparse."""
 
@@ -234,7 +272,7 @@ class ChatSettings(_Section):
     alias_message_ids: bool = True
     persona_files: tuple[str, ...] = ()
     contact_names: dict[str, str] = {}
-    blocked_users: tuple[str, ...] = ()
+    blocked_users: UserIds = ()
     initial_delay_ms: int = Field(default=1000, ge=0)
     typing_extend_ms: int = Field(default=5000, ge=0)
     max_delay_ms: int = Field(default=30000, ge=0)
@@ -340,7 +378,7 @@ class LarkbotConfig(_Section):
     data_dir: str = "data"
     utc_offset_min: int | None = Field(default=None, ge=-840, le=840)
     services: ServicesSettings = ServicesSettings()
-    maintainers: tuple[str, ...] = ()
+    maintainers: UserIds = ()
     feishu: FeishuSettings | None = None
     telegram: TelegramSettings | None = None
     llm: LlmSettings = LlmSettings()
@@ -375,6 +413,20 @@ class LarkbotConfig(_Section):
                     f"chat key {key!r} must be '<platform>:<chat_id>' with platform in {sorted(platforms)}"
                 )
         return value
+
+    @model_validator(mode="after")
+    def _maintainers_not_blocked(self) -> LarkbotConfig:
+        # Maintainer status opens the shell tools; a blocked sender must never hold it.
+        maintainers = frozenset(self.maintainers)
+        found: list[tuple[tuple[str | int, ...], str, Any]] = [
+            (("chats", key, "blocked_users", index), "a maintainer cannot be a blocked user", user_id)
+            for key, chat in self.chats.items()
+            for index, user_id in enumerate(chat.blocked_users)
+            if user_id in maintainers
+        ]
+        if found:
+            raise _problems("maintainers", found)
+        return self
 
     def chat(self, platform: str, chat_id: str) -> ChatSettings | None:
         """Settings of a configured chat, or ``None`` when the chat is not on the whitelist."""

@@ -67,6 +67,19 @@ def _read_personas(config: LarkbotConfig) -> dict[str, str]:
     return texts
 
 
+def warn_unreachable_shell(config: LarkbotConfig) -> list[str]:
+    """Log a warning for each chat with shell tools on and no maintainer configured (the gate can never
+    open there); returns those chat keys."""
+    if config.maintainers:
+        return []
+    keys = [key for key, chat in config.chats.items() if key != "default" and chat.shell_enabled]
+    for key in keys:
+        log.warning(
+            "chats.%s.shell_enabled is on but no maintainers are configured: no shell tools there", key
+        )
+    return keys
+
+
 def replica_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
@@ -85,6 +98,7 @@ class DriverService:
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.personas = _read_personas(config)
+        warn_unreachable_shell(config)
         offset = config.utc_offset_min
         self.utc_offset_min = offset if offset is not None else time.localtime().tm_gmtoff // 60
         self.replica = replica or replica_id()
@@ -123,6 +137,7 @@ class DriverService:
             self.utc_offset_min,
             memories=self.memories,
             memory=self.config.memory,
+            maintainers=frozenset(self.config.maintainers),
         )
         self.host = ChatHost(
             self.config,

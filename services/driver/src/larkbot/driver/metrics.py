@@ -28,6 +28,12 @@ PROBE_DECISIONS = Counter(
     "Probe outcomes (send_message, react_only, no_action, failed_closed, error)",
     ["outcome"],
 )
+SHELL_GATE = Counter(
+    "larkbot_driver_shell_gate_decisions_total",
+    "Shell-tool gate decisions of wake-ups that run the primary, by outcome (open, closed, reused: a "
+    "continuing chain's persisted decision, disabled: shell tools off for the chat)",
+    ["outcome"],
+)
 TURNS = Counter(
     "larkbot_driver_turns_total",
     "Primary turns by outcome (sent, reacted, silent, budget_exhausted, interrupted, failed)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from larkbot.canonical.aliases import aliases_enabled
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform
 from larkbot.runtime.config import ChatSettings, LarkbotConfig
@@ -27,7 +28,7 @@ def render_params(
         maintainers=frozenset(config.maintainers),
         contact_names=dict(chat.contact_names),
         blocked_users=frozenset(chat.blocked_users),
-        alias_message_ids=chat.alias_message_ids and platform is Platform.FEISHU,
+        alias_message_ids=aliases_enabled(platform, chat.alias_message_ids),
         deployment_utc_offset_min=deployment_offset_min,
         chat_utc_offset_min=chat.utc_offset_min,
         chat_title=chat.display_name,

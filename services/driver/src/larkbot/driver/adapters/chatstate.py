@@ -68,6 +68,8 @@ class ChatState:
         self.chat_id = chat_id
         self.key = f"{platform}:{chat_id}"
         self.settings = settings
+        #: Their messages are context only: they never wake the bot nor interrupt its turn.
+        self.blocked = frozenset(settings.blocked_users)
         self.persona = persona
         self.clock = clock
         self.debounce = scheduler.Debounce(
@@ -108,7 +110,7 @@ class ChatState:
         self._changed()
 
     def set_context(self, context: ChatContext) -> None:
-        for segment in new_external(self.context, context, self.marks.processed_until_ms):
+        for segment in new_external(self.context, context, self.marks.processed_until_ms, self.blocked):
             self.schedule = scheduler.on_input(
                 self.schedule, segment.sender_id or "runtime", segment.received_at_ms
             )
@@ -143,7 +145,7 @@ class ChatState:
         return tuple(s for s in segments if s.event_seq > cursor)
 
     def latest_external_ms(self) -> int:
-        return latest_external_ms(self.context.segments)
+        return latest_external_ms(self.context.segments, self.blocked)
 
     def last_action_ms(self) -> int:
         own = max((s.received_at_ms for s in self.context.segments if s.is_myself), default=0)

@@ -9,6 +9,11 @@ message part like any message id, then takes the attachment with that index from
 ``AttachmentRef`` s: the live segment's, else those of a history item (one already read by
 ``read_old_messages`` in this wake-up, or looked up now), so images of old messages the model has seen
 resolve too. The media worker gets the platform's file key and, when known, the stored original's key.
+
+``send_message`` answers with the id the chat log shows for the sent message (its alias where the chat
+renders aliases, computed as the pipeline does), so the model can reply to it or recall it before the
+platform's echo arrives. ``recall_message`` deletes only the bot's own messages: those the context or
+history marks as the bot's, and those sent in this wake-up.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from larkbot.canonical.actions import ActionResult, ReactAction, SendMessageAction
+from larkbot.canonical.actions import ActionResult, DeleteMessageAction, ReactAction, SendMessageAction
+from larkbot.canonical.aliases import alias_for
 from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.context import AttachmentRef, HistoryItem, HistoryRequest, Segment
 from larkbot.canonical.llm import TextPart, UserPart
@@ -62,8 +68,11 @@ class ToolExecutor:
         action_attempts: int = ACTION_ATTEMPTS,
         max_segment_tokens: int,
         memory: MemoryAccess | None = None,
+        aliased: bool = False,
     ) -> None:
         self.clients = clients
+        #: The chat log shows message ids as aliases (``larkbot.canonical.aliases``).
+        self.aliased = aliased
         self.action_attempts = action_attempts
         self.max_segment_tokens = max_segment_tokens
         self.clock = clock
@@ -90,6 +99,7 @@ class ToolExecutor:
             tools.MEMORY_SAVE: self._memory,
             tools.MEMORY_SEARCH: self._memory,
             tools.MEMORY_PATCH: self._memory,
+            tools.RECALL: self._recall,
         }[call.name]
         try:
             ok, parts, final = await handler(call, call.args)
@@ -156,7 +166,46 @@ class ToolExecutor:
             reply_to_message_id=canonical_reply,
             mentions=mentioned_uids(args["text"]),
         )
-        return _outcome(await self.clients.act(action, self.action_attempts), "sent")
+        result = await self.clients.act(action, self.action_attempts)
+        if not result.ok or not result.message_ids:
+            return _outcome(result, "sent")
+        shown = [self._sent(message_id) for message_id in result.message_ids]
+        ids = f"id {shown[0]}" if len(shown) == 1 else "ids " + ", ".join(shown)
+        return True, _text(f"sent ({ids})"), False
+
+    def _sent(self, message_id: str) -> str:
+        """Remember a message the bot has just sent (its echo may not be in the context yet) and return
+        the id the chat log shows for it: its alias, or its canonical id when aliases are off or the
+        alias is already another message's (the renderer's collision rule)."""
+        self.aliases.setdefault(message_id, message_id)
+        self.provenance.setdefault(message_id, Provenance(message_id, None, True, True, False, False, None))
+        if not self.aliased:
+            return message_id
+        alias = alias_for(self.chat_id, message_id)
+        return alias if self.aliases.setdefault(alias, message_id) == message_id else message_id
+
+    async def _recall(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+        shown: str = args["message_id"]
+        target = (await self.resolve([shown])).get(shown)
+        if target is None:
+            return False, _text(f"error: no message with id {shown!r}"), False
+        known = self.provenance.get(target)
+        if known is None:
+            request = HistoryRequest(platform=self.platform, chat_id=self.chat_id, message_ids=(target,))
+            self._remember((await self.clients.history(request)).found)
+            known = self.provenance.get(target)
+        if known is None or not known.is_myself:
+            return False, _text(f"error: {shown!r} is not your message; you can recall only your own"), False
+        if known.is_deleted:
+            return False, _text(f"error: {shown!r} is already deleted"), False
+        action = DeleteMessageAction(
+            platform=self.platform,
+            chat_id=self.chat_id,
+            idempotency_key=call.idempotency_key,
+            deadline_ms=call.deadline_ms,
+            message_ids=(target,),
+        )
+        return _outcome(await self.clients.act(action, self.action_attempts), "recalled")
 
     async def _react(self, call: ToolRun, args: dict[str, Any]) -> _Result:
         target = (await self.resolve([args["message_id"]])).get(args["message_id"])

@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Literal
 
+from larkbot.canonical.aliases import aliases_enabled
 from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse
 from larkbot.runtime.config import ChatSettings, LlmSettings, MemorySettings
 
@@ -22,6 +23,7 @@ from .. import metrics
 from ..core.budget import TurnBudget
 from ..core.compaction import turn_tokens
 from ..core.estimate import request_tokens
+from ..core.gate import GateSettings
 from ..core.memory import Visibility
 from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC
 from ..core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
@@ -72,8 +74,11 @@ class WakeRunner:
         sizing: Sizing | None = None,
         memories: MemoryStore | None = None,
         memory: MemorySettings | None = None,
+        maintainers: frozenset[str] = frozenset(),
     ) -> None:
         self.clients = clients
+        #: The configuration's maintainers: the only source of maintainer status (``core.gate``).
+        self.maintainers = maintainers
         #: The memory store; ``None`` turns memory off for every chat (the scripted benchmark).
         self.memories = memories
         self.memory_settings = memory or MemorySettings()
@@ -109,6 +114,10 @@ class WakeRunner:
                 request_limit_tokens=limits.request_limit,
                 trim_budget_tokens=limits.target,
                 reasoning_replay=self.reasoning_replay,
+                gate=GateSettings(
+                    settings.shell_enabled, self.maintainers, settings.maintainer_window_sec * 1000
+                ),
+                blocked_users=chat.blocked,
             ),
             new_chain_id=uuid.uuid4().hex[:16],
             memory=RecallLimits(settings.memory_late_binding_max, settings.memory_late_binding_max_chars)
@@ -268,6 +277,7 @@ class ChatPorts:
                 action_attempts=chat.settings.action_attempts,
                 max_segment_tokens=chat.settings.max_segment_est_tokens,
                 memory=self._memory_access(),
+                aliased=aliases_enabled(chat.platform, chat.settings.alias_message_ids),
             )
         return await self._executor.run(run)
 
@@ -350,6 +360,10 @@ class ChatPorts:
         elif kind == "trimmed":
             metrics.REQUESTS_TRIMMED.inc()
             log.warning("the history was trimmed: %s messages left out", detail)
+        elif kind == "gate":
+            metrics.SHELL_GATE.labels(detail).inc()
+        elif kind == "gate_opened":
+            log.info("shell tools exposed: maintainer %s", detail)
         elif kind == "turn":
             metrics.TURNS.labels(detail).inc()
             if self._turn_started is not None:

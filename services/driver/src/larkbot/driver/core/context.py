@@ -6,7 +6,8 @@ Segments too large for the model are clipped as they enter the copy (``core.clip
 
 *External input* is what may wake the bot: message and runtime nodes from someone other than the bot.
 The bot's own messages and self-sent echoes never wake it; system events (reactions, joins, renames)
-are context, not triggers.
+are context, not triggers. Neither are messages of the chat's ``blocked_users``: the pipeline renders
+them as blocked, and they never wake the bot, cost a probe or interrupt a turn.
 """
 
 from __future__ import annotations
@@ -64,24 +65,27 @@ def apply_update(ctx: ChatContext, update: ContextUpdate, max_segment_tokens: in
     return replace(ctx, seq=update.seq, cursor=update.cursor, title=title, segments=tuple(segments))
 
 
-def is_external(segment: Segment) -> bool:
+def is_external(segment: Segment, blocked: frozenset[str] = frozenset()) -> bool:
     return (
         segment.node_type in ("message", "runtime")
         and not segment.is_myself
         and not segment.is_self_sent
         and not segment.is_deleted
+        and (segment.sender_id is None or segment.sender_id not in blocked)
     )
 
 
-def new_external(before: ChatContext, after: ChatContext, since_ms: int) -> tuple[Segment, ...]:
+def new_external(
+    before: ChatContext, after: ChatContext, since_ms: int, blocked: frozenset[str] = frozenset()
+) -> tuple[Segment, ...]:
     """External segments of ``after`` that ``before`` did not hold and that arrived after ``since_ms``."""
     known = {s.segment_id for s in before.segments}
     return tuple(
         s
         for s in after.segments
-        if s.segment_id not in known and is_external(s) and s.received_at_ms > since_ms
+        if s.segment_id not in known and is_external(s, blocked) and s.received_at_ms > since_ms
     )
 
 
-def latest_external_ms(segments: tuple[Segment, ...]) -> int:
-    return max((s.received_at_ms for s in segments if is_external(s)), default=0)
+def latest_external_ms(segments: tuple[Segment, ...], blocked: frozenset[str] = frozenset()) -> int:
+    return max((s.received_at_ms for s in segments if is_external(s, blocked)), default=0)

@@ -48,9 +48,12 @@ def participation(segments: tuple[Segment, ...], now_ms: int) -> Participation:
     return Participation(recent, since, streak if other_bot else 0)
 
 
-def bot_loop_brake(segments: tuple[Segment, ...], since_ms: int, now_ms: int, cap: int) -> bool:
-    """True when the new input is bot-only and the bot-to-bot streak has reached ``cap``."""
-    new = [s for s in segments if is_external(s) and s.received_at_ms > since_ms]
+def bot_loop_brake(
+    segments: tuple[Segment, ...], since_ms: int, now_ms: int, cap: int, blocked: frozenset[str] = frozenset()
+) -> bool:
+    """True when the new input (``blocked`` senders' aside) is bot-only and the bot-to-bot streak has
+    reached ``cap``."""
+    new = [s for s in segments if is_external(s, blocked) and s.received_at_ms > since_ms]
     if not new or any(not s.is_bot for s in new):
         return False
     return participation(segments, now_ms).consecutive_bot_exchanges >= cap

@@ -7,6 +7,9 @@ step); ``read_image`` and ``read_old_messages`` are *work* tools (counted agains
 ``end_turn`` is the silence route and is always exposed. The memory tools (``memory_save``,
 ``memory_search``, ``memory_patch``; docs/memory.md) are work tools too, exposed in normal steps of the
 chats that have memory on — a per-chat constant, so the tool list stays part of the cached prefix.
+The shell tools (:data:`SHELL_TOOLS`) join normal steps while the maintainer gate (``core.gate``) is
+open: decided once per wake-up and kept for the whole chain. ``recall_message`` (the bot's own messages
+only) is a work tool of every normal step.
 """
 
 from __future__ import annotations
@@ -29,18 +32,23 @@ READ_OLD: Final = "read_old_messages"
 MEMORY_SAVE: Final = "memory_save"
 MEMORY_SEARCH: Final = "memory_search"
 MEMORY_PATCH: Final = "memory_patch"
+RECALL: Final = "recall_message"
 PARTICIPATION_TOOLS: Final = frozenset({SEND, REACT})
 MEMORY_TOOLS: Final = frozenset({MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH})
-WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD}) | MEMORY_TOOLS
+WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD, RECALL}) | MEMORY_TOOLS
 #: The longest memory content accepted (a memory is a fact, not a transcript).
 MEMORY_CONTENT_MAX_CHARS: Final = 500
+#: The maintainer-gated shell tools (``core.gate``), offered in this order in normal steps when the gate
+#: is open, each only once its spec is in ``SPECS``.
+SHELL_TOOLS: Final = frozenset({"bash", "kill_task", "read_task_output"})
+_SHELL_ORDER: Final = ("bash", "kill_task", "read_task_output")
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 128}
 
 _SPECS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
     SEND: (
         'Send a message to the chat (Markdown). Mention someone with <mention uid="ID">@name</mention>. '
-        "Set still_working to keep your turn open after sending.",
+        "Set still_working to keep your turn open after sending. Answers with the sent message's id.",
         {
             "type": "object",
             "properties": {
@@ -84,6 +92,16 @@ _SPECS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
             "type": "object",
             "properties": {"message_ids": {"type": "array", "items": _ID, "minItems": 1, "maxItems": 20}},
             "required": ["message_ids"],
+            "additionalProperties": False,
+        },
+    ),
+    RECALL: (
+        "Recall (delete for everyone) one of your own messages by its id, such as the id send_message "
+        "answered with. Other people's messages cannot be recalled.",
+        {
+            "type": "object",
+            "properties": {"message_id": _ID},
+            "required": ["message_id"],
             "additionalProperties": False,
         },
     ),
@@ -148,7 +166,7 @@ _SPECS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
         },
     ),
 }
-_ORDER: Final = (SEND, REACT, END, READ_IMAGE, READ_OLD)
+_ORDER: Final = (SEND, REACT, END, READ_IMAGE, READ_OLD, RECALL)
 _MEMORY_ORDER: Final = (MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH)
 SPECS: Final[dict[str, ToolSpec]] = {
     name: ToolSpec.of(name, description, schema) for name, (description, schema) in _SPECS.items()
@@ -156,14 +174,17 @@ SPECS: Final[dict[str, ToolSpec]] = {
 _VALIDATORS: Final = {name: Draft202012Validator(schema) for name, (_, schema) in _SPECS.items()}
 
 
-def exposed(mode: StepMode, *, memory: bool = False) -> tuple[ToolSpec, ...]:
-    """The tools of one step, in a fixed order (the tool list is part of the cached prefix)."""
+def exposed(mode: StepMode, *, memory: bool = False, shell: bool = False) -> tuple[ToolSpec, ...]:
+    """The tools of one step, in a fixed order (the tool list is part of the cached prefix). ``shell``: the
+    maintainer gate is open (normal steps only)."""
     if mode == "react_only":
         names: tuple[str, ...] = (REACT, END)
     elif mode == "wrap_up":
         names = (SEND, REACT, END)
     else:
         names = (*_ORDER, *_MEMORY_ORDER) if memory else _ORDER
+        if shell:
+            names = (*names, *(n for n in _SHELL_ORDER if n in SPECS))
     return tuple(SPECS[n] for n in names)
 
 

@@ -1,6 +1,6 @@
 """One wake-up of a chat as a sans-I/O generator (SPEC §4): redo a step left pending, pick the path
-(continuation, activation, brake, probe), run the primary turn, keep the request within the model's window,
-and mark the input processed.
+(continuation, activation, brake, probe), decide the shell tools' gate once (``core.gate``), run the primary
+turn, keep the request within the model's window, and mark the input processed.
 
 :func:`wake_up` yields commands and receives their results; one interpreter
 (``adapters.interpreter.interpret``) drives it for the service, the benchmark and the tests alike. The
@@ -38,17 +38,18 @@ fit; a provider's ``context_length`` error leads the same way (compact and retry
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from larkbot.canonical.context import Segment
 from larkbot.canonical.llm import LLMResponse, Message
 
-from . import prompt, tools
+from . import gate, prompt, tools
 from .actions import action_segments, with_actions
 from .budget import TurnBudget
 from .compaction import Summary
 from .estimate import request_tokens
+from .gate import GateSettings
 from .memory import Memory
 from .participation import bot_loop_brake, participation
 from .probe import read_verdict
@@ -82,6 +83,10 @@ class WakeSettings:
     reasoning_replay: int
     recover_max_age_ms: int = 10 * 60 * 1000
     recover_attempts: int = 3
+    #: The shell tools' maintainer gate (``core.gate``).
+    gate: GateSettings = field(default_factory=GateSettings)
+    #: Senders whose messages never wake the bot (the chat's ``blocked_users``).
+    blocked_users: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +227,8 @@ NoteKind = Literal[
     "context_length",
     "trimmed",
     "turn",
+    "gate",
+    "gate_opened",
 ]
 
 
@@ -308,7 +315,11 @@ def wake_up(w: WakeInput) -> Flow:
     elif not w.settings.probe_enabled:
         path, activation = "activation", Activation("send_message", "probe disabled for this chat")
     elif bot_loop_brake(
-        state.view.segments, state.view.processed_until_ms, state.view.now_ms, w.settings.bot_exchange_cap
+        state.view.segments,
+        state.view.processed_until_ms,
+        state.view.now_ms,
+        w.settings.bot_exchange_cap,
+        w.settings.blocked_users,
     ):
         yield Note("path", "braked")
         yield Note("braked")
@@ -324,8 +335,9 @@ def wake_up(w: WakeInput) -> Flow:
             yield Note("path", "probe")
             yield MarkProcessed(w.input_until_ms)
             return WakeDone("suppressed")
+    shell = yield from _gate(w, state)
     yield Note("path", path)
-    result = yield from _primary_within_window(w, state, activation)
+    result = yield from _primary_within_window(w, state, activation, shell)
     if isinstance(result, WakeFailure):
         return result
     if result.outcome == "failed":
@@ -371,6 +383,25 @@ def _recover(
     yield Note("path", "recovery")
     yield MarkProcessed(w.input_until_ms)
     return WakeDone("recovery")
+
+
+def _gate(w: WakeInput, state: _Loaded) -> Generator[WakeCommand, WakeFeedback, bool]:
+    """Whether the primary's steps offer the shell tools: the open chain's persisted decision, else the
+    gate over the context the wake-up started with (a message arriving later cannot open it)."""
+    view = state.view
+    if state.chain:
+        decision = gate.reuse(state.chain[-1].shell_tools_exposed)
+    else:
+        decision = gate.decide(
+            view.segments,
+            last_action_ms=view.last_action_ms,
+            started_ms=view.now_ms,
+            settings=w.settings.gate,
+        )
+    yield Note("gate", decision.outcome)
+    if decision.maintainer_id is not None:
+        yield Note("gate_opened", f"{decision.maintainer_id} (message {decision.message_id})")
+    return decision.exposed
 
 
 def _probe(
@@ -440,6 +471,7 @@ def _plan(
     abandon: bool = False,
     selected: prompt.Selected | None = None,
     memories: tuple[Memory, ...] = (),
+    shell: bool = False,
 ) -> TurnPlan:
     started = view.now_ms
     segments = view.segments
@@ -477,7 +509,7 @@ def _plan(
             react_only=react_only,
             memory_block=memory_block(memories, w.memory) if w.memory is not None else None,
         ),
-        shell_tools_exposed=continuing.shell_tools_exposed if continuing else False,
+        shell_tools_exposed=continuing.shell_tools_exposed if continuing else shell,
         recover=recover,
         recover_abandon=abandon,
         memory_tools=w.memory is not None,
@@ -486,15 +518,16 @@ def _plan(
 
 def first_request_tokens(plan: TurnPlan) -> int:
     mode = plan.budget.step_mode(plan.usage, plan.react_only)
-    offered = tools.exposed(mode, memory=plan.memory_tools)
+    offered = tools.exposed(mode, memory=plan.memory_tools, shell=plan.shell_tools_exposed)
     return request_tokens(plan.system, offered, (*plan.history, plan.late_binding))
 
 
 def _primary_within_window(
-    w: WakeInput, state: _Loaded, activation: Activation | None
+    w: WakeInput, state: _Loaded, activation: Activation | None, shell: bool
 ) -> Generator[WakeCommand, WakeFeedback, TurnResult | WakeFailure]:
     """The primary turn, compacting or trimming first when its request would not fit, and once more
-    (compact, then trim) when the provider says the context is too long."""
+    (compact, then trim) when the provider says the context is too long. ``shell``: the wake-up's gate
+    decision (a chain this wake-up stored steps of carries it on)."""
     limit = w.settings.request_limit_tokens
     compacted = trimmed = False
     typing_shown = False
@@ -521,7 +554,9 @@ def _primary_within_window(
                 loaded = yield LoadMemories(persons, w.memory.max_count)
                 assert isinstance(loaded, Recalled)
                 memories = loaded.memories
-        plan = _plan(w, view, state.turns, state.chain, activation, selected=selected, memories=memories)
+        plan = _plan(
+            w, view, state.turns, state.chain, activation, selected=selected, memories=memories, shell=shell
+        )
         if limit is not None and first_request_tokens(plan) > limit:
             if not compacted:
                 compacted = True

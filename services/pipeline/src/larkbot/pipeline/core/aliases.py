@@ -1,37 +1,15 @@
-"""Message aliases (SPEC §3 "Aliases"): ``m`` + 9 base36 characters of a hash of (chat id, message id).
+"""The alias table of one rendering: which message id owns each alias (SPEC §3 "Aliases").
 
-A hash, not a position: cold replay starts at the compaction cursor and would renumber positions, while a
-hash is reproducible from persisted history alone (the ``events.message_alias`` column is the same
-function). 9 base36 characters hold ~46.5 bits, so a collision within one chat is not expected in practice;
-when one happens, the first id rendered in context order keeps the alias and the later one renders its
-canonical id (:class:`AliasTable`).
+The alias function itself is :mod:`larkbot.canonical.aliases` (the driver derives the alias of a message it
+has just sent from it too). When two ids of one chat hash to the same alias, the first id rendered in
+context order keeps it and the later one renders its canonical id (:class:`AliasTable`).
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import re
+from larkbot.canonical.aliases import ALIAS_PATTERN, alias_for, looks_like_alias
 
-_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
-_SPACE = 36**9
-ALIAS_PATTERN = re.compile(r"^m[0-9a-z]{9}$")
-
-
-@functools.lru_cache(maxsize=65536)
-def alias_for(chat_id: str, message_id: str) -> str:
-    """Cached: the renderer and the ``events.message_alias`` column ask for the same ids (a SHA-256 each)."""
-    digest = hashlib.sha256(f"{chat_id}\x00{message_id}".encode()).digest()
-    value = int.from_bytes(digest[:8], "big") % _SPACE
-    chars = []
-    for _ in range(9):
-        value, digit = divmod(value, 36)
-        chars.append(_DIGITS[digit])
-    return "m" + "".join(reversed(chars))
-
-
-def looks_like_alias(value: str) -> bool:
-    return ALIAS_PATTERN.match(value) is not None
+__all__ = ["ALIAS_PATTERN", "AliasTable", "alias_for", "looks_like_alias"]
 
 
 class AliasTable:
