@@ -196,17 +196,19 @@ async def world(
     llm: dict[str, Any] | None = None,
     fake_llm: bool = True,
     memory: dict[str, Any] | None = None,
+    shell: dict[str, Any] | None = None,
     **chat: Any,
 ) -> AsyncIterator[World]:
     """``llm``: the configuration's ``llm`` section (endpoints with their windows); ``fake_llm=False``
     leaves ``llm.generate`` to a real gateway the caller runs; ``memory``: the configuration's ``memory``
-    section; ``chat``: settings of every chat."""
+    section; ``shell``: the configuration's ``shell`` section; ``chat``: settings of every chat."""
     config = LarkbotConfig.model_validate(
         {
             "services": {"driver": {"database_url": database_url, "http_host": "127.0.0.1"}},
             "utc_offset_min": 480,
             "llm": llm or {},
             "memory": memory or {},
+            "shell": shell or {},
             "chats": {
                 "default": {"display_name": "Lark", **chat},
                 **{f"{PLATFORM.value}:{chat_id}": {} for chat_id in chats},
