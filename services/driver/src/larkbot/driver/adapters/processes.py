@@ -33,6 +33,8 @@ _WRAPPER: Final = (
     'printf "%s\\n" "$s" >"$2/status.tmp" && mv -f "$2/status.tmp" "$2/status"'
 )
 _SH: Final = "/bin/sh"
+#: How long a SIGKILLed group is waited for.
+KILL_WAIT_S: Final = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,21 +134,29 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def stop_group(pgid: int, grace_s: float) -> None:
-    """SIGTERM to the group; SIGKILL to what is left after ``grace_s``."""
+def stop_group(pgid: int, grace_s: float) -> bool:
+    """SIGTERM to the group; SIGKILL to what is left after ``grace_s``. Whether the group is gone (a
+    process in uninterruptible sleep may outlast even SIGKILL for a while)."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
-        return
-    until = time.monotonic() + grace_s
+        return True
+    if _gone_within(pgid, grace_s):
+        return True
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    return _gone_within(pgid, KILL_WAIT_S)
+
+
+def _gone_within(pgid: int, seconds: float) -> bool:
+    until = time.monotonic() + seconds
     delay = 0.01
     while group_alive(pgid):
         if time.monotonic() >= until:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
-            return
+            return False
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
+    return True
 
 
 def size(path: Path) -> int:

@@ -132,12 +132,15 @@ class ShellTasks:
         if running >= self.settings.max_tasks:
             metrics.SHELL_CALLS.labels("refused").inc()
             return False, (
-                f"refused: {running} tasks are running, the most this host runs at once; stop one with "
+                f"refused: the most tasks this host runs at once ({running}) are running; stop one with "
                 "kill_task or wait for one to finish"
             )
         task = _new_task(platform, chat_id, call_key, self.host, args, self.clock.now_ms())
         files = self.files(task.task_id)
-        await asyncio.to_thread(processes.create, files, task.command)
+        try:
+            await asyncio.to_thread(processes.create, files, task.command)
+        except OSError as exc:
+            return self._not_started(task, exc)
         stored = await self.store.add(task)
         if stored.task_id != task.task_id:
             await asyncio.to_thread(processes.remove, files.task_dir)
@@ -146,10 +149,9 @@ class ShellTasks:
         log.debug("shell task %s runs: %s", task.task_id, task.command)
         self._waiting.add(task.task_id)
         try:
-            launch = processes.launch
             try:
                 pgid = await asyncio.to_thread(
-                    launch, files, self.settings.executable, self.working_dir, self.env
+                    processes.launch, files, self.settings.executable, self.working_dir, self.env
                 )
             except OSError as exc:
                 await self.store.finish(
@@ -160,9 +162,7 @@ class ShellTasks:
                     finished_at_ms=self.clock.now_ms(),
                     announced=True,
                 )
-                metrics.SHELL_CALLS.labels("error").inc()
-                log.warning("shell task %s could not start: %s", task.task_id, type(exc).__name__)
-                return False, f"error: the command could not be started ({type(exc).__name__})"
+                return self._not_started(task, exc)
             await self.store.started(task.task_id, pgid)
             now = self.clock.now_ms()
             cap = core.wait_cap_s(
@@ -179,7 +179,7 @@ class ShellTasks:
         if end is None:
             metrics.SHELL_CALLS.labels("timeout_to_task").inc()
             log.info("shell task %s continues in the background", task.task_id)
-            return True, core.background_result(task.task_id, waited, output)
+            return True, core.background_result(task.task_id, cap, output)
         await self.store.finish(
             task.task_id,
             core.finished_status(end.exit_code) if end.exit_code is not None else "lost",
@@ -191,6 +191,11 @@ class ShellTasks:
         metrics.SHELL_CALLS.labels("ok").inc()
         log.info("shell task %s ended with exit status %s", task.task_id, end.exit_code)
         return True, core.short_result(end.exit_code, waited, output)
+
+    def _not_started(self, task: Task, exc: OSError) -> tuple[bool, str]:
+        metrics.SHELL_CALLS.labels("error").inc()
+        log.warning("shell task %s could not start: %s", task.task_id, type(exc).__name__)
+        return False, f"error: the command could not be started ({type(exc).__name__})"
 
     async def _wait(self, files: TaskFiles, cap_s: float) -> Ended | None:
         """The task's end if it comes within ``cap_s`` seconds."""
@@ -239,10 +244,13 @@ class ShellTasks:
         )
         if not won:
             return True, f"nothing to stop: {core.state_line(await self.store.get(task.task_id) or task)}"
-        if task.pgid is not None:
-            await asyncio.to_thread(processes.stop_group, task.pgid, self.settings.kill_grace_s)
+        stopped = task.pgid is None or await asyncio.to_thread(
+            processes.stop_group, task.pgid, self.settings.kill_grace_s
+        )
         metrics.BACKGROUND_TASKS.labels("killed").inc()
         log.info("shell task %s killed", task.task_id)
+        if not stopped:
+            return True, f"task {task.task_id} killed; some of its processes have not exited yet"
         return True, f"task {task.task_id} killed"
 
     async def read(self, platform: str, chat_id: str, args: dict[str, Any]) -> tuple[bool, str]:
@@ -301,11 +309,14 @@ class ShellTasks:
             status = core.finished_status(end.exit_code)
         # When it ended, on this clock: it may have ended while no driver was running.
         at_ms = max(task.started_at_ms, now - end.age_ms) if end is not None else now
+        output = self.files(task.task_id).output
         won = await self.store.finish(
             task.task_id,
             status,
             exit_code=end.exit_code if end is not None else None,
-            output_bytes=end.output_bytes if end is not None else 0,
+            output_bytes=end.output_bytes
+            if end is not None
+            else await asyncio.to_thread(processes.size, output),
             finished_at_ms=at_ms,
             announced=not task.background,
         )

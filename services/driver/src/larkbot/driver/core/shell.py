@@ -138,9 +138,9 @@ def short_result(exit_code: int | None, seconds: float, output: str) -> str:
     return f"{status} after {seconds:.1f} s\n{output or '(no output)'}"
 
 
-def background_result(task_id: str, waited_s: float, output: str) -> str:
+def background_result(task_id: str, cap_s: float, output: str) -> str:
     head = (
-        f"still running after {waited_s:.1f} s: it continues as background task {task_id}. Its completion "
+        f"still running after {cap_s:.1f} s: it continues as background task {task_id}. Its completion "
         "will arrive as a runtime event; read_task_output shows its output, kill_task stops it."
     )
     return f"{head}\noutput so far:\n{output}" if output else f"{head}\n(no output yet)"
