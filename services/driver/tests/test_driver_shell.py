@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.events import RuntimeEvent
+from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.llm import LLMRequest, TextPart, ToolResultMessage, UserMessage
 from larkbot.driver import metrics
 from larkbot.driver.adapters import processes
@@ -153,6 +154,61 @@ def task_id_in(text: str) -> str:
     found = re.search(r"task_[0-9a-f]{10}", text)
     assert found is not None, text
     return found.group()
+
+
+# -- the pure rules -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("total", "limit", "expected"),
+    [(10, 20, (10, 0)), (20, 20, (20, 0)), (21, 20, (10, 10)), (1000, 7, (3, 4))],
+)
+def test_output_ends_within_the_limit(total: int, limit: int, expected: tuple[int, int]) -> None:
+    assert core.ends(total, limit) == expected
+
+
+def test_output_as_the_model_sees_it() -> None:
+    assert core.shown(b"abc", b"", 3) == "abc"
+    assert core.shown(b"ab", b"yz", 10) == "ab\n[... 6 bytes omitted ...]\nyz"
+    assert core.shown_tail(b"xyz", 3) == "xyz"
+    assert core.shown_tail(b"xyz", 10) == "[... 7 earlier bytes ...]\nxyz"
+    # A cut through a multi-byte character shows one replacement character, never an error.
+    assert core.shown("é".encode()[:1], b"", 1) == "\ufffd"
+    assert [core.parse_exit_code(t) for t in ("0\n", "137\n", "", "x", "-1")] == [0, 137, None, None, None]
+
+
+def test_the_completion_event_is_the_same_event_whenever_it_is_published() -> None:
+    task = core.Task(
+        task_id="task_0123456789",
+        platform="feishu",
+        chat_id="oc_1",
+        call_key="k",
+        host="h",
+        pgid=1,
+        command="make   test\n",
+        intention=None,
+        status="failed",
+        background=True,
+        announced=False,
+        exit_code=2,
+        output_bytes=5,
+        started_at_ms=T0,
+        finished_at_ms=T0 + 61_500,
+    )
+    first = core.completion_event(task, "tail", received_at_ms=T0 + 62_000, utc_offset_min=480)
+    again = core.completion_event(task, "tail", received_at_ms=T0 + 900_000, utc_offset_min=0)
+    assert (
+        event_msg_id(first)
+        == event_msg_id(again)
+        == f"feishu:task:task_0123456789#{event_msg_id(first)[-16:]}"
+    )
+    assert first.attributes == (
+        ("task_id", "task_0123456789"),
+        ("status", "failed"),
+        ("exit_status", "2"),
+        ("duration_s", "61.5"),
+        ("output_bytes", "5"),
+        ("command", "make test"),
+    )
+    assert first.timestamp_sec == (T0 + 61_500) // 1000
 
 
 # -- bash ---------------------------------------------------------------------------------------------
