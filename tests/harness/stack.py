@@ -36,6 +36,8 @@ class ServiceProcess:
     log_path: Path
     proc: asyncio.subprocess.Process | None = None
     starts: int = 0
+    #: The command that runs it, when not ``python -m larkbot.cli run <name>``.
+    argv: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -77,7 +79,7 @@ class Stack:
         out = svc.log_path.open("ab")
         try:
             svc.proc = await asyncio.create_subprocess_exec(
-                *(sys.executable, "-m", "larkbot.cli", "run", name),
+                *(svc.argv or (sys.executable, "-m", "larkbot.cli", "run", name)),
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
                 stdin=asyncio.subprocess.DEVNULL,

@@ -236,8 +236,11 @@ async def world(
     postgres_url: str | None = None,
     chat_defaults: dict[str, Any] | None = None,
     services: tuple[str, ...] = SERVICES,
+    config: dict[str, Any] | None = None,
+    argv: dict[str, tuple[str, ...]] | None = None,
 ) -> AsyncIterator[World]:
-    """Fakes up, streams reset, the services started and ready; everything stopped on exit."""
+    """Fakes up, streams reset, the services started and ready; everything stopped on exit. ``config``:
+    top-level sections added to the configuration file; ``argv``: the command of a service, by name."""
     feishu = FakeFeishu()
     telegram = FakeBotApi()
     llm = FakeProvider(script, api_key=LLM_API_KEY)
@@ -255,7 +258,10 @@ async def world(
                 nats_url,
                 stack_config(root, feishu, telegram, llm.url, chats, configured, chat_defaults),
             )
+            stack.config.update(config or {})
             stack.add(*services)
+            for name, command in (argv or {}).items():
+                stack.services[name].argv = command
             try:
                 await stack.up()
                 if "ingress-feishu" in services:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from larkbot.canonical.llm import LLMReply, LLMRequest, ToolSpec
+from larkbot.canonical.llm import LLMReply, LLMRequest
 from larkbot.driver.app import DriverService, warn_unreachable_shell
 from larkbot.driver.core import tools
 from larkbot.driver.harness import CHAT_ID, decide, world
@@ -27,13 +27,6 @@ def db(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}"
 
 
-@pytest.fixture
-def shell_specs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stand-ins for the shell tools' specs, so that exposure shows in the requests."""
-    for name in ("bash", "kill_task", "read_task_output"):
-        monkeypatch.setitem(tools.SPECS, name, ToolSpec.of(name, f"stand-in for {name}", {"type": "object"}))
-
-
 def _gate_metric(outcome: str) -> float:
     return REGISTRY.get_sample_value("larkbot_driver_shell_gate_decisions_total", {"outcome": outcome}) or 0.0
 
@@ -42,7 +35,6 @@ def _names(request: LLMRequest) -> list[str]:
     return [t.name for t in request.tools]
 
 
-@pytest.mark.usefixtures("shell_specs")
 async def test_the_service_opens_the_gate_for_a_configured_maintainer_only(
     bus: Bus, nats_url: str, db: str, caplog: pytest.LogCaptureFixture
 ) -> None:

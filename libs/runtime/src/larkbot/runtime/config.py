@@ -373,6 +373,57 @@ class MemorySettings(_Section):
         return self
 
 
+_SHELL_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Set by the driver for every command; not passed through.
+_SHELL_ENV_RESERVED = frozenset({"PATH", "HOME"})
+
+
+class ShellSettings(_Section):
+    """Deployment-wide settings of the shell tools (``bash``, ``kill_task``, ``read_task_output``;
+    docs/driver.md "Shell tools"). A chat uses them only with ``shell_enabled``. Not a sandbox."""
+
+    #: The shell a command runs in (``<executable> <file holding the command>``).
+    executable: str = "/bin/bash"
+    #: The commands' working directory (shared by every command; default ``<data_dir>/shell/work``).
+    working_dir: str | None = None
+    #: Where each task's output and exit status are kept (default ``<data_dir>/shell/tasks``).
+    output_dir: str | None = None
+    #: ``PATH`` of the commands. Their environment is built from scratch: ``PATH``, ``HOME`` (the working
+    #: directory), ``LANG``, and only the variables named in ``env_passthrough``, copied from the driver's.
+    path: str = Field(default="/usr/local/bin:/usr/bin:/bin", min_length=1)
+    env_passthrough: tuple[str, ...] = ()
+    #: The longest a ``bash`` call waits (its ``timeout_seconds`` and the turn's deadline bound it too);
+    #: a command still running then continues as a background task.
+    max_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    #: Bytes of output in a tool result (head and tail kept around a marker); also the most one
+    #: ``read_task_output`` call returns.
+    max_output_bytes: int = Field(default=4000, ge=200, le=100_000)
+    #: Bytes of the output's tail in a task's completion event.
+    event_output_bytes: int = Field(default=1000, ge=0, le=20_000)
+    #: Background tasks running at once on one host; a ``bash`` call beyond it is refused.
+    max_tasks: int = Field(default=4, ge=1, le=100)
+    #: Finished tasks' rows and output files are removed this many days after they finished.
+    retention_days: float = Field(default=7.0, gt=0)
+    #: How often running tasks are looked at (their completion is announced within about this).
+    poll_interval_s: float = Field(default=1.0, gt=0, le=60)
+    #: ``kill_task`` sends SIGTERM to the task's process group, then SIGKILL after this long.
+    kill_grace_s: float = Field(default=3.0, ge=0, le=60)
+
+    @field_validator("env_passthrough")
+    @classmethod
+    def _env_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            if not _SHELL_ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if name in _SHELL_ENV_RESERVED:
+                raise ValueError(f"{name} is set by the driver (shell.path, the working directory)")
+            if name.startswith("LARKBOT_"):
+                raise ValueError(f"{name}: the service's own variables are never passed to commands")
+        if len(set(names)) != len(names):
+            raise ValueError("names must be unique")
+        return names
+
+
 class LarkbotConfig(_Section):
     nats: NatsSettings = NatsSettings()
     data_dir: str = "data"
@@ -383,6 +434,7 @@ class LarkbotConfig(_Section):
     telegram: TelegramSettings | None = None
     llm: LlmSettings = LlmSettings()
     memory: MemorySettings = MemorySettings()
+    shell: ShellSettings = ShellSettings()
     chats: dict[str, ChatSettings] = {}
 
     @field_validator("chats", mode="before")

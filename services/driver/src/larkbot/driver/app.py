@@ -24,13 +24,15 @@ from nats.aio.msg import Msg
 
 from larkbot.canonical.codec import decode
 from larkbot.canonical.errors import ConfigError, ContractError
-from larkbot.canonical.events import TypingSignal
-from larkbot.canonical.names import KV_LEASES, PARTITIONS, Service
+from larkbot.canonical.events import RuntimeEvent, TypingSignal
+from larkbot.canonical.fingerprint import event_msg_id
+from larkbot.canonical.names import KV_LEASES, PARTITIONS, Service, events_subject
+from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.http import Check
 from larkbot.runtime.partitions import PartitionLeases
-from larkbot.runtime.service import ServiceContext, run
+from larkbot.runtime.service import ServiceContext, data_dir, run
 
 from . import metrics
 from .adapters.chatstate import ChatState
@@ -41,6 +43,8 @@ from .adapters.memories import MemoryStore
 from .adapters.ownership import DEFAULT_NAME, ChatHost
 from .adapters.repository import DriverRepository
 from .adapters.runner import WakeRunner
+from .adapters.shell import ShellTasks, check_settings, shell_dirs
+from .adapters.task_store import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +98,7 @@ class DriverService:
         lease_heartbeat_s: float = LEASE_HEARTBEAT_S,
         fetch_timeout_s: float = 1.0,
         memory_maintenance: bool = True,
+        hostname: str | None = None,
     ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
@@ -116,6 +121,12 @@ class DriverService:
         self.leases: PartitionLeases | None = None
         self._leases_task: asyncio.Task[Any] | None = None
         self._applied = asyncio.Condition()
+        check_settings(config, os.environ)
+        #: Shell tasks belong to the host that runs them.
+        self.hostname = hostname or socket.gethostname()
+        self.shell_dirs = shell_dirs(config.shell, data_dir(config))
+        self.shell: ShellTasks | None = None
+        self._bus: Bus | None = None
 
     @property
     def chats(self) -> dict[str, ChatState]:
@@ -129,6 +140,19 @@ class DriverService:
         self.repo = DriverRepository(engine)
         self.clients = BusClients(ctx.bus)
         self.memories = MemoryStore(engine)
+        self._bus = ctx.bus
+        working_dir, output_dir = self.shell_dirs
+        self.shell = ShellTasks(
+            TaskStore(engine),
+            self.config.shell,
+            self.clock,
+            host=self.hostname,
+            working_dir=working_dir,
+            output_dir=output_dir,
+            environ=os.environ,
+            publish=self._publish_event,
+            utc_offset_min=self._utc_offset_of,
+        )
         self.runner = WakeRunner(
             self.clients,
             self.repo,
@@ -138,6 +162,7 @@ class DriverService:
             memories=self.memories,
             memory=self.config.memory,
             maintainers=frozenset(self.config.maintainers),
+            shell=self.shell,
         )
         self.host = ChatHost(
             self.config,
@@ -174,9 +199,23 @@ class DriverService:
         )
         if self.memory_maintenance:
             ctx.spawn(self.consolidator.run(), "memory-maintenance")
+        if any(chat.shell_enabled for chat in self.config.chats.values()):
+            # Also resumes watching the tasks a previous process of this host left running.
+            self.shell.prepare()
+            ctx.spawn(self.shell.run(), "shell-tasks")
         ctx.add_check("database", self._database_ready)
         ctx.add_check("partitions", self._partitions_ready)
         log.info("driver replica %s started", self.replica)
+
+    async def _publish_event(self, event: RuntimeEvent) -> None:
+        assert self._bus is not None
+        subject = events_subject(event.platform.value, event.chat_id)
+        await self._bus.publish(subject, event, msg_id=event_msg_id(event))
+
+    def _utc_offset_of(self, platform: str, chat_id: str) -> int:
+        settings = self.config.chat(platform, chat_id)
+        configured = settings.utc_offset_min if settings is not None else None
+        return configured if configured is not None else self.utc_offset_min
 
     def _leads_maintenance(self) -> bool:
         # One replica maintains memories: the holder of partition 0 (leases move it on failure).

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from pydantic import BaseModel
 
 from larkbot.canonical.actions import (
@@ -23,6 +25,7 @@ from larkbot.canonical.actions import (
     SendMessageAction,
     TypingAction,
 )
+from larkbot.canonical.codec import decode_as
 from larkbot.canonical.context import (
     AppendOp,
     ContextSnapshot,
@@ -35,6 +38,7 @@ from larkbot.canonical.context import (
     Segment,
     SnapshotRequest,
 )
+from larkbot.canonical.events import EVENT_ADAPTER, RuntimeEvent
 from larkbot.canonical.llm import ImagePart, LLMError, LLMReply, LLMRequest
 from larkbot.canonical.media import MediaError, ReadImageRequest, ReadImageResponse
 from larkbot.canonical.names import (
@@ -54,7 +58,7 @@ from larkbot.canonical.names import (
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.serve import Endpoint, adapter_decoder, model_decoder
 
-from .synthetic import segment
+from .synthetic import runtime_segment, segment
 
 #: Async so a script can act on the world (publish input, wait for the driver) before answering.
 Script = Callable[[LLMRequest], Awaitable[LLMReply]]
@@ -150,6 +154,12 @@ class FakePipeline:
             ),
         )
         self.endpoints: list[Endpoint[Any]] = [snapshot, history, cursor]
+        #: Runtime events published on ``events.<platform>.>`` (every copy, duplicates included), and
+        #: those taken in: one per dedup key, as the pipeline's unique key does.
+        self.runtime_published: list[RuntimeEvent] = []
+        self.runtime_taken: dict[str, RuntimeEvent] = {}
+        self.runtime_changed = asyncio.Condition()
+        self._events: Subscription | None = None
 
     def log(self, chat_id: str | None = None) -> ChatLog:
         return self.chats.setdefault(chat_id or self.chat_id, ChatLog())
@@ -165,10 +175,33 @@ class FakePipeline:
     async def start(self) -> None:
         for endpoint in self.endpoints:
             await endpoint.start()
+        self._events = await self.bus.nc.subscribe(f"events.{self.platform.value}.*", cb=self._on_event)
 
     async def stop(self) -> None:
+        if self._events is not None:
+            await self._events.unsubscribe()
         for endpoint in self.endpoints:
             await endpoint.stop()
+
+    async def _on_event(self, msg: Msg) -> None:
+        """Runtime events (a shell task's completion) enter the chat as runtime segments."""
+        event = decode_as(msg.data, EVENT_ADAPTER, dict(msg.headers or {}))
+        if not isinstance(event, RuntimeEvent):
+            return
+        self.runtime_published.append(event)
+        if event.dedup_key not in self.runtime_taken:
+            self.runtime_taken[event.dedup_key] = event
+            await self.append(runtime_segment(event, len(self.runtime_taken)), chat_id=event.chat_id)
+        async with self.runtime_changed:
+            self.runtime_changed.notify_all()
+
+    async def runtime_event(self, dedup_key: str, timeout_s: float = 30.0) -> RuntimeEvent:
+        """Wait until the runtime event of ``dedup_key`` was taken in."""
+        async with self.runtime_changed:
+            await asyncio.wait_for(
+                self.runtime_changed.wait_for(lambda: dedup_key in self.runtime_taken), timeout_s
+            )
+        return self.runtime_taken[dedup_key]
 
     async def append(self, *segments: Segment, publish: bool = True, chat_id: str | None = None) -> int:
         """Add segments to a chat; publish them as one update unless ``publish`` is false (a lost update:

@@ -197,11 +197,13 @@ async def world(
     fake_llm: bool = True,
     memory: dict[str, Any] | None = None,
     maintainers: Sequence[str] = (),
+    shell: dict[str, Any] | None = None,
     **chat: Any,
 ) -> AsyncIterator[World]:
     """``llm``: the configuration's ``llm`` section (endpoints with their windows); ``fake_llm=False``
     leaves ``llm.generate`` to a real gateway the caller runs; ``memory``: the configuration's ``memory``
-    section; ``maintainers``: the configuration's maintainer ids; ``chat``: settings of every chat."""
+    section; ``maintainers``: the configuration's maintainer ids; ``shell``: the configuration's ``shell``
+    section; ``chat``: settings of every chat."""
     config = LarkbotConfig.model_validate(
         {
             "services": {"driver": {"database_url": database_url, "http_host": "127.0.0.1"}},
@@ -209,6 +211,7 @@ async def world(
             "llm": llm or {},
             "memory": memory or {},
             "maintainers": list(maintainers),
+            "shell": shell or {},
             "chats": {
                 "default": {"display_name": "Lark", **chat},
                 **{f"{PLATFORM.value}:{chat_id}": {} for chat_id in chats},

@@ -160,3 +160,16 @@ MEMORY_CONSOLIDATIONS = Counter(
     "Memory consolidations by outcome (merged, nothing, failed, backing_off)",
     ["outcome"],
 )
+SHELL_CALLS = Counter(
+    "larkbot_driver_shell_calls_total",
+    "bash calls by outcome (ok: ended within its wait, timeout_to_task: continues as a background task, "
+    "refused: shell off in the chat or too many tasks running, error: could not be started)",
+    ["outcome"],
+)
+BACKGROUND_TASKS = Counter(
+    "larkbot_driver_background_tasks_total",
+    "Background tasks ended, by outcome (done: exit status 0, failed: any other, killed: by kill_task, "
+    "lost: the process disappeared without an exit status)",
+    ["outcome"],
+)
+RUNNING_TASKS = Gauge("larkbot_driver_background_tasks_running", "Shell tasks running on this replica's host")

@@ -10,6 +10,7 @@ from xml.sax.saxutils import escape as xml_escape
 from xml.sax.saxutils import quoteattr
 
 from larkbot.canonical.context import Segment
+from larkbot.canonical.events import RuntimeEvent
 from larkbot.canonical.llm import AssistantMessage, LLMResponse, TextPart, ToolCallPart, Usage
 
 MODEL = "fake-model"
@@ -64,6 +65,32 @@ def segment(
         reply_to_message_id=reply_to,
         mentions_me=mentions_me,
         replies_to_me=replies_to_me,
+    )
+
+
+def runtime_segment(event: RuntimeEvent, n: int) -> Segment:
+    """A runtime event as the pipeline renders it (``<runtime-event type t? …attributes>text``); its
+    segment id is ``rt_<n>``."""
+    attributes = "".join(f" {key}={quoteattr(value)}" for key, value in event.attributes)
+    body = xml_escape(event.text) if event.text else None
+    head = f"<runtime-event type={quoteattr(event.type)}{attributes}"
+    return Segment(
+        segment_id=f"rt_{n}",
+        node_type="runtime",
+        event_seq=1_000_000 + n,
+        xml=f"{head}>{body}</runtime-event>" if body else f"{head}/>",
+        received_at_ms=event.received_at_ms,
+        timestamp_sec=event.timestamp_sec,
+        sender_id=None,
+        message_id=None,
+        is_myself=False,
+        is_self_sent=False,
+        is_bot=False,
+        is_deleted=False,
+        is_forwarded=False,
+        reply_to_message_id=None,
+        mentions_me=False,
+        replies_to_me=False,
     )
 
 

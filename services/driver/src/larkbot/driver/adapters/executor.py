@@ -40,6 +40,7 @@ from ..core.turn import UNKNOWN_DELIVERY, ToolDone, ToolRun
 from .clients import ACTION_ATTEMPTS, BusClients
 from .clock import Clock
 from .memory_tools import MemoryAccess, MemoryTools
+from .shell import ShellAccess
 
 _Result = tuple[bool, tuple[UserPart, ...], bool]
 #: Attachment types a media worker renders as a picture; any other type must say ``image/*`` in its mime.
@@ -69,6 +70,7 @@ class ToolExecutor:
         max_segment_tokens: int,
         memory: MemoryAccess | None = None,
         aliased: bool = False,
+        shell: ShellAccess | None = None,
     ) -> None:
         self.clients = clients
         #: The chat log shows message ids as aliases (``larkbot.canonical.aliases``).
@@ -89,6 +91,7 @@ class ToolExecutor:
             if s.message_id is not None and s.node_type == "message"
         }
         self.memory = MemoryTools(memory, self._evidence, clock.now_ms) if memory is not None else None
+        self.shell = shell
 
     async def run(self, call: ToolRun) -> ToolDone:
         handler = {
@@ -100,6 +103,9 @@ class ToolExecutor:
             tools.MEMORY_SEARCH: self._memory,
             tools.MEMORY_PATCH: self._memory,
             tools.RECALL: self._recall,
+            tools.BASH: self._shell,
+            tools.KILL_TASK: self._shell,
+            tools.READ_TASK_OUTPUT: self._shell,
         }[call.name]
         try:
             ok, parts, final = await handler(call, call.args)
@@ -148,6 +154,12 @@ class ToolExecutor:
             ok, text = await self.memory.search(args)
         else:
             ok, text = await self.memory.patch(args, call.idempotency_key)
+        return ok, _text(text), False
+
+    async def _shell(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+        if self.shell is None:
+            return False, _text("error: the shell tools are not available here"), False
+        ok, text = await self.shell.call(call, self.platform.value, self.chat_id)
         return ok, _text(text), False
 
     async def _send(self, call: ToolRun, args: dict[str, Any]) -> _Result:

@@ -53,6 +53,7 @@ from .interpreter import interpret
 from .memories import MemoryStore
 from .memory_tools import MemoryAccess
 from .repository import DriverRepository, StepConflict
+from .shell import ShellAccess, ShellTasks
 from .sizing import Sizing
 from .typing_indicator import TypingIndicators
 
@@ -75,10 +76,13 @@ class WakeRunner:
         memories: MemoryStore | None = None,
         memory: MemorySettings | None = None,
         maintainers: frozenset[str] = frozenset(),
+        shell: ShellTasks | None = None,
     ) -> None:
         self.clients = clients
         #: The configuration's maintainers: the only source of maintainer status (``core.gate``).
         self.maintainers = maintainers
+        #: The shell tools' tasks; ``None``: no shell anywhere (the scripted benchmark).
+        self.shell = shell
         #: The memory store; ``None`` turns memory off for every chat (the scripted benchmark).
         self.memories = memories
         self.memory_settings = memory or MemorySettings()
@@ -278,6 +282,7 @@ class ChatPorts:
                 max_segment_tokens=chat.settings.max_segment_est_tokens,
                 memory=self._memory_access(),
                 aliased=aliases_enabled(chat.platform, chat.settings.alias_message_ids),
+                shell=self._shell_access(),
             )
         return await self._executor.run(run)
 
@@ -291,6 +296,12 @@ class ChatPorts:
             search_max_results=settings.memory_search_max_results,
             search_max_chars=settings.memory_search_max_chars,
         )
+
+    def _shell_access(self) -> ShellAccess | None:
+        tasks, settings = self.runner.shell, self.chat.settings
+        if tasks is None:
+            return None
+        return ShellAccess(tasks, settings.shell_enabled, reserve_ms=round(settings.min_model_call_s * 1000))
 
     async def persist(self, record: TurnRecord) -> Ack:
         await self.runner.repo.add_turn(record)

@@ -26,6 +26,14 @@ Per-person memories (``core.memory``, ``docs/memory.md``):
 - ``driver_memory_forgets``: one row per operator forget: whose, how many memories, when; no content.
 - ``driver_memory_maintenance``: per (platform, person, scope, chat), when consolidation last ran, how
   often it failed in a row and when it may run next.
+
+Shell tools (``core.shell``, docs/driver.md "Shell tools"):
+
+- ``driver_shell_tasks``: one row per ``bash`` call: the command, where it runs (host, process group),
+  its state (``running``, ``done``, ``failed``, ``killed``, ``lost``), whether it became a background task
+  and whether its completion was announced. The tool call's idempotency key is unique, so a step redone
+  after a crash does not run the command twice. Output and exit status live in files under the
+  configured output directory; rows and files are removed ``retention_days`` after the task finished.
 """
 
 from __future__ import annotations
@@ -215,4 +223,26 @@ memory_maintenance = Table(
     Column("next_attempt_ms", BigInteger, nullable=False),
     Column("last_error", Text, nullable=True),
     PrimaryKeyConstraint("platform", "person_id", "scope", "chat_id", name="pk_driver_memory_maintenance"),
+)
+
+shell_tasks = Table(
+    "driver_shell_tasks",
+    metadata,
+    Column("task_id", String(32), primary_key=True),
+    Column("platform", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("call_key", String(64), nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("pgid", Integer, nullable=True),
+    Column("command", Text, nullable=False),
+    Column("intention", Text, nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("background", Boolean, nullable=False),
+    Column("announced", Boolean, nullable=False),
+    Column("exit_code", Integer, nullable=True),
+    Column("output_bytes", BigInteger, nullable=True),
+    Column("started_at_ms", BigInteger, nullable=False),
+    Column("finished_at_ms", BigInteger, nullable=True),
+    UniqueConstraint("call_key", name="uq_driver_shell_tasks_call"),
+    Index("ix_driver_shell_tasks_host", "host", "status"),
 )

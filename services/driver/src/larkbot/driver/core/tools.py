@@ -7,9 +7,10 @@ step); ``read_image`` and ``read_old_messages`` are *work* tools (counted agains
 ``end_turn`` is the silence route and is always exposed. The memory tools (``memory_save``,
 ``memory_search``, ``memory_patch``; docs/memory.md) are work tools too, exposed in normal steps of the
 chats that have memory on — a per-chat constant, so the tool list stays part of the cached prefix.
-The shell tools (:data:`SHELL_TOOLS`) join normal steps while the maintainer gate (``core.gate``) is
-open: decided once per wake-up and kept for the whole chain. ``recall_message`` (the bot's own messages
-only) is a work tool of every normal step.
+The shell tools (``bash``, ``kill_task``, ``read_task_output``; docs/driver.md "Shell tools") are work
+tools behind the maintainer gate (``core.gate``): offered in normal steps while it is open, decided once
+per wake-up and kept for the whole chain. ``recall_message`` (the bot's own messages only) is a work tool
+of every normal step.
 """
 
 from __future__ import annotations
@@ -33,15 +34,18 @@ MEMORY_SAVE: Final = "memory_save"
 MEMORY_SEARCH: Final = "memory_search"
 MEMORY_PATCH: Final = "memory_patch"
 RECALL: Final = "recall_message"
+BASH: Final = "bash"
+KILL_TASK: Final = "kill_task"
+READ_TASK_OUTPUT: Final = "read_task_output"
 PARTICIPATION_TOOLS: Final = frozenset({SEND, REACT})
 MEMORY_TOOLS: Final = frozenset({MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH})
-WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD, RECALL}) | MEMORY_TOOLS
+SHELL_TOOLS: Final = frozenset({BASH, KILL_TASK, READ_TASK_OUTPUT})
+WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD, RECALL}) | MEMORY_TOOLS | SHELL_TOOLS
 #: The longest memory content accepted (a memory is a fact, not a transcript).
 MEMORY_CONTENT_MAX_CHARS: Final = 500
 #: The maintainer-gated shell tools (``core.gate``), offered in this order in normal steps when the gate
-#: is open, each only once its spec is in ``SPECS``.
-SHELL_TOOLS: Final = frozenset({"bash", "kill_task", "read_task_output"})
-_SHELL_ORDER: Final = ("bash", "kill_task", "read_task_output")
+#: is open.
+_SHELL_ORDER: Final = (BASH, KILL_TASK, READ_TASK_OUTPUT)
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 128}
 
@@ -165,6 +169,46 @@ _SPECS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
             "additionalProperties": False,
         },
     ),
+    BASH: (
+        "Run a shell command (bash) on the bot's host, in its working directory. It waits up to "
+        "timeout_seconds (less when the configuration or your turn allows less) and returns the exit "
+        "status and the output (long output is cut in the middle). A command still running then is not "
+        "stopped: it continues as a background task, and its completion arrives later as a runtime event. "
+        "intention: what the command is for, in a few words.",
+        {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "minLength": 1, "maxLength": 10000},
+                "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+                "intention": {"type": "string", "maxLength": 200},
+            },
+            "required": ["command", "timeout_seconds"],
+            "additionalProperties": False,
+        },
+    ),
+    KILL_TASK: (
+        "Stop a background task started by bash (SIGTERM to its processes, then SIGKILL).",
+        {
+            "type": "object",
+            "properties": {"task_id": _ID},
+            "required": ["task_id"],
+            "additionalProperties": False,
+        },
+    ),
+    READ_TASK_OUTPUT: (
+        "Read a background task's output, from a byte offset (negative: counted from the end), at most "
+        "limit bytes.",
+        {
+            "type": "object",
+            "properties": {
+                "task_id": _ID,
+                "offset": {"type": "integer"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100000},
+            },
+            "required": ["task_id"],
+            "additionalProperties": False,
+        },
+    ),
 }
 _ORDER: Final = (SEND, REACT, END, READ_IMAGE, READ_OLD, RECALL)
 _MEMORY_ORDER: Final = (MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH)
@@ -184,7 +228,7 @@ def exposed(mode: StepMode, *, memory: bool = False, shell: bool = False) -> tup
     else:
         names = (*_ORDER, *_MEMORY_ORDER) if memory else _ORDER
         if shell:
-            names = (*names, *(n for n in _SHELL_ORDER if n in SPECS))
+            names = (*names, *_SHELL_ORDER)
     return tuple(SPECS[n] for n in names)
 
 
