@@ -123,6 +123,7 @@ class DriverService:
             self.utc_offset_min,
             memories=self.memories,
             memory=self.config.memory,
+            maintainers=frozenset(self.config.maintainers),
         )
         self.host = ChatHost(
             self.config,

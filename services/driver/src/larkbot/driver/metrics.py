@@ -154,3 +154,9 @@ MEMORY_CONSOLIDATIONS = Counter(
     "Memory consolidations by outcome (merged, nothing, failed, backing_off)",
     ["outcome"],
 )
+MODERATION_ACTIONS = Counter(
+    "larkbot_driver_moderation_actions_total",
+    "ban_spammer calls by outcome (banned, partial, refused_self, refused_maintainer, refused_established, "
+    "refused_permission, failed)",
+    ["outcome"],
+)

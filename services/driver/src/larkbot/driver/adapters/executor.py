@@ -9,6 +9,8 @@ message part like any message id, then takes the attachment with that index from
 ``AttachmentRef`` s: the live segment's, else those of a history item (one already read by
 ``read_old_messages`` in this wake-up, or looked up now), so images of old messages the model has seen
 resolve too. The media worker gets the platform's file key and, when known, the stored original's key.
+
+``ban_spammer`` runs in ``adapters.moderation`` (only where the chat enables it), on the same resolution.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..core.turn import UNKNOWN_DELIVERY, ToolDone, ToolRun
 from .clients import ACTION_ATTEMPTS, BusClients
 from .clock import Clock
 from .memory_tools import MemoryAccess, MemoryTools
+from .moderation import Moderation, ModerationAccess
 
 _Result = tuple[bool, tuple[UserPart, ...], bool]
 #: Attachment types a media worker renders as a picture; any other type must say ``image/*`` in its mime.
@@ -62,6 +65,7 @@ class ToolExecutor:
         action_attempts: int = ACTION_ATTEMPTS,
         max_segment_tokens: int,
         memory: MemoryAccess | None = None,
+        moderation: ModerationAccess | None = None,
     ) -> None:
         self.clients = clients
         self.action_attempts = action_attempts
@@ -80,6 +84,11 @@ class ToolExecutor:
             if s.message_id is not None and s.node_type == "message"
         }
         self.memory = MemoryTools(memory, self._evidence, clock.now_ms) if memory is not None else None
+        self.moderation = (
+            Moderation(moderation, clients, self.platform, chat_id, self._evidence, action_attempts)
+            if moderation is not None
+            else None
+        )
 
     async def run(self, call: ToolRun) -> ToolDone:
         handler = {
@@ -90,6 +99,7 @@ class ToolExecutor:
             tools.MEMORY_SAVE: self._memory,
             tools.MEMORY_SEARCH: self._memory,
             tools.MEMORY_PATCH: self._memory,
+            tools.BAN_SPAMMER: self._ban_spammer,
         }[call.name]
         try:
             ok, parts, final = await handler(call, call.args)
@@ -138,6 +148,12 @@ class ToolExecutor:
             ok, text = await self.memory.search(args)
         else:
             ok, text = await self.memory.patch(args, call.idempotency_key)
+        return ok, _text(text), False
+
+    async def _ban_spammer(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+        if self.moderation is None:
+            return False, _text("error: ban_spammer is off in this chat"), False
+        ok, text = await self.moderation.ban_spammer(call, args)
         return ok, _text(text), False
 
     async def _send(self, call: ToolRun, args: dict[str, Any]) -> _Result:

@@ -50,6 +50,7 @@ from .executor import ToolExecutor
 from .interpreter import interpret
 from .memories import MemoryStore
 from .memory_tools import MemoryAccess
+from .moderation import ModerationAccess
 from .repository import DriverRepository, StepConflict
 from .sizing import Sizing
 from .typing_indicator import TypingIndicators
@@ -72,8 +73,11 @@ class WakeRunner:
         sizing: Sizing | None = None,
         memories: MemoryStore | None = None,
         memory: MemorySettings | None = None,
+        maintainers: frozenset[str] = frozenset(),
     ) -> None:
         self.clients = clients
+        #: The configured maintainers (``ban_spammer`` never bans one).
+        self.maintainers = maintainers
         #: The memory store; ``None`` turns memory off for every chat (the scripted benchmark).
         self.memories = memories
         self.memory_settings = memory or MemorySettings()
@@ -114,6 +118,7 @@ class WakeRunner:
             memory=RecallLimits(settings.memory_late_binding_max, settings.memory_late_binding_max_chars)
             if self.memory_on(settings)
             else None,
+            ban_spammer=settings.ban_spammer_enabled,
         )
 
     def memory_on(self, settings: ChatSettings) -> bool:
@@ -268,6 +273,9 @@ class ChatPorts:
                 action_attempts=chat.settings.action_attempts,
                 max_segment_tokens=chat.settings.max_segment_est_tokens,
                 memory=self._memory_access(),
+                moderation=ModerationAccess(self.runner.maintainers)
+                if chat.settings.ban_spammer_enabled
+                else None,
             )
         return await self._executor.run(run)
 

@@ -7,6 +7,8 @@ step); ``read_image`` and ``read_old_messages`` are *work* tools (counted agains
 ``end_turn`` is the silence route and is always exposed. The memory tools (``memory_save``,
 ``memory_search``, ``memory_patch``; docs/memory.md) are work tools too, exposed in normal steps of the
 chats that have memory on — a per-chat constant, so the tool list stays part of the cached prefix.
+``ban_spammer`` (``core.moderation``) is a work tool offered in normal steps only where the chat enables
+it (``ban_spammer_enabled``), likewise a per-chat constant.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ MEMORY_SEARCH: Final = "memory_search"
 MEMORY_PATCH: Final = "memory_patch"
 PARTICIPATION_TOOLS: Final = frozenset({SEND, REACT})
 MEMORY_TOOLS: Final = frozenset({MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH})
-WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD}) | MEMORY_TOOLS
+BAN_SPAMMER: Final = "ban_spammer"
+WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD, BAN_SPAMMER}) | MEMORY_TOOLS
 #: The longest memory content accepted (a memory is a fact, not a transcript).
 MEMORY_CONTENT_MAX_CHARS: Final = 500
 
@@ -147,6 +150,19 @@ _SPECS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
             "additionalProperties": False,
         },
     ),
+    BAN_SPAMMER: (
+        "Ban a spam account from this chat and delete its messages you know of. message_id: a message "
+        "of the account showing the spam (the account is its author, never someone it names); reason: "
+        "why, for the record (never shown to the chat). Refused for you, for maintainers and for "
+        "established members. The result says what actually happened and gives the exact announcement "
+        "to send.",
+        {
+            "type": "object",
+            "properties": {"message_id": _ID, "reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+            "required": ["message_id", "reason"],
+            "additionalProperties": False,
+        },
+    ),
 }
 _ORDER: Final = (SEND, REACT, END, READ_IMAGE, READ_OLD)
 _MEMORY_ORDER: Final = (MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH)
@@ -156,7 +172,7 @@ SPECS: Final[dict[str, ToolSpec]] = {
 _VALIDATORS: Final = {name: Draft202012Validator(schema) for name, (_, schema) in _SPECS.items()}
 
 
-def exposed(mode: StepMode, *, memory: bool = False) -> tuple[ToolSpec, ...]:
+def exposed(mode: StepMode, *, memory: bool = False, ban_spammer: bool = False) -> tuple[ToolSpec, ...]:
     """The tools of one step, in a fixed order (the tool list is part of the cached prefix)."""
     if mode == "react_only":
         names: tuple[str, ...] = (REACT, END)
@@ -164,6 +180,8 @@ def exposed(mode: StepMode, *, memory: bool = False) -> tuple[ToolSpec, ...]:
         names = (SEND, REACT, END)
     else:
         names = (*_ORDER, *_MEMORY_ORDER) if memory else _ORDER
+        if ban_spammer:
+            names = (*names, BAN_SPAMMER)
     return tuple(SPECS[n] for n in names)
 
 
