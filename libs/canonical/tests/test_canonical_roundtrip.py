@@ -61,11 +61,18 @@ from larkbot.canonical import (
     MediaJob,
     MediaResult,
     MemberLeft,
+    MemberMessage,
+    MemberRequest,
+    MemberResponse,
     MembersJoined,
     Mention,
     Message,
+    MessageDeletion,
     MessageEvent,
     MessagePinned,
+    ModerateAction,
+    ModeratedMessage,
+    ModerationReport,
     Platform,
     Pre,
     QuotedMessage,
@@ -418,6 +425,13 @@ CASES: dict[str, BaseModel] = {
         found=(HISTORY_ITEM,),
         missing=(FS_MSG_2,),
     ),
+    "member_request": MemberRequest(platform=Platform.TELEGRAM, chat_id=TG_CHAT, user_id="6660000001"),
+    "member_message": MemberMessage(message_id=FS_MSG, alias="m0a1b2c3d4", timestamp_sec=1_760_683_820.5),
+    "member_response": MemberResponse(
+        user_id=FS_ALICE,
+        message_count=3,
+        messages=(MemberMessage(message_id=FS_MSG_2, timestamp_sec=1_760_683_825.0),),
+    ),
     "cursor_move": CursorMove(platform=Platform.FEISHU, chat_id=FS_CHAT, cursor=900, reason="compaction"),
     # actions
     "send_message": SendMessageAction(
@@ -450,6 +464,36 @@ CASES: dict[str, BaseModel] = {
     ),
     "ban_member": BanMemberAction(
         platform=Platform.TELEGRAM, idempotency_key="k-ban", chat_id=TG_CHAT, user_id="6660000001"
+    ),
+    "moderate": ModerateAction(
+        platform=Platform.TELEGRAM,
+        idempotency_key="k-mod",
+        deadline_ms=1_760_683_830_000,
+        chat_id=TG_CHAT,
+        user_id="6660000001",
+        messages=(ModeratedMessage(message_id=TG_MSG, timestamp_sec=1_760_683_820.0),),
+    ),
+    "moderated_message": ModeratedMessage(message_id=FS_MSG, timestamp_sec=1_760_683_820.0),
+    "message_deletion": MessageDeletion(message_id=FS_MSG, outcome="deleted"),
+    "moderation_report": ModerationReport(
+        banned=False,
+        ban_error=ActionError(code="not_member", message="already left", retryable=False),
+    ),
+    "action_result-moderation": ActionResult(
+        idempotency_key="k-mod",
+        ok=True,
+        outcome="done",
+        moderation=ModerationReport(
+            banned=True,
+            deletions=(
+                MessageDeletion(message_id="530", outcome="deleted"),
+                MessageDeletion(
+                    message_id="12",
+                    outcome="skipped",
+                    error=ActionError(code="too_old", message="older than 48 h", retryable=False),
+                ),
+            ),
+        ),
     ),
     "action_error": ActionError(
         code="rate_limited", message="429 from platform", retryable=True, retry_after_s=3.0

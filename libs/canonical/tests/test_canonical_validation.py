@@ -19,7 +19,10 @@ from larkbot.canonical import (
     LLMRequest,
     MediaError,
     MediaJob,
+    MemberRequest,
+    MessageDeletion,
     MessageEvent,
+    ModerationReport,
     Platform,
     ReadImageResponse,
     ResetOp,
@@ -88,6 +91,17 @@ INVALID: dict[str, Callable[[], object]] = {
     "failure-without-error": lambda: ActionResult(idempotency_key="k", ok=False, outcome="unknown"),
     "success-with-error": lambda: ActionResult(
         idempotency_key="k", ok=True, outcome="done", error=ActionError(code="x", message="", retryable=False)
+    ),
+    "deleted-with-error": lambda: MessageDeletion(
+        message_id="1", outcome="deleted", error=ActionError(code="x", message="", retryable=False)
+    ),
+    "not-deleted-without-reason": lambda: MessageDeletion(message_id="1", outcome="skipped"),
+    "banned-with-error": lambda: ModerationReport(
+        banned=True, ban_error=ActionError(code="x", message="", retryable=False)
+    ),
+    "not-banned-without-reason": lambda: ModerationReport(banned=False),
+    "member-listing-too-many": lambda: MemberRequest(
+        platform=Platform.TELEGRAM, chat_id="-100", user_id="1", max_messages=1001
     ),
     "named-choice-without-name": lambda: ToolChoice(mode="tool"),
     "name-without-named-choice": lambda: ToolChoice(mode="any", name="decide"),

@@ -220,5 +220,6 @@ async def test_download_image_send_recall_and_ban(
     assert [(d.dedup_key, d.message_ids) for d in deletes] == [(f"recall:{image_message}", (image_message,))]
 
     ban = BanMemberAction(platform=Platform.FEISHU, idempotency_key="b1", chat_id=CHAT, user_id=BOB)
+    fake.managed_chats.add(CHAT)
     assert (await act(bus, ban)).outcome == "done"
     assert fake.removed_members == [(CHAT, BOB)]

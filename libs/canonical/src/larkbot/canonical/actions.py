@@ -12,6 +12,12 @@ Decisions:
   left); the caller must not blindly retry a send in that state.
 - ``deadline_ms`` (absolute epoch ms): an ingress that picks the request up later answers ``failed`` with
   code ``deadline`` instead of executing it late.
+- ``moderate`` (``ban_spammer``) is one request for the whole platform side: the ingress checks the bot's
+  own rights, bans, then deletes the listed messages the platform still allows, and reports each step in
+  ``ActionResult.moderation``. A bot without the rights changes nothing: ``failed`` with code
+  ``forbidden``. Everything else that happened, including a ban the platform refused, is ``done`` with the
+  report saying what actually happened, so a partial clean-up is never mistaken for a failure that may
+  be repeated.
 - Outgoing text is Markdown. A mention is written in the vocabulary the model reads,
   ``<mention uid="ID">@name</mention>``; the ingress turns it into the platform's mention (Feishu
   ``<at user_id>``, Telegram a ``tg://user?id=`` link). ``mentions`` lists those uids so the ingress need
@@ -24,7 +30,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter, model_validator
 
-from ._base import EpochMs, Id, NonEmptyStr, WireModel
+from ._base import EpochMs, EpochSec, Id, NonEmptyStr, WireModel
 from .content import AttachmentType
 from .names import Platform
 
@@ -92,6 +98,24 @@ class BanMemberAction(_Action):
     user_id: Id
 
 
+class ModeratedMessage(WireModel):
+    """A message of the member being banned, with its platform time (Telegram deletes only messages
+    younger than 48 h, so the ingress needs the age)."""
+
+    message_id: Id
+    timestamp_sec: EpochSec
+
+
+class ModerateAction(_Action):
+    """Ban ``user_id`` (Feishu: remove from the group; Telegram: ban) and then delete ``messages``, that
+    member's known messages not deleted yet. Each confirmed deletion is published as a ``delete`` event
+    whose actor is the bot."""
+
+    kind: Literal["moderate"] = "moderate"
+    user_id: Id
+    messages: tuple[ModeratedMessage, ...] = ()
+
+
 ActionRequest = Annotated[
     SendMessageAction
     | ReactAction
@@ -99,7 +123,8 @@ ActionRequest = Annotated[
     | DownloadAction
     | SendImageAction
     | DeleteMessageAction
-    | BanMemberAction,
+    | BanMemberAction
+    | ModerateAction,
     Field(discriminator="kind"),
 ]
 ACTION_ADAPTER: TypeAdapter[ActionRequest] = TypeAdapter(ActionRequest)
@@ -115,10 +140,44 @@ class ActionError(WireModel):
     retry_after_s: Annotated[float, Field(ge=0)] | None = None
 
 
+class MessageDeletion(WireModel):
+    """What became of one message of a :class:`ModerateAction`: ``deleted`` (confirmed by the platform),
+    ``failed`` (attempted and refused or unanswered) or ``skipped`` (not attempted: too old for the
+    platform, code ``too_old``; the bot may not delete, code ``forbidden``; the ban did not happen, code
+    ``not_banned``). ``error`` says why exactly when it was not deleted."""
+
+    message_id: Id
+    outcome: Literal["deleted", "failed", "skipped"]
+    error: ActionError | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MessageDeletion:
+        if (self.outcome == "deleted") == (self.error is not None):
+            raise ValueError("error must be present exactly when the message was not deleted")
+        return self
+
+
+class ModerationReport(WireModel):
+    """What a :class:`ModerateAction` actually did: whether the member is banned (``ban_error`` says why
+    not, e.g. ``not_member`` on Feishu for someone who already left), and one :class:`MessageDeletion` per
+    requested message, in request order."""
+
+    banned: bool
+    ban_error: ActionError | None = None
+    deletions: tuple[MessageDeletion, ...] = ()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModerationReport:
+        if self.banned == (self.ban_error is not None):
+            raise ValueError("ban_error must be present exactly when the member was not banned")
+        return self
+
+
 class ActionResult(WireModel):
     """The reply to an :class:`ActionRequest`. ``ok`` is true exactly for ``done`` and ``duplicate``, and
     ``error`` is present exactly when ``ok`` is false. ``message_ids`` are the platform's final ids of
-    sent messages (a long text may be split into several); ``blob_key`` answers a download."""
+    sent messages (a long text may be split into several); ``blob_key`` answers a download; ``moderation``
+    answers a ``moderate`` action that ran."""
 
     idempotency_key: Id
     ok: bool
@@ -126,6 +185,7 @@ class ActionResult(WireModel):
     message_ids: tuple[Id, ...] = ()
     blob_key: Id | None = None
     error: ActionError | None = None
+    moderation: ModerationReport | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ActionResult:

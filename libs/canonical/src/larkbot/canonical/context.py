@@ -1,5 +1,6 @@
 """Rendered context (SPEC §3) as it travels from the pipeline to the driver, and the pipeline's
-request/reply services (``pipeline.snapshot``, ``pipeline.history``, ``pipeline.cursor``).
+request/reply services (``pipeline.snapshot``, ``pipeline.history``, ``pipeline.cursor``,
+``pipeline.member``).
 
 Decisions:
 
@@ -184,6 +185,36 @@ class HistoryResponse(WireModel):
 
     found: tuple[HistoryItem, ...]
     missing: tuple[Id, ...] = ()
+
+
+class MemberRequest(WireModel):
+    """``pipeline.member``: what the pipeline observed of one member in a chat, from its persisted events
+    (so it survives compaction); the reply is a :class:`MemberResponse`. ``max_messages`` bounds the
+    messages listed, never the count."""
+
+    platform: Platform
+    chat_id: Id
+    user_id: Id
+    max_messages: Annotated[int, Field(ge=0, le=1000)] = 100
+
+
+class MemberMessage(WireModel):
+    """One message of the member: canonical ``message_id``, the ``alias`` it renders as (when aliasing is
+    on) and its platform time."""
+
+    message_id: Id
+    alias: Id | None = None
+    timestamp_sec: EpochSec
+
+
+class MemberResponse(WireModel):
+    """``message_count``: the distinct message ids the member sent in the chat, deleted ones included
+    (an edit adds none). ``messages``: those not deleted, the newest ``max_messages`` of them, in the
+    order of record."""
+
+    user_id: Id
+    message_count: NonNegativeInt
+    messages: tuple[MemberMessage, ...] = ()
 
 
 class CursorMove(WireModel):

@@ -88,6 +88,7 @@ SUBJECT_LLM_GENERATE: Final = "llm.generate"
 SUBJECT_PIPELINE_SNAPSHOT: Final = "pipeline.snapshot"
 SUBJECT_PIPELINE_HISTORY: Final = "pipeline.history"
 SUBJECT_PIPELINE_CURSOR: Final = "pipeline.cursor"
+SUBJECT_PIPELINE_MEMBER: Final = "pipeline.member"
 SUBJECT_MEDIA_READ_IMAGE: Final = "media.read_image"
 
 

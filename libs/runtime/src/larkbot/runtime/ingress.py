@@ -1,8 +1,12 @@
-"""What both ingress services share: the ``actions.<platform>`` endpoint and the identity publication."""
+"""What both ingress services share: the ``actions.<platform>`` endpoint, the identity publication, and
+:class:`OncePerKey` for actions whose repeat would misreport what happened."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 from larkbot.canonical.actions import ACTION_ADAPTER, ActionError, ActionRequest, ActionResult
@@ -21,6 +25,45 @@ def failed(idempotency_key: str, code: str, message: str, *, retryable: bool = F
         outcome="failed",
         error=ActionError(code=code, message=message, retryable=retryable),
     )
+
+
+class OncePerKey:
+    """Runs an action at most once at a time per idempotency key in this process, and answers a key
+    that already completed (``done``) with that result as ``duplicate``. For actions whose repeat would
+    report something else than what happened (a second deletion finds nothing to delete): a caller
+    asking again after a lost answer, or while the first attempt still runs, gets the first attempt's
+    report. The newest ``keep`` completed keys are remembered."""
+
+    def __init__(self, keep: int = 1000) -> None:
+        self.keep = keep
+        self._done: OrderedDict[str, ActionResult] = OrderedDict()
+        self._running: dict[str, asyncio.Task[ActionResult]] = {}
+
+    async def run(self, key: str, work: Callable[[], Awaitable[ActionResult]]) -> ActionResult:
+        previous = self._done.get(key)
+        if previous is not None:
+            return previous.model_copy(update={"outcome": "duplicate"})
+        task = self._running.get(key)
+        first = task is None
+        if task is None:
+            task = asyncio.ensure_future(work())
+            self._running[key] = task
+            task.add_done_callback(functools.partial(self._finished, key))
+        # Shielded: a caller that gives up does not stop what already acts on the platform.
+        result = await asyncio.shield(task)
+        if first or result.outcome != "done":
+            return result
+        return result.model_copy(update={"outcome": "duplicate"})
+
+    def _finished(self, key: str, task: asyncio.Task[ActionResult]) -> None:
+        self._running.pop(key, None)
+        if task.cancelled() or task.exception() is not None:
+            return
+        result = task.result()
+        if result.outcome == "done":
+            self._done[key] = result
+            while len(self._done) > self.keep:
+                self._done.popitem(last=False)
 
 
 def action_error_reply(data: bytes, exc: BaseException) -> ActionResult:

@@ -1,7 +1,8 @@
 """Stand-ins for the driver's neighbours on the real bus — a scripted LLM gateway, a platform ingress
-(``actions.<platform>``), a pipeline (context publication, ``pipeline.snapshot``, ``pipeline.history``) and
-a media worker (``media.read_image``) — used by the scenario tests, the benchmark and the playground. They
-speak the real subjects and contracts; only the behaviour behind them is scripted.
+(``actions.<platform>``), a pipeline (context publication, ``pipeline.snapshot``, ``pipeline.history``,
+``pipeline.member``) and a media worker (``media.read_image``) — used by the scenario tests, the benchmark
+and the playground. They speak the real subjects and contracts; only the behaviour behind them is
+scripted.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from larkbot.canonical.actions import (
     ActionError,
     ActionRequest,
     ActionResult,
+    MessageDeletion,
+    ModerateAction,
+    ModerationReport,
     ReactAction,
     SendMessageAction,
     TypingAction,
@@ -34,6 +38,10 @@ from larkbot.canonical.context import (
     HistoryItem,
     HistoryRequest,
     HistoryResponse,
+    MemberMessage,
+    MemberRequest,
+    MemberResponse,
+    ReplaceOp,
     ResetOp,
     Segment,
     SnapshotRequest,
@@ -50,6 +58,7 @@ from larkbot.canonical.names import (
     SUBJECT_MEDIA_READ_IMAGE,
     SUBJECT_PIPELINE_CURSOR,
     SUBJECT_PIPELINE_HISTORY,
+    SUBJECT_PIPELINE_MEMBER,
     SUBJECT_PIPELINE_SNAPSHOT,
     Platform,
     actions_subject,
@@ -153,7 +162,15 @@ class FakePipeline:
                 platform=self.platform, chat_id=self.chat_id, seq=0, cursor=0, segments=()
             ),
         )
-        self.endpoints: list[Endpoint[Any]] = [snapshot, history, cursor]
+        member: Endpoint[MemberRequest] = Endpoint(
+            bus,
+            SUBJECT_PIPELINE_MEMBER,
+            QUEUE_PIPELINE,
+            model_decoder(MemberRequest),
+            self._member,
+            lambda _d, _e: MemberResponse(user_id="unknown", message_count=0),
+        )
+        self.endpoints: list[Endpoint[Any]] = [snapshot, history, cursor, member]
         #: Runtime events published on ``events.<platform>.>`` (every copy, duplicates included), and
         #: those taken in: one per dedup key, as the pipeline's unique key does.
         self.runtime_published: list[RuntimeEvent] = []
@@ -222,6 +239,52 @@ class FakePipeline:
             )
             await self.bus.publish(context_subject(self.platform.value, chat), update)
         return log.seq
+
+    async def delete(self, *message_ids: str, chat_id: str | None = None) -> int:
+        """Mark messages deleted in place and publish the replacements, as the pipeline does for a
+        ``delete`` event. Returns the chat's new sequence."""
+        chat = chat_id or self.chat_id
+        log = self.log(chat)
+        ops: list[ReplaceOp] = []
+        for index, s in enumerate(log.segments):
+            if s.message_id in message_ids and not s.is_deleted:
+                gone = segment_deleted(s)
+                log.segments[index] = gone
+                ops.append(ReplaceOp(segment=gone))
+        if not ops:
+            return log.seq
+        base = log.seq
+        log.seq += 1
+        update = ContextUpdate(
+            platform=self.platform,
+            chat_id=chat,
+            seq=log.seq,
+            base_seq=base,
+            cursor=log.cursor,
+            ops=tuple(ops),
+        )
+        await self.bus.publish(context_subject(self.platform.value, chat), update)
+        return log.seq
+
+    async def _member(self, request: MemberRequest) -> BaseModel:
+        """Every message segment the fake holds counts (deleted ones too), once per message id."""
+        mine: dict[str, Segment] = {}
+        for s in self.log(request.chat_id).segments:
+            if s.node_type == "message" and s.sender_id == request.user_id and s.message_id is not None:
+                mine.setdefault(s.message_id, s)
+        kept = [s for s in mine.values() if not s.is_deleted]
+        shown = kept[-request.max_messages :] if request.max_messages else []
+        return MemberResponse(
+            user_id=request.user_id,
+            message_count=len(mine),
+            messages=tuple(
+                MemberMessage(
+                    message_id=s.message_id, alias=s.xml.split('"')[1], timestamp_sec=s.timestamp_sec
+                )
+                for s in shown
+                if s.message_id is not None
+            ),
+        )
 
     async def _snapshot(self, request: SnapshotRequest) -> BaseModel:
         self.snapshots += 1
@@ -295,7 +358,9 @@ class FakePipeline:
 class FakePlatform:
     """An ingress answering ``actions.<platform>``: executes each idempotency key once (a repeat answers
     ``duplicate``), publishes the bot's sent message back through the pipeline as a self-sent segment, and
-    can be told to lose the answer of the next N sends (``outcome="unknown"`` after executing). Typing
+    can be told to lose the answer of the next N sends (``outcome="unknown"`` after executing). A
+    ``moderate`` action is answered by ``moderate`` (default: banned, every message deleted), and the
+    messages it reports deleted are deleted in the pipeline. Typing
     actions are recorded; while ``typing_gate`` is set to an unset event they are held until it is set (a
     slow platform)."""
 
@@ -307,6 +372,8 @@ class FakePlatform:
         self.delivered: list[SendMessageAction] = []
         self.reactions: list[ReactAction] = []
         self.typing: list[TypingAction] = []
+        self.moderations: list[ModerateAction] = []
+        self.moderate: Callable[[ModerateAction], ActionResult] = banned_everything
         self.requests: list[ActionRequest] = []
         self.executed: dict[str, ActionResult] = {}
         self.lose_answers = 0
@@ -367,11 +434,35 @@ class FakePlatform:
                     error=ActionError(code="timeout", message="platform did not answer", retryable=True),
                 )
             return result
+        if isinstance(action, ModerateAction):
+            self.moderations.append(action)
+            result = self.moderate(action)
+            self.executed[action.idempotency_key] = result
+            report = result.moderation
+            gone = [d.message_id for d in report.deletions if d.outcome == "deleted"] if report else []
+            if gone:
+                await self.pipeline.delete(*gone, chat_id=action.chat_id)
+            return result
         if isinstance(action, ReactAction):
             self.reactions.append(action)
         result = ActionResult(idempotency_key=action.idempotency_key, ok=True, outcome="done")
         self.executed[action.idempotency_key] = result
         return result
+
+
+def banned_everything(action: ModerateAction) -> ActionResult:
+    """The platform side of a ban that went through: banned, every listed message deleted."""
+    report = ModerationReport(
+        banned=True,
+        deletions=tuple(MessageDeletion(message_id=m.message_id, outcome="deleted") for m in action.messages),
+    )
+    return ActionResult(idempotency_key=action.idempotency_key, ok=True, outcome="done", moderation=report)
+
+
+def segment_deleted(s: Segment) -> Segment:
+    """``s`` as the renderer shows a deleted message: self-closing, flagged."""
+    head = s.xml.split(">", 1)[0].rstrip("/")
+    return s.model_copy(update={"xml": f'{head} deleted="true"/>', "is_deleted": True, "attachments": ()})
 
 
 class FakeMedia:

@@ -173,3 +173,9 @@ BACKGROUND_TASKS = Counter(
     ["outcome"],
 )
 RUNNING_TASKS = Gauge("larkbot_driver_background_tasks_running", "Shell tasks running on this replica's host")
+MODERATION_ACTIONS = Counter(
+    "larkbot_driver_moderation_actions_total",
+    "ban_spammer calls by outcome (banned, partial, refused_self, refused_maintainer, refused_established, "
+    "refused_permission, failed)",
+    ["outcome"],
+)

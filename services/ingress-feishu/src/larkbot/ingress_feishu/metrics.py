@@ -47,3 +47,13 @@ LAST_FRAME_AGE = Gauge(
 WEBHOOK_REJECTED = Counter(
     "larkbot_ingress_feishu_webhook_rejected_total", "Webhook callbacks rejected, by reason", ["reason"]
 )
+MODERATION_BANS = Counter(
+    "larkbot_ingress_feishu_moderation_bans_total",
+    "Members removed for ban_spammer, by outcome (banned, not_member, refused_permission, failed)",
+    ["outcome"],
+)
+MODERATION_DELETIONS = Counter(
+    "larkbot_ingress_feishu_moderation_deletions_total",
+    "Messages of a banned member recalled for ban_spammer, by outcome (deleted, failed, skipped)",
+    ["outcome"],
+)

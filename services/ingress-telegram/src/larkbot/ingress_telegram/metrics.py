@@ -40,3 +40,13 @@ WEBHOOK_REQUESTS = Counter(
     "Webhook deliveries, by outcome (ok, forbidden, unavailable)",
     ["outcome"],
 )
+MODERATION_BANS = Counter(
+    "larkbot_telegram_moderation_bans_total",
+    "Members banned for ban_spammer, by outcome (banned, refused_permission, failed)",
+    ["outcome"],
+)
+MODERATION_DELETIONS = Counter(
+    "larkbot_telegram_moderation_deletions_total",
+    "Messages of a banned member deleted for ban_spammer, by outcome (deleted, failed, skipped)",
+    ["outcome"],
+)

@@ -1,9 +1,10 @@
 """Composition root of the pipeline.
 
 Start-up: migrate → read the bot identities → serve ``pipeline.snapshot`` / ``pipeline.history`` /
-``pipeline.cursor`` (forwarded to the owner of the chat's partition when that is another replica) → join
-the partition leases. Each acquired partition is cold-started (its configured chats replayed from their
-compaction cursors) and then consumed from the resume point the database records.
+``pipeline.cursor`` (forwarded to the owner of the chat's partition when that is another replica) and
+``pipeline.member`` (answered from the database by any replica) → join the partition leases. Each acquired
+partition is cold-started (its configured chats replayed from their compaction cursors) and then consumed
+from the resume point the database records.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from larkbot.canonical.context import (
     CursorMove,
     HistoryRequest,
     HistoryResponse,
+    MemberRequest,
     SnapshotRequest,
 )
 from larkbot.canonical.names import (
@@ -30,6 +32,7 @@ from larkbot.canonical.names import (
     QUEUE_PIPELINE,
     SUBJECT_PIPELINE_CURSOR,
     SUBJECT_PIPELINE_HISTORY,
+    SUBJECT_PIPELINE_MEMBER,
     SUBJECT_PIPELINE_SNAPSHOT,
     Platform,
     Service,
@@ -220,15 +223,17 @@ class PipelineService:
             )
 
         bus, queue, replica = ctx.bus, QUEUE_PIPELINE, self.replica
-        snap, hist, move = (
+        snap, hist, move, member = (
             model_decoder(SnapshotRequest),
             model_decoder(HistoryRequest),
             model_decoder(CursorMove),
+            model_decoder(MemberRequest),
         )
         self._endpoints = [
             Endpoint(bus, SUBJECT_PIPELINE_SNAPSHOT, queue, snap, routed_snapshot, _error_reply),
             Endpoint(bus, SUBJECT_PIPELINE_HISTORY, queue, hist, routed_history, _error_reply),
             Endpoint(bus, SUBJECT_PIPELINE_CURSOR, queue, move, routed_cursor, _error_reply),
+            Endpoint(bus, SUBJECT_PIPELINE_MEMBER, queue, member, chats.member, _error_reply),
             # Forwarded by other replicas: answered only for partitions served here (no queue group).
             Endpoint(bus, direct_subject(replica, "snapshot"), "", snap, snapshot, _error_reply),
             Endpoint(bus, direct_subject(replica, "history"), "", hist, history, _error_reply),

@@ -18,6 +18,8 @@ from larkbot.canonical.context import (
     CursorMove,
     HistoryRequest,
     HistoryResponse,
+    MemberRequest,
+    MemberResponse,
     SnapshotRequest,
 )
 from larkbot.canonical.events import BotIdentity
@@ -29,6 +31,7 @@ from larkbot.canonical.names import (
     SUBJECT_MEDIA_READ_IMAGE,
     SUBJECT_PIPELINE_CURSOR,
     SUBJECT_PIPELINE_HISTORY,
+    SUBJECT_PIPELINE_MEMBER,
     SUBJECT_PIPELINE_SNAPSHOT,
     Platform,
     actions_subject,
@@ -109,6 +112,11 @@ class BusClients:
     async def history(self, request: HistoryRequest) -> HistoryResponse:
         return await self.bus.request(
             SUBJECT_PIPELINE_HISTORY, request, HistoryResponse, timeout_s=self.lookup_timeout_s
+        )
+
+    async def member(self, request: MemberRequest) -> MemberResponse:
+        return await self.bus.request(
+            SUBJECT_PIPELINE_MEMBER, request, MemberResponse, timeout_s=self.lookup_timeout_s
         )
 
     async def read_image(self, request: ReadImageRequest, timeout_s: float) -> ReadImageResponse:

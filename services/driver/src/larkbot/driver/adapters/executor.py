@@ -14,6 +14,7 @@ resolve too. The media worker gets the platform's file key and, when known, the 
 renders aliases, computed as the pipeline does), so the model can reply to it or recall it before the
 platform's echo arrives. ``recall_message`` deletes only the bot's own messages: those the context or
 history marks as the bot's, and those sent in this wake-up.
+``ban_spammer`` runs in ``adapters.moderation`` (only where the chat enables it), on the same resolution.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ..core.turn import UNKNOWN_DELIVERY, ToolDone, ToolRun
 from .clients import ACTION_ATTEMPTS, BusClients
 from .clock import Clock
 from .memory_tools import MemoryAccess, MemoryTools
+from .moderation import Moderation, ModerationAccess
 from .shell import ShellAccess
 
 _Result = tuple[bool, tuple[UserPart, ...], bool]
@@ -71,6 +73,7 @@ class ToolExecutor:
         memory: MemoryAccess | None = None,
         aliased: bool = False,
         shell: ShellAccess | None = None,
+        moderation: ModerationAccess | None = None,
     ) -> None:
         self.clients = clients
         #: The chat log shows message ids as aliases (``larkbot.canonical.aliases``).
@@ -92,6 +95,11 @@ class ToolExecutor:
         }
         self.memory = MemoryTools(memory, self._evidence, clock.now_ms) if memory is not None else None
         self.shell = shell
+        self.moderation = (
+            Moderation(moderation, clients, self.platform, chat_id, self._evidence, action_attempts)
+            if moderation is not None
+            else None
+        )
 
     async def run(self, call: ToolRun) -> ToolDone:
         handler = {
@@ -106,6 +114,7 @@ class ToolExecutor:
             tools.BASH: self._shell,
             tools.KILL_TASK: self._shell,
             tools.READ_TASK_OUTPUT: self._shell,
+            tools.BAN_SPAMMER: self._ban_spammer,
         }[call.name]
         try:
             ok, parts, final = await handler(call, call.args)
@@ -160,6 +169,12 @@ class ToolExecutor:
         if self.shell is None:
             return False, _text("error: the shell tools are not available here"), False
         ok, text = await self.shell.call(call, self.platform.value, self.chat_id)
+        return ok, _text(text), False
+
+    async def _ban_spammer(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+        if self.moderation is None:
+            return False, _text("error: ban_spammer is off in this chat"), False
+        ok, text = await self.moderation.ban_spammer(call, args)
         return ok, _text(text), False
 
     async def _send(self, call: ToolRun, args: dict[str, Any]) -> _Result:

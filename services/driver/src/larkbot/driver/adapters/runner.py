@@ -52,6 +52,7 @@ from .executor import ToolExecutor
 from .interpreter import interpret
 from .memories import MemoryStore
 from .memory_tools import MemoryAccess
+from .moderation import ModerationAccess
 from .repository import DriverRepository, StepConflict
 from .shell import ShellAccess, ShellTasks
 from .sizing import Sizing
@@ -127,6 +128,7 @@ class WakeRunner:
             memory=RecallLimits(settings.memory_late_binding_max, settings.memory_late_binding_max_chars)
             if self.memory_on(settings)
             else None,
+            ban_spammer=settings.ban_spammer_enabled,
         )
 
     def memory_on(self, settings: ChatSettings) -> bool:
@@ -283,6 +285,9 @@ class ChatPorts:
                 memory=self._memory_access(),
                 aliased=aliases_enabled(chat.platform, chat.settings.alias_message_ids),
                 shell=self._shell_access(),
+                moderation=ModerationAccess(self.runner.maintainers)
+                if chat.settings.ban_spammer_enabled
+                else None,
             )
         return await self._executor.run(run)
 

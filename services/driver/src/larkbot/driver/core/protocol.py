@@ -42,6 +42,8 @@ class TurnPlan:
     shell_tools_exposed: bool = False
     #: The memory tools are offered (a per-chat constant: the tool list is part of the cached prefix).
     memory_tools: bool = False
+    #: ``ban_spammer`` is offered (the chat's ``ban_spammer_enabled``, a per-chat constant likewise).
+    ban_spammer: bool = False
     #: A pending (write-ahead) step left by a process that died while running its tools.
     recover: TurnRecord | None = None
     #: Close ``recover`` without running its calls again.

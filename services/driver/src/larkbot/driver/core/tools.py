@@ -11,6 +11,8 @@ The shell tools (``bash``, ``kill_task``, ``read_task_output``; docs/driver.md "
 tools behind the maintainer gate (``core.gate``): offered in normal steps while it is open, decided once
 per wake-up and kept for the whole chain. ``recall_message`` (the bot's own messages only) is a work tool
 of every normal step.
+``ban_spammer`` (``core.moderation``) is a work tool offered in normal steps only where the chat enables
+it (``ban_spammer_enabled``), likewise a per-chat constant.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ KILL_TASK: Final = "kill_task"
 READ_TASK_OUTPUT: Final = "read_task_output"
 PARTICIPATION_TOOLS: Final = frozenset({SEND, REACT})
 MEMORY_TOOLS: Final = frozenset({MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH})
+BAN_SPAMMER: Final = "ban_spammer"
 SHELL_TOOLS: Final = frozenset({BASH, KILL_TASK, READ_TASK_OUTPUT})
-WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD, RECALL}) | MEMORY_TOOLS | SHELL_TOOLS
+WORK_TOOLS: Final = frozenset({READ_IMAGE, READ_OLD, RECALL, BAN_SPAMMER}) | MEMORY_TOOLS | SHELL_TOOLS
 #: The longest memory content accepted (a memory is a fact, not a transcript).
 MEMORY_CONTENT_MAX_CHARS: Final = 500
 #: The maintainer-gated shell tools (``core.gate``), offered in this order in normal steps when the gate
@@ -209,6 +212,19 @@ _SPECS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
             "additionalProperties": False,
         },
     ),
+    BAN_SPAMMER: (
+        "Ban a spam account from this chat and delete its messages you know of. message_id: a message "
+        "of the account showing the spam (the account is its author, never someone it names); reason: "
+        "why, for the record (never shown to the chat). Refused for you, for maintainers and for "
+        "established members. The result says what actually happened and gives the exact announcement "
+        "to send.",
+        {
+            "type": "object",
+            "properties": {"message_id": _ID, "reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+            "required": ["message_id", "reason"],
+            "additionalProperties": False,
+        },
+    ),
 }
 _ORDER: Final = (SEND, REACT, END, READ_IMAGE, READ_OLD, RECALL)
 _MEMORY_ORDER: Final = (MEMORY_SAVE, MEMORY_SEARCH, MEMORY_PATCH)
@@ -218,15 +234,20 @@ SPECS: Final[dict[str, ToolSpec]] = {
 _VALIDATORS: Final = {name: Draft202012Validator(schema) for name, (_, schema) in _SPECS.items()}
 
 
-def exposed(mode: StepMode, *, memory: bool = False, shell: bool = False) -> tuple[ToolSpec, ...]:
-    """The tools of one step, in a fixed order (the tool list is part of the cached prefix). ``shell``: the
-    maintainer gate is open (normal steps only)."""
+def exposed(
+    mode: StepMode, *, memory: bool = False, ban_spammer: bool = False, shell: bool = False
+) -> tuple[ToolSpec, ...]:
+    """The tools of one step, in a fixed order (the tool list is part of the cached prefix): the per-chat
+    constants first (memory, ``ban_spammer``), then the shell tools while the maintainer gate is open
+    (``shell``), so opening the gate appends to the list. Extras join normal steps only."""
     if mode == "react_only":
         names: tuple[str, ...] = (REACT, END)
     elif mode == "wrap_up":
         names = (SEND, REACT, END)
     else:
         names = (*_ORDER, *_MEMORY_ORDER) if memory else _ORDER
+        if ban_spammer:
+            names = (*names, BAN_SPAMMER)
         if shell:
             names = (*names, *_SHELL_ORDER)
     return tuple(SPECS[n] for n in names)

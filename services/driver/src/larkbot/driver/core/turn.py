@@ -136,7 +136,9 @@ def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
             recovered.mode if recovered is not None else budget.step_mode(usage, plan.react_only and first)
         )
         wrapped_up = wrapped_up or mode == "wrap_up"
-        offered = tools.exposed(mode, memory=plan.memory_tools, shell=plan.shell_tools_exposed)
+        offered = tools.exposed(
+            mode, memory=plan.memory_tools, ban_spammer=plan.ban_spammer, shell=plan.shell_tools_exposed
+        )
         if recovered is not None:
             step, call_at, answer = recovered.step, recovered.requested_at_ms, _Answer.of(recovered)
         else:

@@ -105,6 +105,8 @@ class WakeInput:
     #: Memory on for this chat: the memory tools, their rules in the system prompt and the late-binding
     #: ``<memory>`` block within these bounds. ``None``: off.
     memory: RecallLimits | None = None
+    #: ``ban_spammer`` offered in this chat (``ban_spammer_enabled``).
+    ban_spammer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,12 +515,15 @@ def _plan(
         recover=recover,
         recover_abandon=abandon,
         memory_tools=w.memory is not None,
+        ban_spammer=w.ban_spammer,
     )
 
 
 def first_request_tokens(plan: TurnPlan) -> int:
     mode = plan.budget.step_mode(plan.usage, plan.react_only)
-    offered = tools.exposed(mode, memory=plan.memory_tools, shell=plan.shell_tools_exposed)
+    offered = tools.exposed(
+        mode, memory=plan.memory_tools, ban_spammer=plan.ban_spammer, shell=plan.shell_tools_exposed
+    )
     return request_tokens(plan.system, offered, (*plan.history, plan.late_binding))
 
 

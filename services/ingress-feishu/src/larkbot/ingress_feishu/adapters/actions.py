@@ -11,6 +11,7 @@ Decisions:
 - After each confirmed send a synthetic self-sent ``message`` event with Feishu's final message id is
   published (dedup key = that id); recalls publish the ``delete`` event Feishu would (``recall:<id>``).
 - Downloads go to the ``blobs`` object store under ``sha256:<hex>`` of the bytes.
+- ``moderate`` (``ban_spammer``) is :mod:`.moderation`'s: removal, recalls, and a per-message report.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from larkbot.canonical.actions import (
     BanMemberAction,
     DeleteMessageAction,
     DownloadAction,
+    ModerateAction,
     ReactAction,
     SendImageAction,
     SendMessageAction,
@@ -50,6 +52,7 @@ from ..core.outbound import feishu_uuid, post_content, self_content, split_text,
 from ..core.pacing import SendPacer
 from .api import FeishuApi, SentMessage, image_content
 from .inbound import Inbound
+from .moderation import FeishuModeration
 from .rest import FeishuApiError, PlatformTimeout, PlatformUnavailable, RateLimited
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,7 @@ class Actions:
         self._sleep = sleep
         self._clock = clock
         self._completed: OrderedDict[str, ActionResult] = OrderedDict()
+        self.moderation = FeishuModeration(api, self._publish_recall)
 
     async def act(self, action: ActionRequest) -> ActionResult:
         result = await self._act(action)
@@ -166,6 +170,8 @@ class Actions:
                 await self.api.recall(message_id)
                 await self._publish_recall(action.chat_id, message_id)
             return ActionResult(idempotency_key=key, ok=True, outcome="done")
+        if isinstance(action, ModerateAction):
+            return await self.moderation.moderate(action)
         assert isinstance(action, BanMemberAction)
         await self.api.remove_members(action.chat_id, [action.user_id])
         return ActionResult(idempotency_key=key, ok=True, outcome="done")

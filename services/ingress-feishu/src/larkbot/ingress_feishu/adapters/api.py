@@ -161,14 +161,18 @@ class FeishuApi:
             raise FeishuApiError("image.create", -1, "the answer lacks image_key", 200)
         return key
 
-    async def remove_members(self, chat_id: str, open_ids: list[str]) -> None:
-        await self.rest.call(
+    async def remove_members(self, chat_id: str, open_ids: list[str]) -> list[str]:
+        """Remove members from a group; returns the ids Feishu did not remove (``invalid_id_list``: not
+        members, or unknown)."""
+        body = await self.rest.call(
             "chat.members.delete",
             "DELETE",
             f"/open-apis/im/v1/chats/{_seg(chat_id)}/members",
             params={"member_id_type": "open_id"},
             json={"id_list": open_ids},
         )
+        invalid = (body.get("data") or {}).get("invalid_id_list") or []
+        return [str(i) for i in invalid]
 
 
 def image_content(image_key: str) -> str:

@@ -10,6 +10,12 @@ Every REST request is recorded (:attr:`requests`). Faults are scripted per route
 ``x-ogw-ratelimit-reset``), :meth:`delay_next` performs the request and then answers late (a timeout whose
 side effect happened). Sends honour ``uuid`` like Feishu: the same uuid within an hour returns the message
 created first.
+
+Rights like Feishu's: removing someone else from a group, and recalling someone else's message, needs the
+bot to own or manage the group (:attr:`managed_chats`); otherwise the call is refused (a 400 answer; the
+ingress treats any final refusal alike). A recalled message cannot be recalled again. Membership is
+checked where a test lists a group's :attr:`members`: a removal of a non-member comes back in
+``invalid_id_list``.
 """
 
 from __future__ import annotations
@@ -100,6 +106,8 @@ class FakeFeishu:
         self.sent: dict[str, Sent] = {}
         self.recalled: list[str] = []
         self.removed_members: list[tuple[str, str]] = []
+        self.managed_chats: set[str] = set()  # groups the bot owns or manages
+        self.members: dict[str, set[str]] = {}  # group → its members, where a test says
         self.reactions: dict[str, tuple[str, str, str]] = {}  # reaction_id → (message, emoji_type, operator)
         self.requests: list[Recorded] = []
         self.tokens: set[str] = set()
@@ -327,8 +335,11 @@ class FakeFeishu:
 
     async def _recall(self, request: web.Request, _record: Recorded) -> web.Response:
         message_id = request.match_info["message_id"]
-        if self._chat_of(message_id) is None:
+        chat_id = self._chat_of(message_id)
+        if chat_id is None or message_id in self.recalled:
             return _err(400, 230011, "message not found")
+        if message_id not in self.sent and chat_id not in self.managed_chats:
+            return _err(400, 230026, "No permission to recall this message.")
         self.recalled.append(message_id)
         return _ok({})
 
@@ -404,6 +415,14 @@ class FakeFeishu:
 
     async def _kick(self, request: web.Request, record: Recorded) -> web.Response:
         chat_id = request.match_info["chat_id"]
-        for user in record.json().get("id_list", []):
-            self.removed_members.append((chat_id, user))
-        return _ok({"invalid_id_list": []})
+        ids = [str(user) for user in record.json().get("id_list", [])]
+        if chat_id not in self.managed_chats and any(user != self.bot_open_id for user in ids):
+            return _err(400, 230027, "Lack of necessary permissions.")
+        known = self.members.get(chat_id)
+        invalid = [user for user in ids if known is not None and user not in known]
+        for user in ids:
+            if user not in invalid:
+                self.removed_members.append((chat_id, user))
+                if known is not None:
+                    known.discard(user)
+        return _ok({"invalid_id_list": invalid})

@@ -27,6 +27,7 @@ from larkbot.canonical.actions import (
     BanMemberAction,
     DeleteMessageAction,
     DownloadAction,
+    ModerateAction,
     ReactAction,
     SendMessageAction,
     TypingAction,
@@ -45,6 +46,7 @@ from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
 from .downloads import download
 from .ledger import LedgerConflict, SentLedger
 from .migrations import ChatMigrations
+from .moderation import TelegramModeration
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +82,15 @@ class ActionExecutor:
         self.max_retry_after_s = max_retry_after_s
         self.clock = clock
         self.sleep = sleep
+        self.moderation = TelegramModeration(self._call, self._publish, api_error, adapter)
 
     async def act(self, action: ActionRequest) -> ActionResult:
         if action.deadline_ms is not None and _now_ms() > action.deadline_ms:
             result = failed(action.idempotency_key, "deadline", "the deadline passed before execution")
         elif isinstance(action, SendMessageAction):
             result = await self.send_message(action)
+        elif isinstance(action, ModerateAction):
+            result = await self.moderation.moderate(action)
         else:
             try:
                 result = await self._simple(action)
@@ -297,19 +302,18 @@ def _unknown(key: str, confirmed: tuple[str, ...]) -> ActionResult:
     )
 
 
-def _api_failure(key: str, exc: BotApiError) -> ActionResult:
+def api_error(exc: BotApiError) -> ActionError:
     description = mask(exc.description)[:300]
     if exc.code == 429:
-        return ActionResult(
-            idempotency_key=key,
-            ok=False,
-            outcome="failed",
-            error=ActionError(
-                code="rate_limited", message=description, retryable=True, retry_after_s=exc.retry_after
-            ),
+        return ActionError(
+            code="rate_limited", message=description, retryable=True, retry_after_s=exc.retry_after
         )
     if exc.code == 403:
-        return failed(key, "forbidden", description)
+        return ActionError(code="forbidden", message=description, retryable=False)
     if exc.code == 400 and "not found" in exc.description.lower():
-        return failed(key, "not_found", description)
-    return failed(key, "platform", description)
+        return ActionError(code="not_found", message=description, retryable=False)
+    return ActionError(code="platform", message=description, retryable=False)
+
+
+def _api_failure(key: str, exc: BotApiError) -> ActionResult:
+    return ActionResult(idempotency_key=key, ok=False, outcome="failed", error=api_error(exc))

@@ -2,9 +2,15 @@
 
 Implements what LarkBot uses — getMe, getUpdates (offsets, ``limit``, long-poll ``timeout``,
 ``allowed_updates``), sendMessage (HTML parsed and refused like Telegram: unknown/unbalanced tags, more
-than 4096 characters), setMessageReaction, sendChatAction, getFile + download, banChatMember,
-deleteMessage, set/deleteWebhook — with Telegram's response envelope. Parameters are read from JSON,
-urlencoded or multipart bodies (aiogram sends multipart, the service's own client JSON).
+than 4096 characters), setMessageReaction, sendChatAction, getFile + download, getChatMember,
+banChatMember, deleteMessage, set/deleteWebhook — with Telegram's response envelope.
+
+Members: :attr:`members` holds the ``ChatMember`` objects a test sets, by (chat, user) — the bot's own
+rights included; anyone else is a plain ``member``. ``deleteMessage`` refuses, like Telegram, a message
+older than 48 h when the fake knows its date (sent by the bot, or an enqueued update).
+
+Parameters are read from JSON, urlencoded or multipart bodies (aiogram sends multipart, the service's own
+client JSON).
 
 Like Telegram, a call naming a group in :attr:`migrated` (group id → supergroup id) is refused with
 ``migrate_to_chat_id``, and ``message_thread_id`` is accepted only in forum chats (``is_forum`` in
@@ -13,7 +19,8 @@ Like Telegram, a call naming a group in :attr:`migrated` (group id → supergrou
 Test controls: :meth:`enqueue` any update, :meth:`repeat` an update already confirmed (what a crash
 between handling and confirming looks like), :meth:`fail` the next calls of a method with 429
 ``retry_after`` / 4xx / 5xx (optionally *after* executing it: the outcome a client cannot know),
-:meth:`add_file`, :meth:`post_webhook`; every request is recorded in :attr:`requests`.
+:meth:`admin` (the bot's rights in a chat), :meth:`add_file`, :meth:`post_webhook`; every request is
+recorded in :attr:`requests`.
 """
 
 from __future__ import annotations
@@ -78,6 +85,7 @@ class FakeBotApi:
     banned: list[tuple[int, int]] = field(default_factory=list)
     chats: dict[int, dict[str, Any]] = field(default_factory=dict)
     migrated: dict[int, int] = field(default_factory=dict)
+    members: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._updates: list[dict[str, Any]] = []
@@ -88,6 +96,7 @@ class FakeBotApi:
         self._arrived = asyncio.Event()
         self._failures: dict[str, deque[_Failure]] = {}
         self._files: dict[str, tuple[str, bytes]] = {}
+        self._dates: dict[tuple[int, int], int] = {}  # (chat, message) → date of messages seen
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.webhook_url: str | None = None
@@ -132,6 +141,10 @@ class FakeBotApi:
             self._next_update_id += 1
             update = {"update_id": self._next_update_id, **update}
         self._next_update_id = max(self._next_update_id, update["update_id"])
+        message = update.get("message")
+        if isinstance(message, dict) and isinstance(message.get("chat"), dict):
+            key = (int(message["chat"]["id"]), int(message["message_id"]))
+            self._dates[key] = int(message.get("date", 0))
         self._updates.append(update)
         self._wake()
         return int(update["update_id"])
@@ -306,6 +319,7 @@ class FakeBotApi:
             if reply.get("quote"):
                 message["quote"] = {"text": reply["quote"], "position": 0, "is_manual": True}
         self.sent.append(message)
+        self._dates[(int(chat["id"]), message_id)] = message["date"]
         return message
 
     async def _api_setMessageReaction(self, params: dict[str, Any]) -> bool:
@@ -328,6 +342,34 @@ class FakeBotApi:
         return {"file_id": params["file_id"], "file_unique_id": f"u{abs(hash(path))}", "file_size": len(data),
                 "file_path": path}  # fmt: skip
 
+    def admin(self, chat_id: int, *, can_restrict: bool = True, can_delete: bool = True) -> None:
+        """Make the bot an administrator of ``chat_id`` with these rights."""
+        self.members[(chat_id, self.bot_id)] = {
+            "status": "administrator",
+            "user": self.bot_user,
+            "can_be_edited": False,
+            "is_anonymous": False,
+            "can_manage_chat": True,
+            "can_delete_messages": can_delete,
+            "can_manage_video_chats": False,
+            "can_restrict_members": can_restrict,
+            "can_promote_members": False,
+            "can_change_info": False,
+            "can_invite_users": True,
+            "can_post_stories": False,
+            "can_edit_stories": False,
+            "can_delete_stories": False,
+        }
+
+    async def _api_getChatMember(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat, user = int(params["chat_id"]), int(params["user_id"])
+        found = self.members.get((chat, user))
+        if found is not None:
+            return found
+        someone = {"id": user, "is_bot": False, "first_name": f"User {user}"}
+        person = self.bot_user if user == self.bot_id else someone
+        return {"status": "member", "user": person}
+
     async def _api_banChatMember(self, params: dict[str, Any]) -> bool:
         self.banned.append((int(params["chat_id"]), int(params["user_id"])))
         return True
@@ -336,6 +378,9 @@ class FakeBotApi:
         key = (int(params["chat_id"]), int(params["message_id"]))
         if key in self.deleted:
             raise ApiError(400, "Bad Request: message to delete not found")
+        date = self._dates.get(key)
+        if date is not None and time.time() - date > 48 * 3600:
+            raise ApiError(400, "Bad Request: message can't be deleted")
         self.deleted.append(key)
         return True
 

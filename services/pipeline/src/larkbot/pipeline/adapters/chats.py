@@ -28,6 +28,9 @@ from larkbot.canonical.context import (
     HistoryItem,
     HistoryRequest,
     HistoryResponse,
+    MemberMessage,
+    MemberRequest,
+    MemberResponse,
     ResetOp,
     Segment,
 )
@@ -357,6 +360,28 @@ class ResidentChats:
                 )
             )
         return HistoryResponse(found=tuple(found), missing=tuple(missing))
+
+    async def member(self, request: MemberRequest) -> MemberResponse:
+        """What the chat's persisted events say of one member (``pipeline.member``). Read from the
+        database, not the projection: the count must include what compaction moved out of the context."""
+        platform, chat_id = request.platform, request.chat_id
+        rows, deleted = await self.repo.member_messages(platform.value, chat_id, request.user_id)
+        params = self.params_for(platform, chat_id)
+        aliased = params is not None and params.alias_message_ids
+        kept = [row for row in rows if row.message_id not in deleted]
+        shown = kept[-request.max_messages :] if request.max_messages else []
+        return MemberResponse(
+            user_id=request.user_id,
+            message_count=len(rows),
+            messages=tuple(
+                MemberMessage(
+                    message_id=row.message_id,
+                    alias=alias_for(chat_id, row.message_id) if aliased else None,
+                    timestamp_sec=row.timestamp_sec,
+                )
+                for row in shown
+            ),
+        )
 
 
 def _xml_bytes(op: ContextOp) -> int:

@@ -41,6 +41,15 @@ class NewEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class MemberRow:
+    """One message of a member: its id, the first row that holds it, its platform time."""
+
+    message_id: str
+    event_id: int
+    timestamp_sec: float
+
+
+@dataclass(frozen=True, slots=True)
 class Stored:
     """What already holds a batch item's key: a row of the table (``event_id``), or an earlier item of
     the same batch (``event_id`` of the row it became)."""
@@ -67,6 +76,7 @@ def _row(item: NewEvent) -> dict[str, object]:
         "message_alias": alias_for(event.chat_id, event.message_id)
         if isinstance(event, MessageEvent)
         else None,
+        "sender_id": event.sender.id if isinstance(event, MessageEvent) else None,
     }
 
 
@@ -429,6 +439,56 @@ class EventRepository:
                     continue
             out.append((int(row_id), payload))
         return out
+
+    async def member_messages(
+        self, platform: str, chat_id: str, user_id: str
+    ) -> tuple[list[MemberRow], frozenset[str]]:
+        """Every distinct message ``user_id`` sent in the chat (first copy, order of record), and which
+        of them a ``delete`` event names. Edits are other rows (kind ``edit``) and a self-sent copy and its
+        echo share a message id, so neither adds a message."""
+        async with self.engine.connect() as conn:
+            found = await conn.execute(
+                select(events.c.message_id, func.min(events.c.id), func.min(events.c.timestamp_sec))
+                .where(
+                    events.c.platform == platform,
+                    events.c.chat_id == chat_id,
+                    events.c.sender_id == user_id,
+                    events.c.kind == "message",
+                )
+                .group_by(events.c.message_id)
+            )
+            rows = sorted(
+                (MemberRow(str(message_id), int(first), float(at)) for message_id, first, at in found.all()),
+                key=lambda row: row.event_id,
+            )
+            ids = {row.message_id for row in rows}
+            deleted: set[str] = set()
+            # A delete of one message is indexed by it; a delete of several has no message id (read it).
+            for start in range(0, len(rows), 500):
+                chunk = [row.message_id for row in rows[start : start + 500]]
+                single = await conn.execute(
+                    select(events.c.message_id).where(
+                        events.c.platform == platform,
+                        events.c.chat_id == chat_id,
+                        events.c.kind == "delete",
+                        events.c.message_id.in_(chunk),
+                    )
+                )
+                deleted.update(str(m) for (m,) in single.all())
+            if rows:
+                several = await conn.execute(
+                    select(events.c.payload).where(
+                        events.c.platform == platform,
+                        events.c.chat_id == chat_id,
+                        events.c.kind == "delete",
+                        events.c.message_id.is_(None),
+                    )
+                )
+                for (payload,) in several.all():
+                    event = decode_event(payload)
+                    if isinstance(event, DeleteEvent):
+                        deleted.update(ids.intersection(event.message_ids))
+        return rows, frozenset(deleted)
 
     async def count(self, platform: str, chat_id: str) -> int:
         async with self.engine.connect() as conn:

@@ -4,7 +4,9 @@
 The unique key ``(platform, chat_id, dedup_key)`` makes redelivery harmless: a second insert of the same
 event is a no-op, so the consumer can commit first and acknowledge second. ``message_alias`` is the
 rendered alias of a message event (``core.alias_for``), so ``pipeline.history`` resolves an alias of a
-message the live context no longer holds with one indexed lookup.
+message the live context no longer holds with one indexed lookup. ``sender_id`` is the author of a
+message event (``None`` for every other kind), so ``pipeline.member`` finds a member's messages the same
+way.
 
 ``chat_cursors`` holds each chat's compaction cursor (an ``events.id``); ``users`` archives every sender
 seen (identity plus the latest name snapshot); ``alt_texts`` caches media alt texts by content key so that
@@ -52,10 +54,12 @@ events = Table(
     Column("payload", Text, nullable=False),
     Column("stream_seq", BigInteger, nullable=True),
     Column("message_alias", String(16), nullable=True),
+    Column("sender_id", String(128), nullable=True),
     UniqueConstraint("platform", "chat_id", "dedup_key", name="uq_events_dedup"),
     Index("ix_events_chat_order", "platform", "chat_id", "id"),
     Index("ix_events_message", "platform", "chat_id", "message_id"),
     Index("ix_events_alias", "platform", "chat_id", "message_alias"),
+    Index("ix_events_sender", "platform", "chat_id", "sender_id"),
 )
 
 chat_cursors = Table(
