@@ -66,6 +66,14 @@ def test_the_platform_echo_of_a_self_sent_copy_is_expected() -> None:
     assert classify(echo, synthetic) == "self_echo"
 
 
+def test_the_platforms_recall_event_of_a_deletion_the_bot_made_is_a_duplicate() -> None:
+    by_bot = s.delete("om_5").model_copy(update={"actor_id": "ou_bot"})
+    by_platform = s.delete("om_5", at=s.BASE_SEC + 121).model_copy(update={"actor_id": "ou_operator"})
+    assert classify(by_bot, by_platform) == "duplicate"
+    assert classify(by_platform, by_bot) == "duplicate"
+    assert classify(by_bot, s.delete("om_5", "om_6", dedup="recall:om_5")) == "conflict"
+
+
 # -- the repository: the holder of a taken key ---------------------------------------------------------
 async def test_commit_returns_the_copy_holding_a_taken_key(database_url: str) -> None:
     engine = create_engine(database_url)

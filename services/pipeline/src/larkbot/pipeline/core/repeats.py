@@ -6,6 +6,9 @@ may pass without a word:
 - ``duplicate`` — the same event delivered again (a platform re-push, a crash replay, a redelivery after a
   hand-over): the same :func:`~larkbot.canonical.fingerprint.event_fingerprint`, which leaves out what
   each delivery captures and what the pipeline fills in later.
+- ``duplicate`` too — two deletions of the same messages: the ingress reports a deletion the bot made
+  (``delete_message``, ``ban_spammer``) as a delete event, and Feishu then sends its own recall event of
+  the same message under the same key, with another actor and time. Either copy means the same change.
 - ``self_echo`` — the platform's copy of the bot's own message meeting the synthetic self-sent copy the
   ingress published after the send (either order): both carry the platform's final message id, so they
   share the key by design (``MessageEvent``); the first stays the record.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from larkbot.canonical.events import CanonicalEvent, MessageEvent
+from larkbot.canonical.events import CanonicalEvent, DeleteEvent, MessageEvent
 from larkbot.canonical.fingerprint import event_fingerprint
 
 Repeat = Literal["duplicate", "self_echo", "conflict"]
@@ -29,6 +32,12 @@ Repeat = Literal["duplicate", "self_echo", "conflict"]
 def classify(stored: CanonicalEvent, incoming: CanonicalEvent) -> Repeat:
     """What ``incoming`` is, given the event ``stored`` under the same key."""
     if event_fingerprint(stored) == event_fingerprint(incoming):
+        return "duplicate"
+    if (
+        isinstance(stored, DeleteEvent)
+        and isinstance(incoming, DeleteEvent)
+        and set(stored.message_ids) == set(incoming.message_ids)
+    ):
         return "duplicate"
     if (
         isinstance(stored, MessageEvent)
