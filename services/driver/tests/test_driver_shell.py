@@ -646,15 +646,26 @@ async def test_a_background_task_completion_wakes_the_chat_once(
         task_id = task_id_in(result.parts[0].text if isinstance(result.parts[0], TextPart) else "")
         assert "continues as background task" in _texts(primaries[1])
 
+        # While it runs, the late-binding message of every request lists it.
+        w.probe_answers.append(decide("send_message", "asked how the build goes"))
+        w.primary_answers.append(end_turn())
+        await w.say(2, 2000, mentions_me=True)
+        await w.tick(3500)
+        asking = w.requests("primary")[2]
+        late = asking.messages[-1]
+        assert isinstance(late, UserMessage)
+        assert isinstance(late.parts[0], TextPart)
+        assert f"- {task_id} (build), running for" in late.parts[0].text
+
         await release(fifo)
         event = await w.pipeline.runtime_event(f"task:{task_id}")
         assert dict(event.attributes)["status"] == "done"
         await w.synced()
         w.probe_answers.append(decide("no_action", "the build is done; nobody asked more"))
-        await w.tick(3000)
+        await w.tick(6000)
         probes = w.requests("probe")
-        assert len(probes) == 2
-        woken = _texts(probes[1])
+        assert len(probes) == 3
+        woken = _texts(probes[2])
         assert f'<runtime-event type="task_done" task_id="{task_id}" status="done" exit_status="0"' in woken
         assert "building\npayload\nbuilt-ok" in woken
 

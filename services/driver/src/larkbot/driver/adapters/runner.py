@@ -26,6 +26,7 @@ from ..core.estimate import request_tokens
 from ..core.gate import GateSettings
 from ..core.memory import Visibility
 from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC
+from ..core.prompt import ActiveTask
 from ..core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
 from ..core.recall import RecallLimits
 from ..core.records import TurnRecord
@@ -181,6 +182,12 @@ class ChatPorts:
     # -- reads ----------------------------------------------------------------------------------------
     async def read_chat(self) -> ChatView:
         chat = self.chat
+        shell = self.runner.shell
+        running = (
+            await shell.store.running_of_chat(chat.platform, chat.chat_id)
+            if shell is not None and chat.settings.shell_enabled
+            else ()
+        )
         return ChatView(
             segments=chat.shown_segments(),
             summary=chat.summary,
@@ -192,6 +199,7 @@ class ChatPorts:
             recovery_failures=chat.recovery_failures,
             stopping=chat.stopping,
             now_ms=self.runner.clock.now_ms(),
+            active_tasks=tuple(ActiveTask(t.task_id, t.intention, t.started_at_ms) for t in running),
         )
 
     async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:

@@ -108,6 +108,17 @@ class TaskStore:
             rows = (await conn.execute(stmt)).mappings().all()
         return tuple(_task(row) for row in rows)
 
+    async def running_of_chat(self, platform: str, chat_id: str) -> tuple[Task, ...]:
+        """The chat's tasks still running, on any host, oldest first."""
+        stmt = (
+            select(_T)
+            .where(_T.c.platform == platform, _T.c.chat_id == chat_id, _T.c.status == "running")
+            .order_by(_T.c.started_at_ms, _T.c.task_id)
+        )
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return tuple(_task(row) for row in rows)
+
     async def running_count(self, host: str) -> int:
         stmt = select(func.count()).select_from(_T).where(_T.c.host == host, _T.c.status == "running")
         async with self._tx() as conn:

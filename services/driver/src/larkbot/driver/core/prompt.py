@@ -11,8 +11,9 @@ Cache discipline (the prefix of consecutive requests must stay byte-identical):
   alternation), then context order. Consecutive segments form one user message, one part per segment, so
   a new segment appends parts and never rewrites earlier ones. Self-sent segments are dropped: the turn
   response already holds the send.
-- Everything that changes on every request (time, participation, probe reason, interruption, the
-  ``<memory>`` block of the people in the conversation) is in the late-binding message, always last.
+- Everything that changes on every request (time, participation, probe reason, interruption, the chat's
+  running background tasks, the ``<memory>`` block of the people in the conversation) is in the
+  late-binding message, always last.
 
 Reasoning is replayed only to the model that produced it and only for the newest ``reasoning_replay``
 turn responses (and the open chain); older reasoning is stripped here, stored records stay unchanged.
@@ -209,6 +210,21 @@ def _stats_lines(stats: Participation) -> list[str]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class ActiveTask:
+    """A background task of the chat still running."""
+
+    task_id: str
+    intention: str | None
+    started_at_ms: int
+
+
+def _task_line(task: ActiveTask, now_ms: int) -> str:
+    minutes, seconds = divmod(max(0, now_ms - task.started_at_ms) // 1000, 60)
+    what = f" ({task.intention})" if task.intention else ""
+    return f"- {task.task_id}{what}, running for {minutes}m{seconds:02d}s"
+
+
 def late_binding(
     *,
     now_ms: int,
@@ -218,8 +234,12 @@ def late_binding(
     interrupted: bool,
     react_only: bool,
     memory_block: str | None = None,
+    active_tasks: Sequence[ActiveTask] = (),
 ) -> UserMessage:
     lines = [f"Current time: {format_time(now_ms, utc_offset_min)}", *_stats_lines(stats)]
+    if active_tasks:
+        lines.append("Your background tasks still running (their completion arrives as a runtime event):")
+        lines.extend(_task_line(t, now_ms) for t in active_tasks)
     if memory_block:
         lines.append(memory_block)
     if probe_reason:

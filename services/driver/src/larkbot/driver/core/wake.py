@@ -123,6 +123,8 @@ class ChatView:
     recovery_failures: int
     stopping: bool
     now_ms: int
+    #: The chat's background shell tasks still running (shown in the late-binding message).
+    active_tasks: tuple[prompt.ActiveTask, ...] = ()
 
     @property
     def turns_from_ms(self) -> int:
@@ -510,6 +512,7 @@ def _plan(
             interrupted=bool(chain) or recover is not None,
             react_only=react_only,
             memory_block=memory_block(memories, w.memory) if w.memory is not None else None,
+            active_tasks=view.active_tasks,
         ),
         shell_tools_exposed=continuing.shell_tools_exposed if continuing else shell,
         recover=recover,
