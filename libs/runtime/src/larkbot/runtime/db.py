@@ -8,6 +8,8 @@ service's own Alembic script directory; there is no runtime fallback for older d
 from __future__ import annotations
 
 import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +18,10 @@ from alembic.config import Config
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.url import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from larkbot.canonical.errors import ConfigError
+from larkbot.canonical.errors import ConfigError, RetryableError
 
 
 def default_sqlite_url(data_dir: str, service: str) -> str:
@@ -96,3 +99,14 @@ async def current_revision(engine: AsyncEngine) -> str | None:
 
     async with engine.connect() as conn:
         return await conn.run_sync(read)
+
+
+@asynccontextmanager
+async def transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """One transaction. A database error that a retry can fix (locked, unreachable) surfaces as
+    :class:`RetryableError`; nothing is swallowed."""
+    try:
+        async with engine.begin() as conn:
+            yield conn
+    except OperationalError as exc:
+        raise RetryableError(f"database unavailable: {type(exc.orig).__name__}", delay_s=1.0) from None

@@ -14,8 +14,8 @@ Database errors that a retry can fix (locked, unreachable) surface as :class:`Re
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,10 +34,9 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from larkbot.canonical.errors import RetryableError
+from larkbot.runtime.db import transaction
 
 from ..core.memory import (
     ACTORS,
@@ -88,13 +87,8 @@ class MemoryStore:
         self._sqlite = engine.dialect.name == "sqlite"
         self._insert = sqlite.insert if self._sqlite else postgresql.insert
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection]:
-        try:
-            async with self.engine.begin() as conn:
-                yield conn
-        except OperationalError as exc:
-            raise RetryableError(f"database unavailable: {type(exc.orig).__name__}", delay_s=1.0) from None
+    def _tx(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        return transaction(self.engine)
 
     # -- writes ----------------------------------------------------------------------------------------
 

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,11 +11,10 @@ from pydantic import TypeAdapter
 from sqlalchemy import false as sql_false
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.llm import Message, Usage
+from larkbot.runtime.db import transaction
 
 from ..core.compaction import Summary
 from ..core.records import ProbeRecord, TurnRecord
@@ -41,13 +39,8 @@ class DriverRepository:
         self.engine = engine
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection]:
-        try:
-            async with self.engine.begin() as conn:
-                yield conn
-        except OperationalError as exc:
-            raise RetryableError(f"database unavailable: {type(exc.orig).__name__}", delay_s=1.0) from None
+    def _tx(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        return transaction(self.engine)
 
     async def add_turn(self, record: TurnRecord) -> None:
         """Insert a turn response, or replace the pending version of the same step."""

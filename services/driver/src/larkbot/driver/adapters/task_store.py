@@ -7,15 +7,14 @@ one whose update wrote the row owns what follows (the metric, the announcement).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from sqlalchemy import delete, func, insert, or_, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from larkbot.canonical.errors import RetryableError
+from larkbot.runtime.db import transaction
 
 from ..core.shell import Task, TaskStatus
 from .tables import shell_tasks
@@ -27,13 +26,8 @@ class TaskStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection]:
-        try:
-            async with self.engine.begin() as conn:
-                yield conn
-        except OperationalError as exc:
-            raise RetryableError(f"database unavailable: {type(exc.orig).__name__}", delay_s=1.0) from None
+    def _tx(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        return transaction(self.engine)
 
     async def add(self, task: Task) -> Task:
         """Insert ``task``; when its call key exists already (a step redone), the task stored under it."""
