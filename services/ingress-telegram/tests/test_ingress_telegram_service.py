@@ -322,7 +322,13 @@ async def test_other_actions(bus: Bus, nats_url: str, fake: FakeBotApi) -> None:
 
 async def test_actions_answer_not_configured_without_telegram(bus: Bus, nats_url: str) -> None:
     config = LarkbotConfig()
-    async with running(Service.INGRESS_TELEGRAM, IngressTelegramService(config), config, nats_url=nats_url):
+    async with running(
+        Service.INGRESS_TELEGRAM, IngressTelegramService(config), config, nats_url=nats_url
+    ) as ctx:
+        # Both connections round-trip the server first: the service's subscription and this client's
+        # request then meet on a server that has processed everything either sent before.
+        await ctx.bus.nc.flush()
+        await bus.nc.flush()
         result = await act(bus, send("hi"))
     assert result.error is not None
     assert result.error.code == "not_configured"
