@@ -129,7 +129,7 @@ async def test_a_dry_run_without_the_model_ends_silent(bus: Bus, nats_url: str, 
 
 
 async def test_the_deployments_dry_run_covers_every_chat(bus: Bus, nats_url: str, db: str) -> None:
-    async with world(bus, nats_url, db, dry_run=True) as w:
+    async with world(bus, nats_url, db, deployment_dry_run=True) as w:
         w.probe_answers.append(decide("send_message", "asked"))
         w.primary_answers.append(response(tool_call(tools.SEND, "c0", text="hi!")))
         await w.say(1, 0, text="@Lark hi", mentions_me=True)

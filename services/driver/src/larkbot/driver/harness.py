@@ -199,13 +199,13 @@ async def world(
     maintainers: Sequence[str] = (),
     shell: dict[str, Any] | None = None,
     audit: dict[str, Any] | None = None,
-    dry_run: bool = False,
+    deployment_dry_run: bool = False,
     **chat: Any,
 ) -> AsyncIterator[World]:
     """``llm``: the configuration's ``llm`` section (endpoints with their windows); ``fake_llm=False``
     leaves ``llm.generate`` to a real gateway the caller runs; ``memory``: the configuration's ``memory``
     section; ``maintainers``: the configuration's maintainer ids; ``shell``: the configuration's ``shell``
-    section; ``audit``: the configuration's ``audit`` section; ``dry_run``: the deployment's dry run;
+    section; ``audit``: the configuration's ``audit`` section; ``deployment_dry_run``: the top-level ``dry_run``;
     ``chat``: settings of every chat."""
     config = LarkbotConfig.model_validate(
         {
@@ -216,7 +216,7 @@ async def world(
             "maintainers": list(maintainers),
             "shell": shell or {},
             "audit": audit or {},
-            "dry_run": dry_run,
+            "dry_run": deployment_dry_run,
             "chats": {
                 "default": {"display_name": "Lark", **chat},
                 **{f"{PLATFORM.value}:{chat_id}": {} for chat_id in chats},
