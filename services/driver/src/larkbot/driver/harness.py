@@ -205,8 +205,8 @@ async def world(
     """``llm``: the configuration's ``llm`` section (endpoints with their windows); ``fake_llm=False``
     leaves ``llm.generate`` to a real gateway the caller runs; ``memory``: the configuration's ``memory``
     section; ``maintainers``: the configuration's maintainer ids; ``shell``: the configuration's ``shell``
-    section; ``audit``: the configuration's ``audit`` section; ``deployment_dry_run``: the top-level ``dry_run``;
-    ``chat``: settings of every chat."""
+    section; ``audit``: the configuration's ``audit`` section; ``deployment_dry_run``: the top-level
+    ``dry_run``; ``chat``: settings of every chat."""
     config = LarkbotConfig.model_validate(
         {
             "services": {"driver": {"database_url": database_url, "http_host": "127.0.0.1"}},
