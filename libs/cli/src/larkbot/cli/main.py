@@ -10,6 +10,7 @@ larkbot fake-llm                the fake LLM provider on its own
 larkbot bench                   benchmark figures
 larkbot memory export|forget|stats
                                 per-person memories of the driver (export, forget, counts)
+larkbot audit show --chat P:C   the driver's per-wake-up audit trail of a chat ([--since T] [--json])
 """
 
 from __future__ import annotations
@@ -137,6 +138,23 @@ def _memory(args: argparse.Namespace) -> int:
     return memory_main(args)
 
 
+def _audit(args: argparse.Namespace) -> int:
+    from .audit import main as audit_main
+
+    return audit_main(args)
+
+
+def _add_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    audit = sub.add_parser("audit", help="print a chat's per-wake-up audit trail (driver database)")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True)
+    show = audit_sub.add_parser("show", help="one block per wake-up: path, probe, steps, tokens, outcome")
+    show.add_argument("--chat", required=True, help="<platform>:<chat_id>")
+    show.add_argument("--since", default=None, help="an ISO time, or a duration back from now: 2h, 30m, 7d")
+    show.add_argument("--json", action="store_true", help="print the records as JSON")
+    show.add_argument("--config", default=None, help="configuration file (default: $LARKBOT_CONFIG)")
+    show.set_defaults(func=_audit)
+
+
 def _add_memory(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     memory = sub.add_parser("memory", help="export, forget or count per-person memories (driver database)")
     memory_sub = memory.add_subparsers(dest="memory_command", required=True)
@@ -228,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=_bench)
 
     _add_memory(sub)
+    _add_audit(sub)
 
     # Listed for `--help` only: main() hands everything after `fake-llm` to the fake provider's own parser.
     sub.add_parser(

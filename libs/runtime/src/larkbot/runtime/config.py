@@ -322,6 +322,12 @@ class ChatSettings(_Section):
     memory_search_max_chars: int = Field(default=2000, ge=200, le=20000)
     shell_enabled: bool = False
     ban_spammer_enabled: bool = False
+    #: Dry run (docs/driver.md "Dry run"): the driver runs and records its wake-ups, and nothing reaches
+    #: the platform (sends, reactions, typing, recalls, moderation and the shell become recorded no-ops).
+    #: The deployment's top-level ``dry_run`` turns it on for every chat.
+    dry_run: bool = False
+    #: In a dry run, whether the primary model is called; when not, the turn ends silent unanswered.
+    dry_run_call_model: bool = True
 
     @model_validator(mode="after")
     def _windows_consistent(self) -> ChatSettings:
@@ -424,6 +430,17 @@ class ShellSettings(_Section):
         return names
 
 
+class AuditSettings(_Section):
+    """The per-wake-up audit trail (``driver_wakeups``; docs/driver.md "Audit trail")."""
+
+    enabled: bool = True
+    #: ``False``: the audit record keeps the probe's reason as its sha256 (``sha256:<hex>``), not the
+    #: text. The rendered context is only ever recorded as a hash.
+    store_content: bool = True
+    #: Audit records older than this are deleted (and nothing else).
+    retention_days: float = Field(default=30.0, gt=0)
+
+
 class LarkbotConfig(_Section):
     nats: NatsSettings = NatsSettings()
     data_dir: str = "data"
@@ -435,6 +452,9 @@ class LarkbotConfig(_Section):
     llm: LlmSettings = LlmSettings()
     memory: MemorySettings = MemorySettings()
     shell: ShellSettings = ShellSettings()
+    audit: AuditSettings = AuditSettings()
+    #: Dry run for every chat (``ChatSettings.dry_run``).
+    dry_run: bool = False
     chats: dict[str, ChatSettings] = {}
 
     @field_validator("chats", mode="before")

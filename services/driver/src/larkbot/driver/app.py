@@ -35,6 +35,7 @@ from larkbot.runtime.partitions import PartitionLeases
 from larkbot.runtime.service import ServiceContext, data_dir, run
 
 from . import metrics
+from .adapters.audit import AuditStore
 from .adapters.chatstate import ChatState
 from .adapters.clients import BusClients
 from .adapters.clock import Clock, SystemClock
@@ -49,6 +50,7 @@ from .adapters.task_store import TaskStore
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+AUDIT_SWEEP_INTERVAL_S = 3600.0
 LEASE_GROUP = "driver"
 #: Lease heartbeat; the ``leases`` bucket's TTL (15 s) must exceed it plus the longest step in progress at
 #: a release, which the heartbeat round waits for.
@@ -116,6 +118,7 @@ class DriverService:
         self.clients: BusClients | None = None
         self.runner: WakeRunner | None = None
         self.memories: MemoryStore | None = None
+        self.audit: AuditStore | None = None
         self.consolidator: Consolidator | None = None
         self.host: ChatHost | None = None
         self.leases: PartitionLeases | None = None
@@ -140,6 +143,7 @@ class DriverService:
         self.repo = DriverRepository(engine)
         self.clients = BusClients(ctx.bus)
         self.memories = MemoryStore(engine)
+        self.audit = AuditStore(engine)
         self._bus = ctx.bus
         working_dir, output_dir = self.shell_dirs
         self.shell = ShellTasks(
@@ -163,6 +167,9 @@ class DriverService:
             memory=self.config.memory,
             maintainers=frozenset(self.config.maintainers),
             shell=self.shell,
+            audit=self.audit,
+            audit_settings=self.config.audit,
+            dry_run=self.config.dry_run,
         )
         self.host = ChatHost(
             self.config,
@@ -203,9 +210,21 @@ class DriverService:
             # Also resumes watching the tasks a previous process of this host left running.
             self.shell.prepare()
             ctx.spawn(self.shell.run(), "shell-tasks")
+        if self.config.audit.enabled:
+            ctx.spawn(self._sweep_audit(), "audit-retention")
         ctx.add_check("database", self._database_ready)
         ctx.add_check("partitions", self._partitions_ready)
         log.info("driver replica %s started", self.replica)
+
+    async def _sweep_audit(self) -> None:
+        # Every replica sweeps: deleting what is past retention is idempotent, and hourly is well
+        # within a retention counted in days.
+        assert self.audit is not None
+        while True:
+            removed = await self.audit.sweep(self.clock.now_ms(), self.config.audit.retention_days)
+            if removed:
+                log.info("audit trail: removed %d records past retention", removed)
+            await asyncio.sleep(AUDIT_SWEEP_INTERVAL_S)
 
     async def _publish_event(self, event: RuntimeEvent) -> None:
         assert self._bus is not None

@@ -16,10 +16,20 @@ import uuid
 from typing import Literal
 
 from larkbot.canonical.aliases import aliases_enabled
-from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse
-from larkbot.runtime.config import ChatSettings, LlmSettings, MemorySettings
+from larkbot.canonical.llm import (
+    AssistantMessage,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from larkbot.runtime.config import AuditSettings, ChatSettings, LlmSettings, MemorySettings
 
 from .. import metrics
+from ..core import tools
+from ..core.audit import AuditDraft
 from ..core.budget import TurnBudget
 from ..core.compaction import turn_tokens
 from ..core.estimate import request_tokens
@@ -45,6 +55,7 @@ from ..core.wake import (
     wake_up,
 )
 from .accounting import count_record, count_usage
+from .audit import AuditStore
 from .chatstate import ChatState, WakeFailed
 from .clients import BusClients
 from .clock import Clock
@@ -64,6 +75,18 @@ log = logging.getLogger(__name__)
 #: Turn responses whose reasoning is replayed (the open chain's always is) when the primary endpoint is
 #: not configured here; otherwise its ``reasoning_replay_turns`` (the gateway applies the same rule).
 REASONING_REPLAY_TURNS = 3
+#: The model identity of a primary answer a dry run made up instead of calling the model.
+DRY_RUN_MODEL = "dry-run"
+#: What a dry run withholds from the platform, and what the model is told instead (``ok``, text).
+DRY_RUN_RESULTS: dict[str, tuple[bool, str]] = {
+    tools.SEND: (True, "sent (id {id}); dry run: nothing was posted to the chat"),
+    tools.REACT: (True, "reacted; dry run: nothing was done in the chat"),
+    tools.RECALL: (True, "recalled; dry run: nothing was deleted in the chat"),
+    tools.BAN_SPAMMER: (False, "dry run: nobody was banned and nothing was deleted"),
+    tools.BASH: (False, "dry run: the command was not run"),
+    tools.KILL_TASK: (False, "dry run: no task runs"),
+    tools.READ_TASK_OUTPUT: (False, "dry run: no task runs"),
+}
 
 
 class WakeRunner:
@@ -79,8 +102,16 @@ class WakeRunner:
         memory: MemorySettings | None = None,
         maintainers: frozenset[str] = frozenset(),
         shell: ShellTasks | None = None,
+        audit: AuditStore | None = None,
+        audit_settings: AuditSettings | None = None,
+        dry_run: bool = False,
     ) -> None:
         self.clients = clients
+        #: Where each wake-up's audit record goes; ``None``: nowhere (the scripted benchmark).
+        self.audit = audit
+        self.audit_settings = audit_settings or AuditSettings()
+        #: The deployment's dry run (every chat's, beside each chat's own ``dry_run``).
+        self.dry_run = dry_run
         #: The configuration's maintainers: the only source of maintainer status (``core.gate``).
         self.maintainers = maintainers
         #: The shell tools' tasks; ``None``: no shell anywhere (the scripted benchmark).
@@ -153,12 +184,30 @@ class WakeRunner:
             # Another replica drives the chat (a lease that lapsed during a slow step); it owns the
             # step and the input now. Nothing is marked processed here.
             log.error("stopping the wake-up: %s", exc)
+            await self._record(ports.audit, f"failed: {exc}")
             return
+        except Exception as exc:
+            await self._record(ports.audit, f"failed: {type(exc).__name__}: {exc}")
+            raise
         finally:
             await ports.finish()
             self.compactor.poke(chat)
         if isinstance(outcome, WakeFailure):
+            await self._record(ports.audit, f"failed: {outcome.reason}")
             raise WakeFailed(outcome.reason, transient=outcome.transient, activation=outcome.activation)
+        await self._record(ports.audit, ports.audit.outcome_of_done(outcome.path))
+
+    def dry(self, settings: ChatSettings) -> bool:
+        return self.dry_run or settings.dry_run
+
+    async def _record(self, draft: AuditDraft, outcome: str) -> None:
+        # Written after the wake-up, off its path: the record describes what happened, it decides
+        # nothing. A failing write fails the wake-up like any other database error.
+        settings = self.audit_settings
+        if self.audit is None or not settings.enabled:
+            return
+        record = draft.record(outcome, self.clock.now_ms(), store_content=settings.store_content)
+        await self.audit.add(record)
 
     async def close(self) -> None:
         await self.typing.close()
@@ -178,6 +227,15 @@ class ChatPorts:
         self._background: list[asyncio.Task[None]] = []
         self._executor: ToolExecutor | None = None
         self._turn_started: float | None = None
+        self.dry_run = runner.dry(chat.settings)
+        self.audit = AuditDraft(
+            platform=chat.platform,
+            chat_id=chat.chat_id,
+            wake_id=inputs.wake_id,
+            wake_kind=inputs.wake.kind,
+            started_at_ms=runner.clock.now_ms(),
+            dry_run=self.dry_run,
+        )
 
     # -- reads ----------------------------------------------------------------------------------------
     async def read_chat(self) -> ChatView:
@@ -188,8 +246,10 @@ class ChatPorts:
             if shell is not None and chat.settings.shell_enabled
             else ()
         )
+        segments = chat.shown_segments()
+        self.audit.saw(segments)
         return ChatView(
-            segments=chat.shown_segments(),
+            segments=segments,
             summary=chat.summary,
             last_action_ms=chat.last_action_ms(),
             processed_until_ms=chat.marks.processed_until_ms,
@@ -230,7 +290,9 @@ class ChatPorts:
             chat_key=chat.key,
         )
         estimate = request_tokens(request.system, request.tools, request.messages)
+        started = time.perf_counter()
         reply = await runner.clients.generate(request, chat.settings.probe_timeout_s)
+        self.audit.probe_latency_ms = round((time.perf_counter() - started) * 1000)
         if isinstance(reply, LLMResponse):
             count_usage("probe", reply)
             runner.sizing.observe(request.endpoint, estimate, reply)
@@ -265,7 +327,12 @@ class ChatPorts:
                 message=f"estimated {estimate} tokens, over the window's {limit}",
             )
             return ModelAnswer(error, clock.now_ms())
+        if self.dry_run and not chat.settings.dry_run_call_model:
+            self.audit.model_called = False
+            return ModelAnswer(_dry_run_answer(request.request_id), clock.now_ms())
+        started = time.perf_counter()
         reply = await runner.clients.generate(request, (call.deadline_ms - clock.now_ms()) / 1000)
+        self.audit.primary_call(round((time.perf_counter() - started) * 1000))
         now = clock.now_ms()
         if isinstance(reply, LLMError):
             if reply.category == "transient" and now >= call.deadline_ms:
@@ -280,6 +347,20 @@ class ChatPorts:
 
     # -- tools, persistence, interruption ---------------------------------------------------------------
     async def tool(self, run: ToolRun) -> ToolDone:
+        done = await self._tool(run)
+        remove = bool(run.args.get("remove", False))
+        self.audit.tool(
+            run.name, done.ok, send=run.name == tools.SEND, react=run.name == tools.REACT and not remove
+        )
+        return done
+
+    async def _tool(self, run: ToolRun) -> ToolDone:
+        withheld = DRY_RUN_RESULTS.get(run.name) if self.dry_run else None
+        if withheld is not None:
+            self.audit.withheld.append(run.name)
+            ok, text = withheld
+            fake_id = f"dry-run-{run.step}-{run.call_index}"
+            return ToolDone(ok, (TextPart(text=text.format(id=fake_id)),), self.runner.clock.now_ms())
         if self._executor is None:
             chat = self.chat
             self._executor = ToolExecutor(
@@ -318,6 +399,7 @@ class ChatPorts:
 
     async def persist(self, record: TurnRecord) -> Ack:
         await self.runner.repo.add_turn(record)
+        self.audit.stored(record)
         if not record.pending:
             count_record(record)
             if self.chat.turn_tokens is not None:
@@ -341,6 +423,7 @@ class ChatPorts:
             self._background.append(task)
         else:
             await self.runner.repo.add_probe(command.record)
+        self.audit.probe = command.record
 
     async def compact(self) -> bool:
         return await self.runner.compactor.now(self.chat)
@@ -356,6 +439,9 @@ class ChatPorts:
         remember(self.chat, command)
 
     def show_typing(self, started_ms: int) -> None:
+        if self.dry_run:
+            self.audit.withheld.append("typing")
+            return
         self.runner.typing.show(self.chat.platform, self.chat.chat_id, self.wake_id, started_ms)
 
     async def mark_processed(self, until_ms: int) -> None:
@@ -364,8 +450,10 @@ class ChatPorts:
     def note(self, note: Note) -> None:
         kind, detail = note.kind, note.detail
         if kind == "path":
+            self.audit.path = detail
             metrics.WAKEUPS.labels(self.wake.kind, detail).inc()
         elif kind == "probe":
+            self.audit.probe_error = detail == "error"
             metrics.PROBE_DECISIONS.labels(detail).inc()
         elif kind == "suppressed":
             log.info("probe suppressed the wake-up: %s", detail)
@@ -389,6 +477,7 @@ class ChatPorts:
         elif kind == "gate_opened":
             log.info("shell tools exposed: maintainer %s", detail)
         elif kind == "turn":
+            self.audit.turn_outcome = detail
             metrics.TURNS.labels(detail).inc()
             if self._turn_started is not None:
                 metrics.TURN_SECONDS.observe(time.perf_counter() - self._turn_started)
@@ -400,6 +489,20 @@ class ChatPorts:
     async def finish(self) -> None:
         if self._background:
             await asyncio.gather(*self._background)
+
+
+def _dry_run_answer(request_id: str) -> LLMResponse:
+    """The primary's answer in a dry run that does not call the model: ``end_turn`` at no cost, so the
+    turn ends silent and its chain closes like any other."""
+    end = ToolCallPart(id="dry_run_end", name=tools.END, arguments_json="{}")
+    return LLMResponse(
+        request_id=request_id,
+        model_identity=DRY_RUN_MODEL,
+        message=AssistantMessage(parts=(end,), model_identity=DRY_RUN_MODEL),
+        stop_reason="tool_use",
+        usage=Usage(input_tokens=0, output_tokens=0),
+        provider_latency_ms=0,
+    )
 
 
 def replace_category(error: LLMError, category: Literal["deadline"]) -> LLMError:

@@ -34,6 +34,12 @@ Shell tools (``core.shell``, docs/driver.md "Shell tools"):
   and whether its completion was announced. The tool call's idempotency key is unique, so a step redone
   after a crash does not run the command twice. Output and exit status live in files under the
   configured output directory; rows and files are removed ``retention_days`` after the task finished.
+
+Audit trail (``core.audit``, docs/driver.md "Audit trail"):
+
+- ``driver_wakeups``: one row per wake-up: path, probe decision, the rendered context's range and hash,
+  steps, sends, tool calls (JSON object name → count), tokens, latency, models, outcome, dry-run flag.
+  Linked to the turn and probe rows by ``wake_id``; rows older than ``audit.retention_days`` are deleted.
 """
 
 from __future__ import annotations
@@ -245,4 +251,46 @@ shell_tasks = Table(
     Column("finished_at_ms", BigInteger, nullable=True),
     UniqueConstraint("call_key", name="uq_driver_shell_tasks_call"),
     Index("ix_driver_shell_tasks_host", "host", "status"),
+)
+
+wakeups = Table(
+    "driver_wakeups",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("platform", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("wake_id", String(64), nullable=False),
+    Column("wake_kind", String(16), nullable=False),
+    Column("path", String(16), nullable=True),
+    Column("started_at_ms", BigInteger, nullable=False),
+    Column("ended_at_ms", BigInteger, nullable=False),
+    Column("context_first_seq", BigInteger, nullable=True),
+    Column("context_last_seq", BigInteger, nullable=True),
+    Column("context_count", Integer, nullable=False),
+    Column("context_sha256", String(64), nullable=False),
+    Column("probe_decision", String(16), nullable=True),
+    Column("probe_reason", Text, nullable=True),
+    Column("probe_model", String(128), nullable=True),
+    Column("probe_input_tokens", BigInteger, nullable=False),
+    Column("probe_cache_read_tokens", BigInteger, nullable=False),
+    Column("probe_cache_write_tokens", BigInteger, nullable=False),
+    Column("probe_output_tokens", BigInteger, nullable=False),
+    Column("probe_latency_ms", BigInteger, nullable=True),
+    Column("steps", Integer, nullable=False),
+    Column("sends", Integer, nullable=False),
+    Column("reactions", Integer, nullable=False),
+    Column("tool_calls", Text, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("cache_read_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("primary_latency_ms", BigInteger, nullable=True),
+    Column("primary_models", Text, nullable=False),
+    Column("outcome", Text, nullable=False),
+    Column("dry_run", Boolean, nullable=False),
+    Column("model_called", Boolean, nullable=False),
+    Column("withheld", Text, nullable=False),
+    Column("content_hashed", Boolean, nullable=False),
+    Index("ix_driver_wakeups_chat", "platform", "chat_id", "started_at_ms"),
+    Index("ix_driver_wakeups_started", "started_at_ms"),
 )
