@@ -11,12 +11,11 @@ import pytest
 from larkbot.canonical.context import Segment
 from larkbot.canonical.llm import LLMError, LLMResponse
 from larkbot.driver.core import gate, tools
-from larkbot.driver.core.budget import TurnBudget
 from larkbot.driver.core.gate import GateDecision, GateSettings
 from larkbot.driver.core.protocol import ModelCall
 from larkbot.driver.core.scheduler import Wake
-from larkbot.driver.core.wake import Note, WakeDone, WakeInput, WakeSettings
-from larkbot.driver.scripted import ScriptedPorts
+from larkbot.driver.core.wake import Note, WakeDone, WakeInput
+from larkbot.driver.scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
 from larkbot.driver.synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
@@ -98,33 +97,12 @@ def test_a_direct_address_selects_the_logged_opener() -> None:
 
 
 # -- the wake-up flow ---------------------------------------------------------------------------------
-SETTINGS = WakeSettings(
-    probe_enabled=True,
-    bot_exchange_cap=4,
-    budget=TurnBudget(),
-    probe_budget_tokens=20_000,
-    probe_summary_max_tokens=2_000,
-    probe_timeout_ms=15_000,
-    request_limit_tokens=None,
-    trim_budget_tokens=1_000,
-    reasoning_replay=3,
-    gate=GATE,
-)
+SETTINGS = replace(DEFAULT_WAKE_SETTINGS, gate=GATE)
 
 
 def _inputs(wake_id: str, until: int) -> WakeInput:
-    return WakeInput(
-        platform="feishu",
-        chat_id="oc",
-        wake_id=wake_id,
-        wake=Wake("debounced", until, 0, None),
-        input_until_ms=until,
-        persona_name="Lark",
-        persona_texts=(),
-        utc_offset_min=480,
-        settings=SETTINGS,
-        new_chain_id=f"chain-{wake_id}",
-    )
+    wake = Wake("debounced", until, 0, None)
+    return wake_input(wake, settings=SETTINGS, wake_id=wake_id, new_chain_id=f"chain-{wake_id}")
 
 
 def _ports(answers: list[LLMResponse | LLMError], *segments: Segment) -> ScriptedPorts:

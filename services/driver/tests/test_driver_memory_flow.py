@@ -4,6 +4,7 @@ consolidation answers and the wake-up flow's recall (through the scripted ports)
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -23,8 +24,8 @@ from larkbot.driver.core.memory import Memory
 from larkbot.driver.core.prompt import system_prompt
 from larkbot.driver.core.recall import RecallLimits, memory_block, people_in
 from larkbot.driver.core.scheduler import Wake
-from larkbot.driver.core.wake import WakeDone, WakeInput, WakeSettings
-from larkbot.driver.scripted import ScriptedPorts
+from larkbot.driver.core.wake import WakeDone, WakeInput
+from larkbot.driver.scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
 from larkbot.driver.synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
@@ -192,29 +193,8 @@ def test_memory_patch_has_no_way_to_change_content() -> None:
 
 # -- the wake-up's recall -------------------------------------------------------------------------------
 def _inputs(memory: RecallLimits | None) -> WakeInput:
-    return WakeInput(
-        platform="feishu",
-        chat_id="oc_1",
-        wake_id="w1",
-        wake=Wake("debounced", T0, 0, None),
-        input_until_ms=T0,
-        persona_name="Lark",
-        persona_texts=(),
-        utc_offset_min=0,
-        settings=WakeSettings(
-            probe_enabled=False,
-            bot_exchange_cap=4,
-            budget=TurnBudget(min_model_call_ms=0),
-            probe_budget_tokens=10_000,
-            probe_summary_max_tokens=1000,
-            probe_timeout_ms=10_000,
-            request_limit_tokens=None,
-            trim_budget_tokens=10_000,
-            reasoning_replay=3,
-        ),
-        new_chain_id="c1",
-        memory=memory,
-    )
+    settings = replace(DEFAULT_WAKE_SETTINGS, probe_enabled=False, budget=TurnBudget(min_model_call_ms=0))
+    return wake_input(Wake("debounced", T0, 0, None), settings=settings, chat_id="oc_1", memory=memory)
 
 
 def _late_binding(ports: ScriptedPorts, index: int) -> str:

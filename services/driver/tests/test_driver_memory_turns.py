@@ -189,6 +189,18 @@ def test_a_direct_chat_is_configured_or_a_telegram_private_chat() -> None:
     assert direct_with("telegram", "-100123456", plain) is None
 
 
+def normal(person: str, content: str, evidence: str) -> NewMemory:
+    return NewMemory(
+        platform="feishu",
+        person_id=person,
+        content=content,
+        evidence=(evidence,),
+        chat_id=CHAT_ID,
+        scope="group",
+        importance="normal",
+    )
+
+
 async def test_consolidation_merges_normal_memories_and_disables_the_originals(
     bus: Bus, nats_url: str, db: str
 ) -> None:
@@ -196,31 +208,9 @@ async def test_consolidation_merges_normal_memories_and_disables_the_originals(
         store = w.driver.memories
         assert store is not None
         for n, content in enumerate(["likes tea", "drinks it cold", "prefers oolong"], start=1):
-            await store.save(
-                NewMemory(
-                    platform="feishu",
-                    person_id="ou_alice",
-                    content=content,
-                    evidence=(f"om_{n}",),
-                    chat_id=CHAT_ID,
-                    scope="group",
-                    importance="normal",
-                ),
-                now_ms=w.clock.now_ms(),
-            )
+            await store.save(normal("ou_alice", content, f"om_{n}"), now_ms=w.clock.now_ms())
         for n in range(2):
-            await store.save(
-                NewMemory(
-                    platform="feishu",
-                    person_id="ou_bob",
-                    content=f"fact {n}",
-                    evidence=(f"om_b{n}",),
-                    chat_id=CHAT_ID,
-                    scope="group",
-                    importance="normal",
-                ),
-                now_ms=w.clock.now_ms(),
-            )
+            await store.save(normal("ou_bob", f"fact {n}", f"om_b{n}"), now_ms=w.clock.now_ms())
         w.queue("memory").append(
             response(text='{"notes": [{"content": "likes cold oolong tea", "covers": [1, 2, 3]}]}')
         )
@@ -243,18 +233,7 @@ async def test_consolidation_merges_normal_memories_and_disables_the_originals(
 
         # A failure is isolated to its group and backs off.
         for n in range(2, 4):
-            await store.save(
-                NewMemory(
-                    platform="feishu",
-                    person_id="ou_bob",
-                    content=f"fact {n}",
-                    evidence=(f"om_b{n}",),
-                    chat_id=CHAT_ID,
-                    scope="group",
-                    importance="normal",
-                ),
-                now_ms=w.clock.now_ms(),
-            )
+            await store.save(normal("ou_bob", f"fact {n}", f"om_b{n}"), now_ms=w.clock.now_ms())
         w.queue("memory").append(response(text="I cannot do that"))
         assert await consolidator.pass_once() == {"failed": 1}
         assert await consolidator.pass_once() == {"backing_off": 1}

@@ -8,41 +8,19 @@ from dataclasses import replace
 
 from larkbot.canonical.llm import LLMError, LLMResponse, TextPart, UserMessage
 from larkbot.driver.core import tools
-from larkbot.driver.core.budget import TurnBudget
 from larkbot.driver.core.estimate import request_tokens
 from larkbot.driver.core.protocol import ModelCall
 from larkbot.driver.core.scheduler import Wake
 from larkbot.driver.core.wake import ProbeCall, WakeDone, WakeFailure, WakeInput, WakeSettings
-from larkbot.driver.scripted import ScriptedPorts
+from larkbot.driver.scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
 from larkbot.driver.synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
-SETTINGS = WakeSettings(
-    probe_enabled=True,
-    bot_exchange_cap=4,
-    budget=TurnBudget(),
-    probe_budget_tokens=20_000,
-    probe_summary_max_tokens=2_000,
-    probe_timeout_ms=15_000,
-    request_limit_tokens=None,
-    trim_budget_tokens=1_000,
-    reasoning_replay=3,
-)
+SETTINGS = DEFAULT_WAKE_SETTINGS
 
 
 def _inputs(settings: WakeSettings = SETTINGS, until: int = T0 + 100_000) -> WakeInput:
-    return WakeInput(
-        platform="feishu",
-        chat_id="oc",
-        wake_id="w1",
-        wake=Wake("debounced", until, 0, None),
-        input_until_ms=until,
-        persona_name="Lark",
-        persona_texts=(),
-        utc_offset_min=480,
-        settings=settings,
-        new_chain_id="c1",
-    )
+    return wake_input(Wake("debounced", until, 0, None), settings=settings)
 
 
 def _ports(answers: list[LLMResponse | LLMError], messages: int = 3, **kw: object) -> ScriptedPorts:

@@ -25,18 +25,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from larkbot.canonical.llm import LLMRequest, LLMResponse, Message, ToolSpec
 
 from .core import prompt, tools
-from .core.budget import TurnBudget
 from .core.protocol import ModelCall, ToolDone, ToolRun
 from .core.records import Activation
 from .core.scheduler import Wake
-from .core.wake import ProbeCall, WakeInput, WakeSettings
-from .scripted import ScriptedPorts
+from .core.wake import ProbeCall, WakeInput
+from .scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
 from .synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
@@ -157,27 +156,13 @@ def cacheable_prefix_ratio(messages: int = 500, *, burst: int = 3, reply_every: 
 
 
 def _inputs(wake: Wake, activation: int) -> WakeInput:
-    return WakeInput(
-        platform="feishu",
+    return wake_input(
+        wake,
+        settings=replace(DEFAULT_WAKE_SETTINGS, trim_budget_tokens=30_000),
         chat_id="oc_bench",
         wake_id=f"w{activation}",
-        wake=wake,
-        input_until_ms=wake.input_until_ms,
-        persona_name="Lark",
-        persona_texts=("You are curious and brief.",),
-        utc_offset_min=480,
-        settings=WakeSettings(
-            probe_enabled=True,
-            bot_exchange_cap=4,
-            budget=TurnBudget(),
-            probe_budget_tokens=20_000,
-            probe_summary_max_tokens=2_000,
-            probe_timeout_ms=15_000,
-            request_limit_tokens=None,
-            trim_budget_tokens=30_000,
-            reasoning_replay=3,
-        ),
         new_chain_id=f"c{activation}",
+        persona_texts=("You are curious and brief.",),
     )
 
 

@@ -11,10 +11,13 @@ from larkbot.canonical.context import Segment
 from larkbot.canonical.llm import LLMError, LLMResponse, TextPart
 
 from .adapters.interpreter import interpret
+from .core.budget import TurnBudget
 from .core.compaction import Summary
 from .core.memory import Memory
 from .core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
+from .core.recall import RecallLimits
 from .core.records import ProbeRecord, TurnRecord
+from .core.scheduler import Wake
 from .core.wake import (
     ChatView,
     Note,
@@ -24,11 +27,54 @@ from .core.wake import (
     StoreProbe,
     WakeInput,
     WakeOutcome,
+    WakeSettings,
     remember,
     wake_up,
 )
 
 Answer = LLMResponse | LLMError
+
+#: The chat settings of a wake-up with the service's defaults (the benchmark and the flow tests vary them).
+DEFAULT_WAKE_SETTINGS = WakeSettings(
+    probe_enabled=True,
+    bot_exchange_cap=4,
+    budget=TurnBudget(),
+    probe_budget_tokens=20_000,
+    probe_summary_max_tokens=2_000,
+    probe_timeout_ms=15_000,
+    request_limit_tokens=None,
+    trim_budget_tokens=1_000,
+    reasoning_replay=3,
+)
+
+
+def wake_input(
+    wake: Wake,
+    *,
+    settings: WakeSettings = DEFAULT_WAKE_SETTINGS,
+    chat_id: str = "oc",
+    wake_id: str = "w1",
+    new_chain_id: str = "c1",
+    persona_texts: tuple[str, ...] = (),
+    utc_offset_min: int = 480,
+    memory: RecallLimits | None = None,
+) -> WakeInput:
+    """A wake-up of a Feishu chat by ``Lark`` for the in-memory ports."""
+    return WakeInput(
+        platform="feishu",
+        chat_id=chat_id,
+        wake_id=wake_id,
+        wake=wake,
+        input_until_ms=wake.input_until_ms,
+        persona_name="Lark",
+        persona_texts=persona_texts,
+        utc_offset_min=utc_offset_min,
+        settings=settings,
+        new_chain_id=new_chain_id,
+        memory=memory,
+    )
+
+
 ModelScript = Callable[[ModelCall | ProbeCall], Answer]
 ToolScript = Callable[[ToolRun], ToolDone]
 
