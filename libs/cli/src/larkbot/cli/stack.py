@@ -66,6 +66,11 @@ def ops_endpoints(config: LarkbotConfig, services: list[str]) -> list[Endpoint]:
     ]
 
 
+def inspector_endpoint(config: LarkbotConfig) -> Endpoint:
+    """Where the web inspector listens (``inspector.host``/``inspector.port``, default loopback:9188)."""
+    return Endpoint("inspector", config.inspector.host, config.inspector.port)
+
+
 def port_taken(endpoint: Endpoint) -> str | None:
     """Why ``endpoint`` cannot listen (another process holds the port, a host that is not this machine's),
     or ``None``. Binds the way the services do (``SO_REUSEADDR``), so a port in TIME_WAIT counts as free."""
