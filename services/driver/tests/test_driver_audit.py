@@ -191,3 +191,42 @@ def test_the_context_range_hashes_the_segments_in_order() -> None:
     empty = ContextRange.of(())
     assert (empty.first_seq, empty.last_seq, empty.count) == (None, None, 0)
     assert empty.sha256 == hashlib.sha256(b"").hexdigest()
+
+
+async def test_the_inspectors_reads_by_chat_and_by_wake_up(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    # Also runs on PostgreSQL when TEST_DATABASE_URL is set.
+    async with world(bus, nats_url, database_url) as w:
+        w.probe_answers.append(decide("no_action", "small talk"))
+        await w.say(1, 0, text="hello all")
+        await w.tick(1000)
+        w.probe_answers.append(decide("send_message", "asked the bot"))
+        w.primary_answers.append(response(tool_call(tools.SEND, "c0", text="hi!")))
+        await w.say(2, 2000, text="@Lark are you there?", mentions_me=True)
+        await w.tick(3000)
+        await w.synced()
+        store = _store(w)
+        everything = await store.of_chat("feishu", CHAT_ID)
+        newest = await store.latest("feishu", CHAT_ID, limit=1)
+        both = await store.latest("feishu", CHAT_ID, limit=5)
+        chats = await store.chats()
+        one = await store.one(everything[1].wake_id)
+        missing = await store.one("no-such-wake")
+        repo = w.driver.repo  # type: ignore[attr-defined]
+        steps = await repo.turns_of_wake(everything[1].wake_id)
+        probes = await repo.probes_of_wake(everything[1].wake_id)
+        quiet_steps = await repo.turns_of_wake(everything[0].wake_id)
+
+    assert newest == everything[1:]
+    assert both == everything
+    assert [(c.platform, c.chat_id, c.wakeups, c.sends, c.dry_runs) for c in chats] == [
+        ("feishu", CHAT_ID, 2, 1, 0)
+    ]
+    assert chats[0].first_ms == everything[0].started_at_ms
+    assert chats[0].last_ms == everything[1].started_at_ms
+    assert one == everything[1]
+    assert missing is None
+    assert [(s.sent, s.wake_id) for s in steps] == [(True, everything[1].wake_id)]
+    assert [p.reason for p in probes] == ["asked the bot"]
+    assert quiet_steps == ()

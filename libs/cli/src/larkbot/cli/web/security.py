@@ -62,7 +62,8 @@ def _same_origin(request: web.Request) -> bool:
     return urlsplit(origin).netloc == request.host
 
 
-def guard(token: SecretStr | None) -> Middleware:
+def guard(token: SecretStr | None, *, open_paths: frozenset[str] = frozenset()) -> Middleware:
+    """``open_paths`` answer without the token (a liveness probe that reveals nothing)."""
     expected = token.get_secret_value().encode() if token is not None else None
 
     @web.middleware
@@ -78,13 +79,13 @@ def guard(token: SecretStr | None) -> Middleware:
             return web.Response(status=421, text="this page answers on loopback only\n")
         if request.method not in _SAFE_METHODS and not _same_origin(request):
             return web.Response(status=403, text="cross-origin request refused\n")
-        if expected is not None:
+        if expected is not None and request.path not in open_paths:
             offered = request.query.get("token")
             if offered is not None and request.method in _SAFE_METHODS:
                 if not hmac.compare_digest(offered.encode(), expected):
                     return web.Response(status=401, text="wrong access token\n")
                 target = request.rel_url.with_query({k: v for k, v in request.query.items() if k != "token"})
-                found = web.HTTPSeeOther(location=str(target))
+                found = web.Response(status=303, headers={"Location": str(target)})
                 found.set_cookie(COOKIE, offered, httponly=True, samesite="Strict", path="/")
                 return found
             given = _given_token(request)
@@ -97,14 +98,15 @@ def guard(token: SecretStr | None) -> Middleware:
         try:
             return await handler(request)
         except web.HTTPException as exc:
-            return exc
+            # Answered as a response so that the headers above apply to it too.
+            return web.Response(status=exc.status, text=exc.text, headers=exc.headers)
 
     return middleware
 
 
-def secured_app(token: SecretStr | None) -> web.Application:
+def secured_app(token: SecretStr | None, *, open_paths: frozenset[str] = frozenset()) -> web.Application:
     """An application behind :func:`guard`, serving :data:`STATIC_DIR` at ``/static/``."""
-    app = web.Application(middlewares=[guard(token)])
+    app = web.Application(middlewares=[guard(token, open_paths=open_paths)])
     app.add_routes(static_routes())
     return app
 

@@ -4,9 +4,10 @@ since a time, and delete records past their retention (nothing else)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from larkbot.runtime.db import transaction
@@ -15,6 +16,19 @@ from ..core.audit import ContextRange, Tokens, WakeAudit
 from .tables import wakeups
 
 DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class ChatActivity:
+    """A chat's audit trail at a glance (the inspector's index)."""
+
+    platform: str
+    chat_id: str
+    wakeups: int
+    sends: int
+    dry_runs: int
+    first_ms: int
+    last_ms: int
 
 
 class AuditStore:
@@ -73,6 +87,47 @@ class AuditStore:
         async with transaction(self.engine) as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         return tuple(_audit(row) for row in rows)
+
+    async def latest(self, platform: str, chat_id: str, *, limit: int) -> tuple[WakeAudit, ...]:
+        """The chat's newest ``limit`` records, oldest first."""
+        w = wakeups
+        stmt = (
+            select(w)
+            .where(w.c.platform == platform, w.c.chat_id == chat_id)
+            .order_by(w.c.started_at_ms.desc(), w.c.id.desc())
+            .limit(limit)
+        )
+        async with transaction(self.engine) as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return tuple(_audit(row) for row in reversed(rows))
+
+    async def one(self, wake_id: str) -> WakeAudit | None:
+        async with transaction(self.engine) as conn:
+            row = (await conn.execute(select(wakeups).where(wakeups.c.wake_id == wake_id))).mappings().first()
+        return _audit(row) if row is not None else None
+
+    async def chats(self) -> tuple[ChatActivity, ...]:
+        """Every chat with records, the most recently active first (ties: platform, chat id)."""
+        w = wakeups
+        last = func.max(w.c.started_at_ms)
+        stmt = (
+            select(
+                w.c.platform,
+                w.c.chat_id,
+                func.count(),
+                func.coalesce(func.sum(w.c.sends), 0),
+                func.count().filter(w.c.dry_run.is_(True)),
+                func.min(w.c.started_at_ms),
+                last,
+            )
+            .group_by(w.c.platform, w.c.chat_id)
+            .order_by(last.desc(), w.c.platform, w.c.chat_id)
+        )
+        async with transaction(self.engine) as conn:
+            rows = (await conn.execute(stmt)).all()
+        return tuple(
+            ChatActivity(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6])) for r in rows
+        )
 
     async def sweep(self, now_ms: int, retention_days: float) -> int:
         """Delete the records that started more than ``retention_days`` before ``now_ms``; returns how

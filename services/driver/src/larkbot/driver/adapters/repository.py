@@ -121,6 +121,22 @@ class DriverRepository:
             rows = (await conn.execute(stmt)).mappings().all()
         return tuple(_turn(row) for row in rows)
 
+    async def turns_of_wake(self, wake_id: str) -> tuple[TurnRecord, ...]:
+        """The steps a wake-up stored (a continuation's chain holds earlier wake-ups' steps too), in order;
+        pending ones included (the inspector shows them as such)."""
+        t = turn_responses
+        stmt = select(t).where(t.c.wake_id == wake_id).order_by(t.c.id)
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return tuple(_turn(row) for row in rows)
+
+    async def probes_of_wake(self, wake_id: str) -> tuple[ProbeRecord, ...]:
+        p = probe_responses
+        stmt = select(p).where(p.c.wake_id == wake_id).order_by(p.c.id)
+        async with self._tx() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return tuple(_probe(row) for row in rows)
+
     async def add_probe(self, record: ProbeRecord) -> None:
         usage = record.usage
         row: dict[str, Any] = {
