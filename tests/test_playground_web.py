@@ -319,3 +319,18 @@ def test_beyond_loopback_the_playground_needs_a_token() -> None:
         Playground(parse_config({}, {}), host="0.0.0.0")
     token = {"inspector": {"access_token": "a-long-enough-token-1234"}}
     assert Playground(parse_config(token, {}), host="0.0.0.0").token is not None
+
+
+async def test_with_a_token_the_control_api_asks_for_it(http: aiohttp.ClientSession) -> None:
+    token = "a-long-enough-token-1234"
+    pg = Playground(parse_config({"inspector": {"access_token": token}}, {}))
+    await pg.start(0, 0, 0)
+    try:
+        async with http.get(pg.control_url + "/messages") as resp:
+            assert resp.status == 401
+        async with http.get(
+            pg.control_url + "/messages", headers={"Authorization": f"Bearer {token}"}
+        ) as resp:
+            assert resp.status == 200
+    finally:
+        await pg.stop()

@@ -149,10 +149,10 @@ def image_info(data: bytes) -> ImageInfo:
 
 __all__ = [
     "MAX_PHOTO_BYTES",
+    "QUICK_REACTIONS",
     "REACTION_EMOJI",
     "ImageInfo",
     "NotAPhoto",
-    "QUICK_REACTIONS",
     "edited",
     "image_info",
     "member_user",
