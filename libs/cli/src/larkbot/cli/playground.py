@@ -1,7 +1,9 @@
 """``larkbot playground``: a local group chat to talk to the bot, with no platform account and no model.
 
 One process serves the fake Telegram Bot API (the real ingress-telegram long-polls it) and the fake LLM
-provider (the real llm-gateway calls it, with ``fake: true``), plus a small control API:
+provider (the real llm-gateway calls it, with ``fake: true``), plus the control API and the browser page
+of ``playground_web`` (members post, reply, react, edit, delete and send photos; the page shows the group
+live). What ``larkbot say`` uses:
 
     POST /say {"text": "...", "user": "Alice"}   a user posts in the playground group; the answer carries
                                                  the transcript's lengths at that moment (a cursor)
@@ -33,9 +35,11 @@ from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.llm import ToolCallPart, ToolResultMessage
 from larkbot.canonical.names import SERVICE_PORTS
 from larkbot.llm_gateway.fake import Action, FakeCall, FakeProvider, Reply
-from larkbot.runtime.config import LarkbotConfig, load_config
+from larkbot.runtime.config import LarkbotConfig, is_loopback, load_config
 
-from .stack import ops_endpoints, playground_port, readiness
+from .playground_web import ControlApi
+from .stack import inspector_endpoint, ops_endpoints, playground_port, readiness
+from .web import secured_app
 
 PLAYGROUND_CHAT_ID = -1000000000001
 PLAYGROUND_TITLE = "LarkBot playground"
@@ -81,30 +85,50 @@ def decision_of(call: FakeCall, action: Action) -> dict[str, Any] | None:
 
 
 class Playground:
-    """The fake Bot API, the fake model and the control API, on ``host``; port 0 picks a free one."""
+    """The fake Bot API, the fake model and the control API, on ``host``; port 0 picks a free one.
+
+    The control API is the browser page's too, so it sits behind the web guard (``config.inspector``'s
+    token); beyond loopback it refuses to start without one."""
 
     def __init__(self, config: LarkbotConfig, host: str = "127.0.0.1") -> None:
         from larkbot.ingress_telegram.fake import FakeBotApi
 
         self.host = host
+        self.token = config.inspector.access_token
+        if not is_loopback(host) and self.token is None:
+            raise PlaygroundRefused(
+                f"the playground would listen on {host!r}, beyond loopback, where anyone could post as any "
+                "member: set inspector.access_token in the configuration, or listen on 127.0.0.1"
+            )
         self.endpoints = ops_endpoints(config, [service.value for service in SERVICE_PORTS])
         self.telegram = FakeBotApi(host=host)
+        # Ids continue from the clock, so a restarted playground does not reuse ids the pipeline stored
+        # (its dedup key is chat:message id); 100 ids a second of headroom, a wrap every 231 days.
+        self.telegram.skip_message_ids(PLAYGROUND_CHAT_ID, int(time.time() * 100) % 2_000_000_000)
         self.llm: FakeProvider | None = None
         self.decisions: list[dict[str, Any]] = []
-        self.transcript: list[dict[str, Any]] = []
-        self.users: dict[str, int] = {}
+        chat = {"id": PLAYGROUND_CHAT_ID, "type": "supergroup", "title": PLAYGROUND_TITLE}
+        self.control = ControlApi(
+            self.telegram,
+            chat,
+            self.decisions,
+            model=primary_model(config),
+            inspector=inspector_endpoint(config).url,
+        )
         self._runner: web.AppRunner | None = None
         self.control_url = ""
+
+    @property
+    def transcript(self) -> list[dict[str, Any]]:
+        return self.control.transcript
 
     async def start(self, telegram_port: int, llm_port: int, control_port: int) -> None:
         from larkbot.llm_gateway.fake import serve_fake
 
         await self.telegram.start(telegram_port)
         self.llm = await serve_fake(self.host, llm_port, self._model)
-        app = web.Application()
-        app.add_routes(
-            [web.post("/say", self._say), web.get("/transcript", self._read), web.get("/stack", self._stack)]
-        )
+        app = secured_app(self.token)
+        app.add_routes([*self.control.routes(), web.get("/stack", self._stack)])
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, control_port)
@@ -126,43 +150,6 @@ class Playground:
             self.decisions.append({**decided, "at": time.time()})
         return action
 
-    def _reactions(self) -> list[dict[str, Any]]:
-        return [
-            {"message_id": call.get("message_id"), "reaction": call.get("reaction")}
-            for call in self.telegram.calls("setMessageReaction")
-        ]
-
-    async def _say(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        text, user = str(body.get("text") or ""), str(body.get("user") or "You")
-        if not text:
-            return web.json_response({"error": "text is required"}, status=400)
-        user_id = self.users.setdefault(user, 100000 + len(self.users))
-        message_id = int(time.time() * 1000) % 2_000_000_000
-        update = {
-            "message": {
-                "message_id": message_id,
-                "from": {"id": user_id, "is_bot": False, "first_name": user},
-                "chat": {"id": PLAYGROUND_CHAT_ID, "type": "supergroup", "title": PLAYGROUND_TITLE},
-                "date": int(time.time()),
-                "text": text,
-            }
-        }
-        cursor = {
-            "bot": len(self.telegram.sent),
-            "reactions": len(self._reactions()),
-            "decisions": len(self.decisions),
-        }
-        self.telegram.enqueue(update)
-        self.transcript.append({"from": user, "text": text, "at": time.time()})
-        return web.json_response({"ok": True, "message_id": message_id, "cursor": cursor})
-
-    async def _read(self, _request: web.Request) -> web.Response:
-        bot = [{"from": "bot", "text": sent.get("text", "")} for sent in self.telegram.sent]
-        return web.json_response(
-            {"said": self.transcript, "bot": bot, "reactions": self._reactions(), "decisions": self.decisions}
-        )
-
     async def _stack(self, _request: web.Request) -> web.Response:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
             found = await asyncio.gather(*(readiness(session, e.url + "/readyz") for e in self.endpoints))
@@ -173,13 +160,26 @@ class Playground:
         return web.json_response({"services": services})
 
 
+class PlaygroundRefused(Exception):
+    """The playground will not start as asked (listening beyond loopback without a token)."""
+
+
+def primary_model(config: LarkbotConfig) -> dict[str, Any]:
+    """The primary endpoint as the page tells it: the demo script (``fake``, or none) or a model."""
+    name = config.llm.primary
+    endpoint = config.llm.endpoints.get(name) if name is not None else None
+    if endpoint is None or endpoint.fake:
+        return {"fake": True, "endpoint": name, "model": None}
+    return {"fake": False, "endpoint": name, "model": endpoint.model}
+
+
 async def _serve(host: str, telegram_port: int, llm_port: int, control_port: int) -> None:
     playground = Playground(load_config(), host)
     await playground.start(telegram_port, llm_port, control_port)
     assert playground.llm is not None
     print(
         f"playground: Telegram Bot API on {playground.telegram.base_url}, LLM on {playground.llm.url}, "
-        f"control on {playground.control_url} (chat {PLAYGROUND_CHAT_ID})",
+        f"control and the page on {playground.control_url}/ (chat {PLAYGROUND_CHAT_ID})",
         flush=True,
     )
     stop = asyncio.Event()
@@ -198,5 +198,8 @@ def main(args: Any) -> int:
             )
     except ConfigError as exc:
         print(f"larkbot playground: {exc.report()}", file=sys.stderr)
+        return 2
+    except PlaygroundRefused as exc:
+        print(f"larkbot playground: {exc}", file=sys.stderr)
         return 2
     return 0

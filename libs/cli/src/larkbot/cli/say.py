@@ -16,7 +16,10 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from .stack import playground_port
+from larkbot.canonical.errors import ConfigError
+from larkbot.runtime.config import load_config
+
+from .stack import page_token_headers, playground_port
 
 POLL_S = 0.1
 
@@ -24,22 +27,27 @@ POLL_S = 0.1
 def say(args: Any) -> int:
     base = f"http://127.0.0.1:{playground_port(args.control_port)}"
     try:
-        before = _not_ready(base)
+        headers = page_token_headers(load_config())
+    except ConfigError as exc:
+        print(f"larkbot say: {exc.report()}", file=sys.stderr)
+        return 2
+    try:
+        before = _not_ready(base, headers)
         if before:
             print(f"warning: {'; '.join(before)} — the bot may not answer", file=sys.stderr)
-        posted = _request(f"{base}/say", {"text": args.text, "user": args.user})
-        return _outcome(base, posted["cursor"], args.wait)
+        posted = _request(f"{base}/say", headers, {"text": args.text, "user": args.user})
+        return _outcome(base, headers, posted["cursor"], args.wait)
     except (urllib.error.URLError, OSError) as exc:
         print(f"the playground does not answer on {base} ({exc}); is `make up` running?", file=sys.stderr)
         return 1
 
 
-def _outcome(base: str, cursor: dict[str, int], wait: float) -> int:
+def _outcome(base: str, headers: dict[str, str], cursor: dict[str, int], wait: float) -> int:
     deadline = time.monotonic() + wait
     verdict: dict[str, Any] | None = None
     seen = cursor["decisions"]
     while True:
-        now = _request(f"{base}/transcript")
+        now = _request(f"{base}/transcript", headers)
         replies = now["bot"][cursor["bot"] :]
         reactions = now["reactions"][cursor["reactions"] :]
         for reply in replies:
@@ -65,7 +73,7 @@ def _outcome(base: str, cursor: dict[str, int], wait: float) -> int:
         if time.monotonic() >= deadline:
             break
         time.sleep(POLL_S)
-    problems = _not_ready(base)
+    problems = _not_ready(base, headers)
     where = "; ".join(problems) if problems else "every service says it is ready; see <data_dir>/logs/"
     if verdict is None:
         print(f"no decision within {wait:g} s — the stack may be broken ({where})", file=sys.stderr)
@@ -78,8 +86,8 @@ def _outcome(base: str, cursor: dict[str, int], wait: float) -> int:
     return 1
 
 
-def _not_ready(base: str) -> list[str]:
-    services: dict[str, dict[str, str]] = _request(f"{base}/stack")["services"]
+def _not_ready(base: str, headers: dict[str, str]) -> list[str]:
+    services: dict[str, dict[str, str]] = _request(f"{base}/stack", headers)["services"]
     found = []
     for name, status in services.items():
         if status["state"] == "not answering":
@@ -89,9 +97,9 @@ def _not_ready(base: str) -> list[str]:
     return found
 
 
-def _request(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+def _request(url: str, headers: dict[str, str], body: dict[str, Any] | None = None) -> dict[str, Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **headers})
     with urllib.request.urlopen(request, timeout=5) as resp:
         answer: dict[str, Any] = json.load(resp)
         return answer

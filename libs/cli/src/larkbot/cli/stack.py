@@ -96,11 +96,13 @@ class Readiness:
     detail: str = ""
 
 
-async def readiness(session: aiohttp.ClientSession, url: str) -> Readiness:
+async def readiness(
+    session: aiohttp.ClientSession, url: str, headers: dict[str, str] | None = None
+) -> Readiness:
     """``GET url`` of an operations endpoint's ``/readyz``: ready, not ready (the failing checks), or no
-    answer at all."""
+    answer at all. ``headers``: the playground's token, when one is configured."""
     try:
-        async with session.get(url) as resp:
+        async with session.get(url, headers=headers) as resp:
             body = await resp.json(content_type=None)
             if resp.status == 200:
                 return Readiness("ready")
@@ -109,6 +111,12 @@ async def readiness(session: aiohttp.ClientSession, url: str) -> Readiness:
             return Readiness("not ready", "; ".join(failing) or f"HTTP {resp.status}")
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         return Readiness("not answering", type(exc).__name__)
+
+
+def page_token_headers(config: LarkbotConfig) -> dict[str, str]:
+    """What a client of the playground's control API sends: the web pages' token, when configured."""
+    token = config.inspector.access_token
+    return {"Authorization": f"Bearer {token.get_secret_value()}"} if token is not None else {}
 
 
 def say_command(control_port: int) -> str:

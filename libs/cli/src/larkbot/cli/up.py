@@ -36,6 +36,7 @@ from .stack import (
     DEFAULT_PLAYGROUND_PORT,
     Endpoint,
     ops_endpoints,
+    page_token_headers,
     playground_ports,
     port_taken,
     readiness,
@@ -60,6 +61,7 @@ class Child:
     #: ``larkbot`` arguments of the child; a service by default.
     argv: tuple[str, ...] = ()
     ready_path: str = "/readyz"
+    ready_headers: dict[str, str] = field(default_factory=dict)
 
 
 def _spawn(child: Child, env: dict[str, str], lock: DataDirLock) -> None:
@@ -80,7 +82,7 @@ def _spawn(child: Child, env: dict[str, str], lock: DataDirLock) -> None:
 
 
 async def _probe(session: aiohttp.ClientSession, child: Child) -> None:
-    found = await readiness(session, child.endpoint.url + child.ready_path)
+    found = await readiness(session, child.endpoint.url + child.ready_path, child.ready_headers)
     # A child that does not answer yet is still starting (it is alive: dead ones are not probed).
     child.state = "starting" if found.state == "not answering" else found.state
     child.detail = found.detail if found.state == "not ready" else ""
@@ -163,6 +165,8 @@ async def _supervise(
                 )
                 if extra:
                     print(f"talk to the bot:  {say_command(children[0].endpoint.port)}")
+                    token = " (add ?token=<inspector.access_token>)" if children[0].ready_headers else ""
+                    print(f"or in the browser: {children[0].endpoint.url}/{token}")
                 sys.stdout.flush()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1.0)
@@ -209,7 +213,14 @@ def _children(
         control = Endpoint("playground", "127.0.0.1", playground_port)
         children.insert(
             0,
-            Child("playground", control, logs / "playground.log", argv=tuple(argv), ready_path="/transcript"),
+            Child(
+                "playground",
+                control,
+                logs / "playground.log",
+                argv=tuple(argv),
+                ready_path="/transcript",
+                ready_headers=page_token_headers(config),
+            ),
         )
         listeners += [Endpoint(f"playground {name}", "127.0.0.1", port) for name, port in ports.items()]
     return children, listeners

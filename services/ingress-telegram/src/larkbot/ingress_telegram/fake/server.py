@@ -19,7 +19,8 @@ Like Telegram, a call naming a group in :attr:`migrated` (group id → supergrou
 Test controls: :meth:`enqueue` any update, :meth:`repeat` an update already confirmed (what a crash
 between handling and confirming looks like), :meth:`fail` the next calls of a method with 429
 ``retry_after`` / 4xx / 5xx (optionally *after* executing it: the outcome a client cannot know),
-:meth:`admin` (the bot's rights in a chat), :meth:`add_file`, :meth:`post_webhook`; every request is
+:meth:`admin` (the bot's rights in a chat), :meth:`add_file`, :meth:`post_webhook`,
+:meth:`new_message_id` (an id for a member's message, from the chat's one sequence); every request is
 recorded in :attr:`requests`.
 """
 
@@ -178,6 +179,17 @@ class FakeBotApi:
     def add_file(self, file_id: str, data: bytes, path: str | None = None) -> None:
         self._files[file_id] = (path or f"documents/{file_id}.bin", data)
 
+    def new_message_id(self, chat_id: int) -> int:
+        """The chat's next message id. One sequence per chat for the bot's messages and the members' (the
+        playground's), as in Telegram, where ids of one chat never collide and grow with time."""
+        message_id = self._next_message_id.get(chat_id, 1000) + 1
+        self._next_message_id[chat_id] = message_id
+        return message_id
+
+    def skip_message_ids(self, chat_id: int, last: int) -> None:
+        """Continue the chat's ids after ``last`` (a restarted fake must not reuse ids a store has seen)."""
+        self._next_message_id[chat_id] = max(self._next_message_id.get(chat_id, 1000), last)
+
     def calls(self, method: str) -> list[dict[str, Any]]:
         return [r.params for r in self.requests if r.method == method]
 
@@ -296,8 +308,7 @@ class FakeBotApi:
             raise ApiError(400, "Bad Request: message text is empty")
         if len(text.encode("utf-16-le")) // 2 > 4096:
             raise ApiError(400, "Bad Request: message is too long")
-        message_id = self._next_message_id.get(chat["id"], 1000) + 1
-        self._next_message_id[chat["id"]] = message_id
+        message_id = self.new_message_id(chat["id"])
         message: dict[str, Any] = {
             "message_id": message_id,
             "from": self.bot_user,
