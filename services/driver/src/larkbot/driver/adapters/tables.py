@@ -40,6 +40,13 @@ Audit trail (``core.audit``, docs/driver.md "Audit trail"):
 - ``driver_wakeups``: one row per wake-up: path, probe decision, the rendered context's range and hash,
   steps, sends, tool calls (JSON object name → count), tokens, latency, models, outcome, dry-run flag.
   Linked to the turn and probe rows by ``wake_id``; rows older than ``audit.retention_days`` are deleted.
+- ``driver_requests``: one row per model request a wake-up built (probe and primary steps, also those
+  never sent): purpose, step, time, endpoint, the estimate, and its blocks (``core.requestlog``) as a JSON
+  list of ``[kind, label, sha256, chars]``. ``request_id`` is unique.
+- ``driver_request_blocks``: the blocks' texts by sha256, each stored once however many requests hold
+  it; ``text`` is NULL without ``audit.store_content``. ``last_seen_ms`` is the newest request known to
+  hold it (refreshed at most hourly), which retention goes by.
+- ``driver_sent_messages``: the platform message ids the bot sent, with the wake-up that sent them.
 """
 
 from __future__ import annotations
@@ -293,4 +300,47 @@ wakeups = Table(
     Column("content_hashed", Boolean, nullable=False),
     Index("ix_driver_wakeups_chat", "platform", "chat_id", "started_at_ms"),
     Index("ix_driver_wakeups_started", "started_at_ms"),
+)
+
+requests = Table(
+    "driver_requests",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("platform", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("wake_id", String(64), nullable=False),
+    Column("request_id", String(128), nullable=False),
+    Column("purpose", String(16), nullable=False),
+    Column("step", Integer, nullable=True),
+    Column("at_ms", BigInteger, nullable=False),
+    Column("endpoint", String(128), nullable=False),
+    Column("estimated_tokens", BigInteger, nullable=False),
+    Column("called", Boolean, nullable=False),
+    Column("blocks", Text, nullable=False),
+    UniqueConstraint("request_id", name="uq_driver_requests_request"),
+    Index("ix_driver_requests_chat", "platform", "chat_id", "purpose", "id"),
+    Index("ix_driver_requests_wake", "wake_id"),
+    Index("ix_driver_requests_at", "at_ms"),
+)
+
+request_blocks = Table(
+    "driver_request_blocks",
+    metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("text", Text, nullable=True),
+    Column("chars", BigInteger, nullable=False),
+    Column("last_seen_ms", BigInteger, nullable=False),
+    Index("ix_driver_request_blocks_seen", "last_seen_ms"),
+)
+
+sent_messages = Table(
+    "driver_sent_messages",
+    metadata,
+    Column("platform", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("message_id", String(128), nullable=False),
+    Column("wake_id", String(64), nullable=False),
+    Column("at_ms", BigInteger, nullable=False),
+    PrimaryKeyConstraint("platform", "chat_id", "message_id"),
+    Index("ix_driver_sent_messages_at", "at_ms"),
 )
