@@ -432,13 +432,14 @@ class ShellSettings(_Section):
 
 
 class AuditSettings(_Section):
-    """The per-wake-up audit trail (``driver_wakeups``; docs/driver.md "Audit trail")."""
+    """The per-wake-up audit trail (``driver_wakeups``) and request log (``driver_requests``; docs/driver.md
+    "Audit trail")."""
 
     enabled: bool = True
     #: ``False``: the audit record keeps the probe's reason as its sha256 (``sha256:<hex>``), not the
-    #: text. The rendered context is only ever recorded as a hash.
+    #: text, and the request log keeps only the hashes of the requests' blocks, not their texts.
     store_content: bool = True
-    #: Audit records older than this are deleted (and nothing else).
+    #: Audit records, logged requests and sent message ids older than this are deleted (and nothing else).
     retention_days: float = Field(default=30.0, gt=0)
 
 

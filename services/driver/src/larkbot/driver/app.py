@@ -43,6 +43,7 @@ from .adapters.consolidator import Consolidator
 from .adapters.memories import MemoryStore
 from .adapters.ownership import DEFAULT_NAME, ChatHost
 from .adapters.repository import DriverRepository
+from .adapters.requestlog import RequestStore
 from .adapters.runner import WakeRunner
 from .adapters.shell import ShellTasks, check_settings, shell_dirs
 from .adapters.task_store import TaskStore
@@ -119,6 +120,7 @@ class DriverService:
         self.runner: WakeRunner | None = None
         self.memories: MemoryStore | None = None
         self.audit: AuditStore | None = None
+        self.requests: RequestStore | None = None
         self.consolidator: Consolidator | None = None
         self.host: ChatHost | None = None
         self.leases: PartitionLeases | None = None
@@ -144,6 +146,7 @@ class DriverService:
         self.clients = BusClients(ctx.bus)
         self.memories = MemoryStore(engine)
         self.audit = AuditStore(engine)
+        self.requests = RequestStore(engine)
         self._bus = ctx.bus
         working_dir, output_dir = self.shell_dirs
         self.shell = ShellTasks(
@@ -169,6 +172,7 @@ class DriverService:
             shell=self.shell,
             audit=self.audit,
             audit_settings=self.config.audit,
+            requests=self.requests,
             dry_run=self.config.dry_run,
         )
         self.host = ChatHost(
@@ -220,10 +224,21 @@ class DriverService:
         # Every replica sweeps: deleting what is past retention is idempotent, and hourly is well
         # within a retention counted in days.
         assert self.audit is not None
+        assert self.requests is not None
+        retention_days = self.config.audit.retention_days
         while True:
-            removed = await self.audit.sweep(self.clock.now_ms(), self.config.audit.retention_days)
+            now = self.clock.now_ms()
+            removed = await self.audit.sweep(now, retention_days)
             if removed:
                 log.info("audit trail: removed %d records past retention", removed)
+            swept = await self.requests.sweep(now, retention_days)
+            if swept.requests or swept.blocks or swept.sent:
+                log.info(
+                    "request log: removed %d requests, %d blocks, %d sent ids past retention",
+                    swept.requests,
+                    swept.blocks,
+                    swept.sent,
+                )
             await asyncio.sleep(AUDIT_SWEEP_INTERVAL_S)
 
     async def _publish_event(self, event: RuntimeEvent) -> None:

@@ -175,7 +175,7 @@ class ScriptedPorts:
     async def tool(self, run: ToolRun) -> ToolDone:
         self.now_ms += self.call_ms
         done = self.tool_script(run)
-        return ToolDone(done.ok, done.parts, self.now_ms, final=done.final)
+        return ToolDone(done.ok, done.parts, self.now_ms, final=done.final, message_ids=done.message_ids)
 
     async def persist(self, record: TurnRecord) -> Ack:
         index = next(

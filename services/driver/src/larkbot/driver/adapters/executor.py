@@ -85,6 +85,8 @@ class ToolExecutor:
         self.chat_id = chat_id
         self.segments = segments
         self.aliases = alias_table(segments)
+        #: Canonical ids of the messages sent in this wake-up, in order.
+        self.sent: list[str] = []
         #: canonical message id → its attachment refs (live segments first, then history items).
         self.attachments = {s.message_id: s.attachments for s in segments if s.message_id is not None}
         #: canonical message id → who wrote it and how it came (memory evidence).
@@ -116,6 +118,9 @@ class ToolExecutor:
             tools.READ_TASK_OUTPUT: self._shell,
             tools.BAN_SPAMMER: self._ban_spammer,
         }[call.name]
+        # A wake-up's tool calls run one at a time (``core.turn`` yields them in order): what this call
+        # appends to ``sent`` is its own.
+        sent_before = len(self.sent)
         try:
             ok, parts, final = await handler(call, call.args)
         except BusUnavailable as exc:
@@ -125,7 +130,8 @@ class ToolExecutor:
                 # which the platform side deduplicates if an attempt did act.
                 raise ActionUnanswered(f"{call.name} got no answer: {exc}") from exc
             ok, parts, final = False, _text("error: the service is unavailable, try later"), False
-        return ToolDone(ok, parts, self.clock.now_ms(), final=final)
+        sent = tuple(self.sent[sent_before:])
+        return ToolDone(ok, parts, self.clock.now_ms(), final=final, message_ids=sent)
 
     async def resolve(self, ids: list[str]) -> dict[str, str]:
         unknown = [i for i in ids if i not in self.aliases]
@@ -204,6 +210,7 @@ class ToolExecutor:
         """Remember a message the bot has just sent (its echo may not be in the context yet) and return
         the id the chat log shows for it: its alias, or its canonical id when aliases are off or the
         alias is already another message's (the renderer's collision rule)."""
+        self.sent.append(message_id)
         self.aliases.setdefault(message_id, message_id)
         self.provenance.setdefault(message_id, Provenance(message_id, None, True, True, False, False, None))
         if not self.aliased:

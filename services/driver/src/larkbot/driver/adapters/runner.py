@@ -66,6 +66,7 @@ from .memories import MemoryStore
 from .memory_tools import MemoryAccess
 from .moderation import ModerationAccess
 from .repository import DriverRepository, StepConflict
+from .requestlog import RequestStore
 from .shell import ShellAccess, ShellTasks
 from .sizing import Sizing
 from .typing_indicator import TypingIndicators
@@ -104,12 +105,16 @@ class WakeRunner:
         shell: ShellTasks | None = None,
         audit: AuditStore | None = None,
         audit_settings: AuditSettings | None = None,
+        requests: RequestStore | None = None,
         dry_run: bool = False,
     ) -> None:
         self.clients = clients
         #: Where each wake-up's audit record goes; ``None``: nowhere (the scripted benchmark).
         self.audit = audit
         self.audit_settings = audit_settings or AuditSettings()
+        #: Where each wake-up's model requests and sent message ids go (with the audit record, only when
+        #: the audit trail is on); ``None``: nowhere.
+        self.requests = requests
         #: The deployment's dry run (every chat's, beside each chat's own ``dry_run``).
         self.dry_run = dry_run
         #: The configuration's maintainers: the only source of maintainer status (``core.gate``).
@@ -208,6 +213,10 @@ class WakeRunner:
             return
         record = draft.record(outcome, self.clock.now_ms(), store_content=settings.store_content)
         await self.audit.add(record)
+        # A transaction of its own, right after the record's: the request store remembers the blocks it
+        # wrote only once they are committed, which a transaction shared with another store would blur.
+        if self.requests is not None:
+            await self.requests.add(draft.request_log(), store_content=settings.store_content)
 
     async def close(self) -> None:
         await self.typing.close()
@@ -290,6 +299,9 @@ class ChatPorts:
             chat_key=chat.key,
         )
         estimate = request_tokens(request.system, request.tools, request.messages)
+        self.audit.requested(
+            request, step=None, at_ms=runner.clock.now_ms(), estimated_tokens=estimate, called=True
+        )
         started = time.perf_counter()
         reply = await runner.clients.generate(request, chat.settings.probe_timeout_s)
         self.audit.probe_latency_ms = round((time.perf_counter() - started) * 1000)
@@ -318,7 +330,18 @@ class ChatPorts:
         )
         limit = self.request_limit
         estimate = request_tokens(request.system, request.tools, request.messages)
-        if limit is not None and estimate > limit:
+        refused = limit is not None and estimate > limit
+        answer_itself = self.dry_run and not chat.settings.dry_run_call_model
+        # Also the requests never sent: a refused one shows what did not fit, and a dry run exists to
+        # look at the prompts it assembles.
+        self.audit.requested(
+            request,
+            step=call.step,
+            at_ms=clock.now_ms(),
+            estimated_tokens=estimate,
+            called=not (refused or answer_itself),
+        )
+        if refused:
             # Never sent: a request over the configured window is answered as the provider would.
             metrics.CONTEXT_LENGTH.labels("preflight").inc()
             error = LLMError(
@@ -327,7 +350,7 @@ class ChatPorts:
                 message=f"estimated {estimate} tokens, over the window's {limit}",
             )
             return ModelAnswer(error, clock.now_ms())
-        if self.dry_run and not chat.settings.dry_run_call_model:
+        if answer_itself:
             self.audit.model_called = False
             return ModelAnswer(_dry_run_answer(request.request_id), clock.now_ms())
         started = time.perf_counter()
@@ -352,6 +375,8 @@ class ChatPorts:
         self.audit.tool(
             run.name, done.ok, send=run.name == tools.SEND, react=run.name == tools.REACT and not remove
         )
+        if done.message_ids:
+            self.audit.delivered(done.message_ids, done.now_ms)
         return done
 
     async def _tool(self, run: ToolRun) -> ToolDone:

@@ -2,6 +2,9 @@
 rendered context's range and hash), what the probe decided, what the primary did and spent, and how it
 ended. :class:`AuditDraft` gathers it from what the ports see; :meth:`AuditDraft.record` freezes it.
 
+The draft also gathers the wake-up's model requests and the messages it sent (``core.requestlog``),
+written beside the record (:meth:`AuditDraft.request_log`).
+
 The primary's own rows (``driver_turn_responses``, ``driver_probe_responses``) carry the same ``wake_id``;
 the record links to them by it and copies none of their content. "Content" in the record is the probe's
 reason, the one free text the model wrote into it: without ``store_content`` it is kept as
@@ -15,9 +18,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from larkbot.canonical.context import Segment
-from larkbot.canonical.llm import Usage
+from larkbot.canonical.llm import LLMRequest, Usage
 
 from .records import ProbeRecord, TurnRecord
+from .requestlog import LoggedRequest, SentMessage, WakeRequests
 
 #: The probe decision of a wake-up whose probe call failed (no verdict, nothing stored).
 PROBE_ERROR = "error"
@@ -137,6 +141,8 @@ class AuditDraft:
     primary_latency_ms: int | None = None
     primary_models: list[str] = field(default_factory=list)
     withheld: list[str] = field(default_factory=list)
+    requests: list[LoggedRequest] = field(default_factory=list)
+    sent: list[SentMessage] = field(default_factory=list)
 
     def saw(self, segments: tuple[Segment, ...]) -> None:
         """The context read for the wake-up; a re-read (after a compaction) replaces it."""
@@ -152,6 +158,19 @@ class AuditDraft:
         self.tokens = self.tokens.plus(record.usage)
         if record.model_identity not in self.primary_models:
             self.primary_models.append(record.model_identity)
+
+    def requested(
+        self, request: LLMRequest, *, step: int | None, at_ms: int, estimated_tokens: int, called: bool
+    ) -> None:
+        # Kept as built: cutting it into blocks waits until the wake-up is over.
+        self.requests.append(LoggedRequest(request, step, at_ms, estimated_tokens, called))
+
+    def delivered(self, message_ids: tuple[str, ...], at_ms: int) -> None:
+        """Platform message ids a successful ``send_message`` created (never a dry run's made-up ones)."""
+        self.sent.extend(SentMessage(message_id, at_ms) for message_id in message_ids)
+
+    def request_log(self) -> WakeRequests:
+        return WakeRequests(self.platform, self.chat_id, self.wake_id, tuple(self.requests), tuple(self.sent))
 
     def tool(self, name: str, ok: bool, *, send: bool, react: bool) -> None:
         self.tool_calls[name] += 1

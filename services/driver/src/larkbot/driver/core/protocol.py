@@ -96,6 +96,9 @@ class ToolDone:
     now_ms: int
     #: The outcome must not be followed up (a send whose delivery is unknown must not be retried).
     final: bool = False
+    #: The canonical platform ids of the messages a ``send_message`` created (the request log links them
+    #: to the wake-up); the model is shown them in ``parts``.
+    message_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
