@@ -69,6 +69,7 @@ def move_to_free_ports(config_path: Path) -> dict[str, int]:
     ports = {service.value: free_port() for service in SERVICE_PORTS}
     config["services"] = {name.replace("-", "_"): {"http_port": port} for name, port in ports.items()}
     telegram, llm = free_port(), free_port()
+    config["inspector"] = {"port": free_port()}
     config["telegram"]["api_base"] = re.sub(r":\d+$", f":{telegram}", config["telegram"]["api_base"])
     for endpoint in config["llm"]["endpoints"].values():
         endpoint["base_url"] = re.sub(r":\d+/", f":{llm}/", endpoint["base_url"])

@@ -11,6 +11,7 @@ larkbot bench                   benchmark figures
 larkbot memory export|forget|stats
                                 per-person memories of the driver (export, forget, counts)
 larkbot audit show --chat P:C   the driver's per-wake-up audit trail of a chat ([--since T] [--json])
+larkbot inspector               the web inspector over the driver's audit trail (loopback:9188)
 """
 
 from __future__ import annotations
@@ -144,6 +145,20 @@ def _audit(args: argparse.Namespace) -> int:
     return audit_main(args)
 
 
+def _inspector(args: argparse.Namespace) -> int:
+    from .inspector import main as inspector_main
+
+    return inspector_main(args)
+
+
+def _add_inspector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    inspector = sub.add_parser("inspector", help="the web inspector: why the bot spoke or stayed silent")
+    inspector.add_argument("--host", default=None, help="default: inspector.host (127.0.0.1)")
+    inspector.add_argument("--port", type=int, default=None, help="default: inspector.port (9188)")
+    inspector.add_argument("--config", default=None, help="configuration file (default: $LARKBOT_CONFIG)")
+    inspector.set_defaults(func=_inspector)
+
+
 def _add_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     audit = sub.add_parser("audit", help="print a chat's per-wake-up audit trail (driver database)")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True)
@@ -247,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_memory(sub)
     _add_audit(sub)
+    _add_inspector(sub)
 
     # Listed for `--help` only: main() hands everything after `fake-llm` to the fake provider's own parser.
     sub.add_parser(

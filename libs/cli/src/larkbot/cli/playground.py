@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import json
 import re
 import signal
@@ -57,7 +58,8 @@ def playground_script(call: FakeCall) -> Action:
         if hasattr(part, "text")
     )
     others = [m for m in _MESSAGE.finditer(text) if 'myself="true"' not in m.group("attrs")]
-    last = re.sub(r"<[^>]+>", "", others[-1].group("body")).strip() if others else ""
+    # The body is XML: tags stripped, entities decoded, so the quote reads as the member wrote it.
+    last = html.unescape(re.sub(r"<[^>]+>", "", others[-1].group("body"))).strip() if others else ""
     if "decide" in names:
         if "@" in last or "?" in last or "？" in last:
             return Reply.tool_call(

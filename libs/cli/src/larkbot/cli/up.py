@@ -35,6 +35,7 @@ from .main import SERVICE_MODULES
 from .stack import (
     DEFAULT_PLAYGROUND_PORT,
     Endpoint,
+    inspector_endpoint,
     ops_endpoints,
     page_token_headers,
     playground_ports,
@@ -157,8 +158,8 @@ async def _supervise(
                 last_view = view
             if not announced and all(c.state == "ready" for c in children):
                 announced = True
-                services = [c for c in children if c.service != "playground"]
-                extra = " (and the playground)" if len(services) < len(children) else ""
+                services = [c for c in children if c.service not in ("playground", "inspector")]
+                extra = " (and the playground)" if any(c.service == "playground" for c in children) else ""
                 print(
                     f"\nall {len(services)} services ready{extra} in {time.monotonic() - started:.1f} s. "
                     f"Logs: {children[0].log_path.parent}/<service>.log. Ctrl-C stops the stack."
@@ -167,6 +168,9 @@ async def _supervise(
                     print(f"talk to the bot:  {say_command(children[0].endpoint.port)}")
                     token = " (add ?token=<inspector.access_token>)" if children[0].ready_headers else ""
                     print(f"or in the browser: {children[0].endpoint.url}/{token}")
+                for child in children:
+                    if child.service == "inspector":
+                        print(f"inspector (why the bot spoke or stayed silent): {child.endpoint.url}/")
                 sys.stdout.flush()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1.0)
@@ -198,14 +202,20 @@ def _stop_children(children: list[Child]) -> None:
 
 
 def _children(
-    config: LarkbotConfig, data: Path, services: list[str], playground_port: int | None
+    config: LarkbotConfig, data: Path, services: list[str], playground_port: int | None, *, inspector: bool
 ) -> tuple[list[Child], list[Endpoint]]:
-    """The children to run and every endpoint the stack will listen on."""
+    """The children to run and every endpoint the stack will listen on; the whole stack (no service
+    named) runs the web inspector too."""
     logs = data / "logs"
     children = [
         Child(endpoint.name, endpoint, logs / f"{endpoint.name}.log")
         for endpoint in ops_endpoints(config, services)
     ]
+    if inspector:
+        endpoint = inspector_endpoint(config)
+        children.append(
+            Child("inspector", endpoint, logs / "inspector.log", argv=("inspector",), ready_path="/readyz")
+        )
     listeners = [child.endpoint for child in children]
     if playground_port is not None:
         ports = playground_ports(config, playground_port)
@@ -267,6 +277,7 @@ def up(
             services or list(SERVICE_MODULES),
             playground_port if playground else None,
             lock,
+            inspector=not services,
         )
     finally:
         lock.release()
@@ -279,8 +290,10 @@ def _run_stack(
     services: list[str],
     playground_port: int | None,
     lock: DataDirLock,
+    *,
+    inspector: bool,
 ) -> int:
-    children, listeners = _children(config, data, services, playground_port)
+    children, listeners = _children(config, data, services, playground_port, inspector=inspector)
     taken = [(endpoint, why) for endpoint in listeners if (why := port_taken(endpoint))]
     if taken:
         print("larkbot up: not starting, the stack cannot listen where it is configured to:", file=sys.stderr)

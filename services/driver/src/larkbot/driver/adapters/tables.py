@@ -97,6 +97,7 @@ turn_responses = Table(
     Column("pending", Boolean, nullable=False, server_default="0"),
     UniqueConstraint("platform", "chat_id", "chain_id", "step", name="uq_driver_turn_step"),
     Index("ix_driver_turns_chat", "platform", "chat_id", "id"),
+    Index("ix_driver_turns_wake", "wake_id"),
 )
 
 probe_responses = Table(
@@ -119,6 +120,7 @@ probe_responses = Table(
     Column("window_start", String(128), nullable=True),
     Column("omitted", Integer, nullable=False),
     Index("ix_driver_probes_chat", "platform", "chat_id", "id"),
+    Index("ix_driver_probes_wake", "wake_id"),
 )
 
 chats = Table(
@@ -300,6 +302,7 @@ wakeups = Table(
     Column("content_hashed", Boolean, nullable=False),
     Index("ix_driver_wakeups_chat", "platform", "chat_id", "started_at_ms"),
     Index("ix_driver_wakeups_started", "started_at_ms"),
+    Index("ix_driver_wakeups_wake", "wake_id"),
 )
 
 requests = Table(

@@ -1,0 +1,163 @@
+"""The inspector's pages over a driver's database (docs/inspector.md): a chat's wake-ups, one wake-up's
+probe, steps and requests with the shared prefix marked, the link from a sent message, dry-run and
+hashed-content marks, hostile text escaped, and a database the driver has not created yet."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from larkbot.cli.inspector import Inspector
+from larkbot.driver.adapters.tables import sent_messages
+from larkbot.driver.core import tools
+from larkbot.driver.harness import CHAT_ID, decide, world
+from larkbot.driver.synthetic import response, tool_call
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.config import LarkbotConfig, parse_config
+from larkbot.runtime.db import create_engine
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+@asynccontextmanager
+async def serving(config: LarkbotConfig, engine: AsyncEngine) -> AsyncIterator[str]:
+    runner = web.AppRunner(Inspector(config, engine).app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def _get(http: aiohttp.ClientSession, url: str, status: int = 200) -> str:
+    async with http.get(url, allow_redirects=False) as resp:
+        assert resp.status == status, (url, resp.status, await resp.text())
+        return await resp.text()
+
+
+def _engine(w: object) -> AsyncEngine:
+    return w.driver.audit.engine  # type: ignore[attr-defined,no-any-return]
+
+
+async def test_a_chat_and_its_wake_ups_as_the_model_saw_them(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    # Also runs on PostgreSQL when TEST_DATABASE_URL is set.
+    async with world(bus, nats_url, database_url) as w:
+        w.probe_answers.append(decide("no_action", "small talk"))
+        await w.say(1, 0, text="hello all", name=HOSTILE)
+        await w.tick(1000)
+        w.probe_answers.append(decide("send_message", "asked the bot <b>directly</b>"))
+        w.primary_answers.append(response(tool_call(tools.SEND, "c0", text="hi <script>x()</script>")))
+        await w.say(2, 2000, text="@Lark are you there? <script>alert(2)</script>", mentions_me=True)
+        await w.tick(3000)
+        await w.synced()
+        (quiet, spoke) = await w.driver.audit.of_chat("feishu", CHAT_ID)  # type: ignore[attr-defined]
+        async with serving(parse_config({}, {}), _engine(w)) as base, aiohttp.ClientSession() as http:
+            index = await _get(http, base + "/")
+            chat = await _get(http, f"{base}/chat/feishu/{CHAT_ID}")
+            page = await _get(http, f"{base}/wake/{spoke.wake_id}")
+            quiet_page = await _get(http, f"{base}/wake/{quiet.wake_id}")
+            missing = await _get(http, f"{base}/wake/nope", 404)
+            bad = await _get(http, f"{base}/find?platform=feishu", 400)
+            unknown = await _get(http, f"{base}/find?platform=feishu&chat={CHAT_ID}&message=om_x", 404)
+
+    assert f'href="/chat/feishu/{CHAT_ID}"' in index
+    # The chat: both wake-ups, newest first, with their decisions; the plots; nothing unescaped.
+    assert chat.index(spoke.wake_id) < chat.index(quiet.wake_id)
+    assert "decision-send_message" in chat
+    assert "decision-no_action" in chat
+    assert chat.count("<svg") == 2
+    assert "asked the bot &lt;b&gt;directly&lt;/b&gt;" in chat
+    # The wake-up: probe, step with its tool call and result, and every request with its blocks.
+    assert "asked the bot &lt;b&gt;directly&lt;/b&gt;" in page
+    assert "send_message" in page
+    assert "hi &lt;script&gt;x()&lt;/script&gt;" in page
+    assert page.count('class="request"') == 2  # the probe and the primary
+    assert "are you there?" in page
+    # The second wake-up's probe repeats the first's tools, system prompt and first message.
+    probe_section = page[page.index('data-purpose="probe"') :]
+    assert 'class="block cached"' in probe_section
+    assert "shared with the previous probe request" in page
+    assert "first primary request recorded for this chat" in page
+    # The first wake-up had nothing before it.
+    assert "first probe request recorded for this chat" in quiet_page
+    assert "no primary step" in quiet_page
+    for body in (index, chat, page, quiet_page):
+        assert "<script>" not in body
+        assert "<img" not in body
+        assert "<b>" not in body
+    assert "No such wake-up" in missing
+    assert "are required" in bad
+    assert "No recorded wake-up sent message om_x" in unknown
+
+
+async def test_a_sent_message_leads_to_its_wake_up(bus: Bus, nats_url: str, tmp_path: Path) -> None:
+    async with world(bus, nats_url, f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}") as w:
+        w.probe_answers.append(decide("send_message", "asked"))
+        w.primary_answers.append(response(tool_call(tools.SEND, "c0", text="hi!")))
+        await w.say(1, 0, text="@Lark hi", mentions_me=True)
+        await w.tick(1000)
+        await w.synced()
+        (record,) = await w.driver.audit.of_chat("feishu", CHAT_ID)  # type: ignore[attr-defined]
+        store = w.driver.requests  # type: ignore[attr-defined]
+        (request, *_) = await store.of_wake(record.wake_id)
+        sent = await _sent_ids(_engine(w), record.wake_id)
+        find = f"/find?platform=feishu&chat={CHAT_ID}&message={sent[0]}"
+        async with (
+            serving(parse_config({}, {}), _engine(w)) as base,
+            aiohttp.ClientSession() as http,
+            http.get(base + find, allow_redirects=False) as resp,
+        ):
+            assert resp.status == 303
+            assert resp.headers["Location"] == f"/wake/{record.wake_id}"
+    assert request.wake_id == record.wake_id
+
+
+async def _sent_ids(engine: AsyncEngine, wake_id: str) -> list[str]:
+    async with engine.connect() as conn:
+        rows = (
+            await conn.execute(select(sent_messages.c.message_id).where(sent_messages.c.wake_id == wake_id))
+        ).all()
+    assert rows, "the send was not recorded"
+    return [r[0] for r in rows]
+
+
+async def test_dry_runs_and_hashed_content_are_marked(bus: Bus, nats_url: str, tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}"
+    async with world(bus, nats_url, url, dry_run=True, audit={"store_content": False}) as w:
+        w.probe_answers.append(decide("send_message", "Alice's secret plan"))
+        w.primary_answers.append(response(tool_call(tools.SEND, "c0", text="hi!")))
+        await w.say(1, 0, text="@Lark the secret plan", mentions_me=True)
+        await w.tick(1000)
+        await w.synced()
+        (record,) = await w.driver.audit.of_chat("feishu", CHAT_ID)  # type: ignore[attr-defined]
+        async with serving(parse_config({}, {}), _engine(w)) as base, aiohttp.ClientSession() as http:
+            index = await _get(http, base + "/")
+            page = await _get(http, f"{base}/wake/{record.wake_id}")
+    assert "1 dry run" in index
+    assert "DRY RUN" in page
+    assert "withheld: typing, send_message" in page
+    assert "content not stored: sha256" in page
+    assert "the secret plan" not in page.split('id="requests"')[1]  # the blocks hold hashes only
+
+
+async def test_a_database_the_driver_has_not_created_is_reported(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}")
+    try:
+        async with serving(parse_config({}, {}), engine) as base, aiohttp.ClientSession() as http:
+            body = await _get(http, base + "/", 503)
+            ready = await _get(http, base + "/readyz")
+    finally:
+        await engine.dispose()
+    assert "Driver database not ready" in body
+    assert '"ok": true' in ready
