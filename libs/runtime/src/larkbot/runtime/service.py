@@ -101,6 +101,8 @@ class ServiceContext:
             return
         _done, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
         for task in pending:
+            # A loop that does not watch ``stopping`` holds every stop up by ``timeout_s``.
+            log.warning("background task %s did not end with the service; cancelled", task.get_name())
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)

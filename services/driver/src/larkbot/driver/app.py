@@ -11,6 +11,7 @@ chat uses it. Owns the ``driver_*`` tables, shared by all replicas.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -209,24 +210,24 @@ class DriverService:
             is_leader=self._leads_maintenance,
         )
         if self.memory_maintenance:
-            ctx.spawn(self.consolidator.run(), "memory-maintenance")
+            ctx.spawn(self.consolidator.run(ctx.stopping), "memory-maintenance")
         if any(chat.shell_enabled for chat in self.config.chats.values()):
             # Also resumes watching the tasks a previous process of this host left running.
             self.shell.prepare()
-            ctx.spawn(self.shell.run(), "shell-tasks")
+            ctx.spawn(self.shell.run(ctx.stopping), "shell-tasks")
         if self.config.audit.enabled:
-            ctx.spawn(self._sweep_audit(), "audit-retention")
+            ctx.spawn(self._sweep_audit(ctx.stopping), "audit-retention")
         ctx.add_check("database", self._database_ready)
         ctx.add_check("partitions", self._partitions_ready)
         log.info("driver replica %s started", self.replica)
 
-    async def _sweep_audit(self) -> None:
+    async def _sweep_audit(self, stopping: asyncio.Event) -> None:
         # Every replica sweeps: deleting what is past retention is idempotent, and hourly is well
-        # within a retention counted in days.
+        # within a retention counted in days. Ends with the service (a stop never waits for it).
         assert self.audit is not None
         assert self.requests is not None
         retention_days = self.config.audit.retention_days
-        while True:
+        while not stopping.is_set():
             now = self.clock.now_ms()
             removed = await self.audit.sweep(now, retention_days)
             if removed:
@@ -239,7 +240,8 @@ class DriverService:
                     swept.blocks,
                     swept.sent,
                 )
-            await asyncio.sleep(AUDIT_SWEEP_INTERVAL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), AUDIT_SWEEP_INTERVAL_S)
 
     async def _publish_event(self, event: RuntimeEvent) -> None:
         assert self._bus is not None

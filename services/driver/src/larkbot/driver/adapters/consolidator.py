@@ -11,6 +11,7 @@ The same pass refreshes the ``larkbot_driver_memories`` gauge.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -65,14 +66,14 @@ class Consolidator:
         self.name_of = name_of
         self.is_leader = is_leader
 
-    async def run(self) -> None:
-        """Consolidate every interval while this replica leads.
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Consolidate every interval while this replica leads, until ``stopping``.
 
         Leadership is looked at every ``LEADER_CHECK_S``, so a replica that takes partition 0 over starts
         maintaining (and publishing the memory gauge) within that, not an interval later."""
         interval = self.settings.consolidation_interval_s
         due = 0.0
-        while True:
+        while not stopping.is_set():
             now = time.monotonic()
             if self.is_leader() and now >= due:
                 due = now + interval
@@ -84,7 +85,8 @@ class Consolidator:
             elif not self.is_leader():
                 due = 0.0
             wait = LEADER_CHECK_S if not due else min(LEADER_CHECK_S, max(0.0, due - time.monotonic()))
-            await asyncio.sleep(wait)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), wait)
 
     async def pass_once(self) -> dict[str, int]:
         """One pass over every group due now; the count of groups by outcome."""

@@ -26,6 +26,7 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -267,10 +268,11 @@ class ShellTasks:
         return True, f"{core.state_line(task)}\n{core.page(data, start, total)}"
 
     # -- the watcher ----------------------------------------------------------------------------------
-    async def run(self) -> None:
-        """Look at this host's open tasks every ``poll_interval_s``; remove expired ones every hour."""
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Look at this host's open tasks every ``poll_interval_s``; remove expired ones every hour; until
+        ``stopping``."""
         next_sweep = 0.0
-        while True:
+        while not stopping.is_set():
             try:
                 await self.poll_once()
                 if time.monotonic() >= next_sweep:
@@ -278,7 +280,8 @@ class ShellTasks:
                     await self.sweep_once()
             except (RetryableError, OSError) as exc:
                 log.warning("watching shell tasks failed (%s: %s); trying again", type(exc).__name__, exc)
-            await asyncio.sleep(self.settings.poll_interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self.settings.poll_interval_s)
 
     async def poll_once(self) -> None:
         """One look at every open task of this host: record the ends, announce the background ones."""
