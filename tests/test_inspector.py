@@ -4,14 +4,13 @@ hashed-content marks, hostile text escaped, and a database the driver has not cr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import aiohttp
-from aiohttp import web
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
+from tests.harness.web import serving as serve_app
 
 from larkbot.cli.inspector import Inspector
 from larkbot.driver.adapters.tables import sent_messages
@@ -25,17 +24,8 @@ from larkbot.runtime.db import create_engine
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-@asynccontextmanager
-async def serving(config: LarkbotConfig, engine: AsyncEngine) -> AsyncIterator[str]:
-    runner = web.AppRunner(Inspector(config, engine).app(), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+def serving(config: LarkbotConfig, engine: AsyncEngine) -> AbstractAsyncContextManager[str]:
+    return serve_app(Inspector(config, engine).app())
 
 
 async def _get(http: aiohttp.ClientSession, url: str, status: int = 200) -> str:

@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from pydantic import SecretStr
+from tests.harness.web import serving as serve_app
 
 from larkbot.canonical.errors import ConfigError
 from larkbot.cli.web import CSP, el, page, secured_app, text
@@ -33,15 +34,8 @@ async def serving(token: SecretStr | None) -> AsyncIterator[str]:
         return web.json_response({"ok": True})
 
     app.add_routes([web.get("/", home), web.post("/say", post), web.get("/healthz", healthz)])
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as base:
+        yield base
 
 
 async def test_every_answer_carries_the_strict_headers() -> None:
