@@ -12,14 +12,20 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from tests.harness.web import serving as serve_app
 
+from larkbot.canonical.llm import Usage
 from larkbot.cli.inspector import Inspector
+from larkbot.cli.memory import MIGRATIONS
+from larkbot.driver.adapters.memories import MemoryStore
+from larkbot.driver.adapters.repository import DriverRepository
 from larkbot.driver.adapters.tables import sent_messages
 from larkbot.driver.core import tools
+from larkbot.driver.core.compaction import Summary
+from larkbot.driver.core.memory import NewMemory
 from larkbot.driver.harness import CHAT_ID, decide, world
 from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
-from larkbot.runtime.db import create_engine
+from larkbot.runtime.db import create_engine, migrate
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -151,3 +157,41 @@ async def test_a_database_the_driver_has_not_created_is_reported(tmp_path: Path)
         await engine.dispose()
     assert "Driver database not ready" in body
     assert '"ok": true' in ready
+
+
+async def test_compactions_and_memories_learnt_in_the_chat_are_listed(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}")
+    try:
+        await migrate(engine, MIGRATIONS)
+        summary = Summary(
+            platform="feishu",
+            chat_id=CHAT_ID,
+            cursor=120,
+            turns_from_ms=5_000,
+            text="Alice planned the <b>trip</b>; Bob asked about tickets.",
+            created_at_ms=1_700_000_000_000,
+            model_identity="fake-compaction",
+            usage=Usage(input_tokens=900, output_tokens=40),
+            segments=118,
+            turns=6,
+            tokens_before=31_000,
+            tokens_after=2_400,
+        )
+        await DriverRepository(engine).add_summary(summary)
+        memories = MemoryStore(engine)
+        fact = NewMemory("feishu", "ou_alice", "likes <i>green</i> tea", ("om_1",), CHAT_ID, "group", "high")
+        await memories.save(fact, now_ms=1_700_000_000_000)
+        elsewhere = NewMemory(
+            "feishu", "ou_bob", "from another chat", ("om_2",), "oc_other", "group", "normal"
+        )
+        await memories.save(elsewhere, now_ms=1_700_000_000_000)
+        async with serving(parse_config({}, {}), engine) as base, aiohttp.ClientSession() as http:
+            chat = await _get(http, f"{base}/chat/feishu/{CHAT_ID}")
+    finally:
+        await engine.dispose()
+    assert "31,000 → 2,400" in chat
+    assert "Alice planned the &lt;b&gt;trip&lt;/b&gt;; Bob asked about tickets." in chat
+    assert "likes &lt;i&gt;green&lt;/i&gt; tea" in chat
+    assert "ou_alice" in chat
+    assert "from another chat" not in chat
+    assert "none recorded" in chat  # no wake-ups: the rest of the page still renders

@@ -131,6 +131,7 @@ def chat(
             s.turns,
             f"{s.tokens_before:,} → {s.tokens_after:,}",
             s.model_identity,
+            el("details", None, el("summary", None, f"{len(s.text):,} characters"), el("pre", None, s.text)),
         ]
         for s in reversed(compactions)
     ]
@@ -165,7 +166,9 @@ def chat(
             "section",
             None,
             el("h2", None, "Compactions"),
-            _table(["when", "cursor", "segments", "turns", "history tokens", "model"], compaction_rows)
+            _table(
+                ["when", "cursor", "segments", "turns", "history tokens", "model", "summary"], compaction_rows
+            )
             if compaction_rows
             else el("p", {"class": "empty"}, "none yet"),
         ),
