@@ -16,8 +16,10 @@ from aiogram.types import Update
 from PIL import Image
 
 from larkbot.cli.playground import PLAYGROUND_CHAT_ID, Playground, PlaygroundRefused
+from larkbot.cli.playground_updates import TYPING_S, bot_typing
 from larkbot.cli.web import CSP
 from larkbot.ingress_telegram.core import ALLOWED_UPDATES, TelegramAdapter
+from larkbot.ingress_telegram.fake.server import Recorded
 from larkbot.runtime.config import parse_config
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
@@ -334,3 +336,30 @@ async def test_with_a_token_the_control_api_asks_for_it(http: aiohttp.ClientSess
             assert resp.status == 200
     finally:
         await pg.stop()
+
+
+def _typing(at: float, chat: int = PLAYGROUND_CHAT_ID, action: str = "typing") -> Recorded:
+    return Recorded("sendChatAction", {"chat_id": str(chat), "action": action}, at)
+
+
+def _sent(at: float, chat: int = PLAYGROUND_CHAT_ID) -> Recorded:
+    return Recorded("sendMessage", {"chat_id": chat, "text": "hi"}, at)
+
+
+@pytest.mark.parametrize(
+    ("requests", "now", "typing"),
+    [
+        ([], 10.0, False),
+        ([_typing(10.0)], 10.5, True),
+        ([_typing(10.0)], 10.0 + TYPING_S + 0.1, False),  # Telegram shows it for 5 s
+        ([_typing(10.0), _sent(11.0)], 11.5, False),  # the message ends it
+        ([_sent(9.0), _typing(10.0)], 10.5, True),
+        ([_typing(10.0, chat=-100123)], 10.5, False),  # another chat
+        ([_typing(10.0, action="upload_photo")], 10.5, False),
+        ([_typing(10.0), _sent(11.0, chat=-100123)], 11.5, True),
+    ],
+)
+def test_the_bot_is_shown_typing_as_telegram_shows_it(
+    requests: list[Recorded], now: float, typing: bool
+) -> None:
+    assert bot_typing(requests, PLAYGROUND_CHAT_ID, now) is typing

@@ -115,6 +115,7 @@ def render_page(
             "No messages yet. Say hello, and mention the bot to wake it.",
         ),
         el("ol", {"id": "timeline", "aria-live": "polite"}),
+        el("p", {"id": "typing", "class": "typing", "hidden": True}, f"{bot['first_name']} is typing…"),
     )
     shell = el("div", {"id": "shell"}, header, _banner(model), timeline, _composer(bot, members))
     return page(f"{title} — LarkBot", shell, scripts=["playground.js"], styles=["playground.css"])

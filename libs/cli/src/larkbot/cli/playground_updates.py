@@ -14,10 +14,14 @@ from __future__ import annotations
 import io
 import re
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from PIL import Image, UnidentifiedImageError
+
+if TYPE_CHECKING:
+    from larkbot.ingress_telegram.fake.server import Recorded
 
 #: Telegram's ``ReactionTypeEmoji`` set (the emoji a bot or a member may react with).
 REACTION_EMOJI: Final = frozenset(
@@ -163,3 +167,29 @@ __all__ = [
     "text_fields",
     "utf16_len",
 ]
+
+
+#: How long Telegram shows "typing…" after one ``sendChatAction`` (or until the bot's next message).
+TYPING_S = 5.0
+
+
+def bot_typing(requests: Iterable[Recorded], chat_id: int, now: float) -> bool:
+    """Whether a member would see the bot typing at ``now``: a ``typing`` chat action for this chat within
+    :data:`TYPING_S`, and no message the bot sent there since."""
+    chat = str(chat_id)
+    requests = list(requests)
+    last = max(
+        (
+            r.at
+            for r in requests
+            if r.method == "sendChatAction"
+            and str(r.params.get("chat_id")) == chat
+            and r.params.get("action") == "typing"
+        ),
+        default=None,
+    )
+    if last is None or now - last > TYPING_S:
+        return False
+    return not any(
+        r.method == "sendMessage" and str(r.params.get("chat_id")) == chat and r.at >= last for r in requests
+    )

@@ -213,6 +213,7 @@ class ControlApi:
             "model": self.model,
             "inspector": self.inspector,
             "reaction_emoji": list(tg.QUICK_REACTIONS),
+            "typing": tg.bot_typing(self.telegram.requests, self.chat_id, time.monotonic()),
             "messages": entries,
         }
 

@@ -221,6 +221,7 @@
     const count = timeline.children.length;
     timeline.replaceChildren(...data.messages.map(item));
     $("empty").hidden = data.messages.length > 0;
+    $("typing").hidden = !data.typing;
     drawContext();
     if (nearBottom && data.messages.length !== count) window.scrollTo(0, document.body.scrollHeight);
   }
