@@ -91,6 +91,9 @@ async def test_a_wake_ups_requests_round_trip_with_their_texts(store: RequestSto
     assert await store.previous("feishu", "oc_1", "primary", second.id) == first
     assert await store.previous("feishu", "oc_1", "primary", first.id) is None
     assert await store.previous("feishu", "oc_1", "probe", second.id) == probe
+    # What the provider saw last: the unsent second request is skipped.
+    assert await store.previous("feishu", "oc_1", "primary", second.id + 1) == second
+    assert await store.previous("feishu", "oc_1", "primary", second.id + 1, sent_only=True) == first
 
     assert await store.wake_of_sent("feishu", "oc_1", "om_2") == "w1"
     assert await store.wake_of_sent("feishu", "oc_1", "om_9") is None

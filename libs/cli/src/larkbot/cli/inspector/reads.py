@@ -82,7 +82,10 @@ class Reads:
             return None
         shown = []
         for request in await self.requests.of_wake(wake_id):
-            before = await self.requests.previous(audit.platform, audit.chat_id, request.purpose, request.id)
+            # Against what the provider last saw: a request never sent cached nothing.
+            before = await self.requests.previous(
+                audit.platform, audit.chat_id, request.purpose, request.id, sent_only=True
+            )
             prefix = shared_prefix(before.blocks if before else (), request.blocks)
             shown.append(ShownRequest(request, before.request_id if before else None, prefix))
         return WakeDetail(

@@ -110,16 +110,15 @@ class RequestStore:
             return await _with_texts(conn, found)
 
     async def previous(
-        self, platform: str, chat_id: str, purpose: str, before_id: int
+        self, platform: str, chat_id: str, purpose: str, before_id: int, *, sent_only: bool = False
     ) -> RecordedRequest | None:
-        """The chat's request of ``purpose`` stored last before ``before_id``, with its texts."""
+        """The chat's request of ``purpose`` stored last before ``before_id``, with its texts; with
+        ``sent_only``, the last one that reached the model (what a provider's prompt cache saw)."""
         r = requests.c
-        stmt = (
-            select(requests)
-            .where(r.platform == platform, r.chat_id == chat_id, r.purpose == purpose, r.id < before_id)
-            .order_by(r.id.desc())
-            .limit(1)
-        )
+        where = [r.platform == platform, r.chat_id == chat_id, r.purpose == purpose, r.id < before_id]
+        if sent_only:
+            where.append(r.called.is_(True))
+        stmt = select(requests).where(*where).order_by(r.id.desc()).limit(1)
         async with transaction(self.engine) as conn:
             found = [_request(row) for row in (await conn.execute(stmt)).mappings()]
             loaded = await _with_texts(conn, found)
