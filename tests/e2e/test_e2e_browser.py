@@ -19,12 +19,12 @@ from typing import Any
 
 import aiohttp
 import pytest
+from playwright.async_api import async_playwright
 from tests.harness.stack import Stack, free_port
+from tests.harness.world import until
 
 from larkbot.cli.playground import PLAYGROUND_CHAT_ID, Playground
 from larkbot.runtime.config import parse_config
-
-playwright_api = pytest.importorskip("playwright.async_api", reason="playwright is a dev dependency")
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -110,24 +110,22 @@ async def site(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Async
 
 
 async def _until_ready(url: str, proc: asyncio.subprocess.Process) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 120
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
-        while True:
+
+        async def ready() -> bool:
             assert proc.returncode is None, f"the inspector exited with {proc.returncode}"
             try:
                 async with http.get(url) as resp:
-                    if resp.status == 200:
-                        return
+                    return resp.status == 200
             except (aiohttp.ClientError, TimeoutError):
-                pass
-            assert loop.time() < deadline, "the inspector did not become ready"
-            await asyncio.sleep(0.1)
+                return False
+
+        await until(ready, "the inspector's /readyz", timeout_s=120)
 
 
 @pytest.fixture
 async def page(site: Site) -> AsyncIterator[Any]:
-    async with playwright_api.async_playwright() as pw:
+    async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
         try:
             context = await browser.new_context(viewport={"width": 1280, "height": 860})
@@ -152,15 +150,17 @@ async def _bot_replies(page: Any, count: int) -> Any:
 
 async def _open_wake_up(page: Any, href: str) -> None:
     """The inspector link of a bot message: the wake-up is recorded when it ends, a moment after the send
-    (the page says so until then)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_MS / 1000
-    while True:
-        answer = await page.goto(href)
-        if answer is not None and answer.status == 200:
-            return
-        assert loop.time() < deadline, f"{href} answered {answer.status if answer else None}"
-        await page.wait_for_timeout(250)
+    (until then the link answers 404 and says so)."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+
+        async def recorded() -> bool:
+            async with http.get(href, allow_redirects=False) as resp:
+                return resp.status == 303
+
+        await until(recorded, f"{href} to lead to a recorded wake-up", timeout_s=WAIT_MS / 1000)
+    answer = await page.goto(href)
+    assert answer is not None
+    assert answer.status == 200
 
 
 async def test_a_member_mentions_the_bot_and_the_inspector_shows_why_it_spoke(site: Site, page: Any) -> None:
