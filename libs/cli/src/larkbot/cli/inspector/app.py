@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from larkbot.runtime.config import ChatSettings, LarkbotConfig
 
 from ..web import secured_app
-from . import views
+from . import views, wakeview
 from .reads import NotReady, Reads
 
 log = logging.getLogger("larkbot.inspector")
@@ -107,7 +107,7 @@ class Inspector:
                 views.message("No such wake-up", f"No wake-up {wake_id!r} is recorded.", _WHY_MISSING), 404
             )
         a = detail.audit
-        return _html(views.wake(detail, self.settings(a.platform, a.chat_id)))
+        return _html(wakeview.wake(detail, self.settings(a.platform, a.chat_id)))
 
     async def find(self, request: web.Request) -> web.Response:
         platform = request.query.get("platform", "")
