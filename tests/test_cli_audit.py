@@ -21,18 +21,12 @@ async def test_audit_show_prints_each_wake_up(
     bus: Bus, nats_url: str, database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with world(bus, nats_url, database_url) as w:
-        w.probe_answers.append(decide("no_action", "just <b>chatter</b>"))
-        await w.say(1, 0, text="hello all")
-        await w.tick(1000)
-        w.probe_answers.append(decide("send_message", "asked the bot"))
-        w.primary_answers.append(
-            response(
-                tool_call(tools.SEND, "c0", text="hi!"),
-                usage=Usage(input_tokens=1000, output_tokens=20, cache_read_tokens=750),
-            )
+        usage = Usage(input_tokens=1000, output_tokens=20, cache_read_tokens=750)
+        await w.quiet_then_asked(
+            quiet_reason="just <b>chatter</b>",
+            answer=response(tool_call(tools.SEND, "c0", text="hi!"), usage=usage),
+            asked="@Lark there?",
         )
-        await w.say(2, 2000, text="@Lark there?", mentions_me=True)
-        await w.tick(3000)
     config = str(write_config(tmp_path, database_url))
     chat = f"feishu:{CHAT_ID}"
 

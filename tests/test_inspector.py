@@ -49,14 +49,12 @@ async def test_a_chat_and_its_wake_ups_as_the_model_saw_them(
 ) -> None:
     # Also runs on PostgreSQL when TEST_DATABASE_URL is set.
     async with world(bus, nats_url, database_url) as w:
-        w.probe_answers.append(decide("no_action", "small talk"))
-        await w.say(1, 0, text="hello all", name=HOSTILE)
-        await w.tick(1000)
-        w.probe_answers.append(decide("send_message", "asked the bot <b>directly</b>"))
-        w.primary_answers.append(response(tool_call(tools.SEND, "c0", text="hi <script>x()</script>")))
-        await w.say(2, 2000, text="@Lark are you there? <script>alert(2)</script>", mentions_me=True)
-        await w.tick(3000)
-        await w.synced()
+        await w.quiet_then_asked(
+            reason="asked the bot <b>directly</b>",
+            answer=response(tool_call(tools.SEND, "c0", text="hi <script>x()</script>")),
+            asked="@Lark are you there? <script>alert(2)</script>",
+            name=HOSTILE,
+        )
         (quiet, spoke) = await w.driver.audit.of_chat("feishu", CHAT_ID)  # type: ignore[attr-defined]
         async with serving(parse_config({}, {}), _engine(w)) as base, aiohttp.ClientSession() as http:
             index = await _get(http, base + "/")

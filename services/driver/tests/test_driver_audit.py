@@ -33,21 +33,8 @@ def _store(w: object) -> AuditStore:
 async def test_a_normal_chat_records_each_wake_up(bus: Bus, nats_url: str, database_url: str) -> None:
     # Also runs on PostgreSQL when TEST_DATABASE_URL is set.
     async with world(bus, nats_url, database_url) as w:
-        w.probe_answers.append(decide("no_action", "small talk"))
-        await w.say(1, 0, text="hello all")
-        await w.tick(1000)
-        w.probe_answers.append(decide("send_message", "asked the bot"))
-        w.primary_answers.append(
-            response(
-                tool_call(tools.SEND, "c0", text="hi!"),
-                usage=Usage(
-                    input_tokens=1000, output_tokens=20, cache_read_tokens=600, cache_write_tokens=100
-                ),
-            )
-        )
-        await w.say(2, 2000, text="@Lark are you there?", mentions_me=True)
-        await w.tick(3000)
-        await w.synced()
+        usage = Usage(input_tokens=1000, output_tokens=20, cache_read_tokens=600, cache_write_tokens=100)
+        await w.quiet_then_asked(answer=response(tool_call(tools.SEND, "c0", text="hi!"), usage=usage))
         records = await _store(w).of_chat("feishu", CHAT_ID)
         assert len(w.platform.delivered) == 1
 
@@ -198,14 +185,7 @@ async def test_the_inspectors_reads_by_chat_and_by_wake_up(
 ) -> None:
     # Also runs on PostgreSQL when TEST_DATABASE_URL is set.
     async with world(bus, nats_url, database_url) as w:
-        w.probe_answers.append(decide("no_action", "small talk"))
-        await w.say(1, 0, text="hello all")
-        await w.tick(1000)
-        w.probe_answers.append(decide("send_message", "asked the bot"))
-        w.primary_answers.append(response(tool_call(tools.SEND, "c0", text="hi!")))
-        await w.say(2, 2000, text="@Lark are you there?", mentions_me=True)
-        await w.tick(3000)
-        await w.synced()
+        await w.quiet_then_asked()
         store = _store(w)
         everything = await store.of_chat("feishu", CHAT_ID)
         newest = await store.latest("feishu", CHAT_ID, limit=1)

@@ -167,6 +167,27 @@ class World:
         await self.bus.publish_core(typing_subject(PLATFORM.value, self.chat_id), signal)
         await self.owner().until(lambda: chat.schedule.last_typing_ms == signal.at_ms)
 
+    async def quiet_then_asked(
+        self,
+        *,
+        quiet_reason: str = "small talk",
+        reason: str = "asked the bot",
+        answer: LLMReply | None = None,
+        asked: str = "@Lark are you there?",
+        **first: Any,
+    ) -> None:
+        """Two wake-ups: "hello all" (``first`` overrides the message's flags) left alone with
+        ``quiet_reason``; then ``asked`` mentioning the bot, answered with ``answer`` (default: one
+        ``send_message``). Returns once both are done and the chat is in sync."""
+        self.probe_answers.append(decide("no_action", quiet_reason))
+        await self.say(1, 0, **{"text": "hello all", **first})
+        await self.tick(1000)
+        self.probe_answers.append(decide("send_message", reason))
+        self.primary_answers.append(answer or response(tool_call(tools.SEND, "c0", text="hi!")))
+        await self.say(2, 2000, text=asked, mentions_me=True)
+        await self.tick(3000)
+        await self.synced()
+
     async def synced(self, chat_id: str | None = None) -> ChatState:
         """Wait until the chat's owner holds everything the pipeline published (e.g. the bot's sends)."""
         chat = chat_id or self.chat_id
