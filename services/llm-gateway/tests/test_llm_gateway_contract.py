@@ -30,6 +30,7 @@ from larkbot.canonical.llm import (
 )
 from larkbot.llm_gateway.core.common import EncodedImage
 from larkbot.llm_gateway.core.errors import RetryPolicy
+from larkbot.llm_gateway.core.usage import to_openai_chat
 from larkbot.llm_gateway.fake import ContextOverflow, Drop, Fail, FakeProvider, Reply, Script, Sequence
 from larkbot.llm_gateway.gateway import Gateway, Outcome
 from larkbot.runtime.config import LlmEndpoint, LlmSettings
@@ -579,3 +580,37 @@ async def test_anthropic_rate_limit_resets_set_the_wait() -> None:
     assert isinstance(reply, LLMResponse)
     assert len(fake.calls) == 2
     assert 0.1 < outcomes[0].waited_s <= 0.3
+
+
+# --- Issue 12: thinking that only the total shows is output, over the wire -------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "responses"])
+async def test_thinking_counted_only_in_the_total_is_output(fmt: WireFormat) -> None:
+    # Gemini's compatibility endpoint: total_tokens 109 = 35 prompt + 12 completion + 62 thinking, and no
+    # reasoning field; the same gap in the Responses shape.
+    hidden = {
+        "openai-chat": {"prompt_tokens": 35, "completion_tokens": 12, "total_tokens": 109},
+        "responses": {"input_tokens": 35, "output_tokens": 12, "total_tokens": 109},
+    }[fmt]
+    async with gateway_for(fmt, Sequence([Reply(parts=(TextPart(text="ok"),), extra={"usage": hidden})])) as (
+        gateway,
+        _,
+        outcomes,
+    ):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMResponse), reply
+    assert reply.usage == Usage(input_tokens=35, output_tokens=74, reasoning_tokens=62)
+    assert outcomes[0].usage == reply.usage  # what the metrics count
+
+
+async def test_the_fakes_gemini_usage_style_reads_back_whole() -> None:
+    figures = Usage(input_tokens=35, output_tokens=74, reasoning_tokens=62)
+    wire = to_openai_chat(figures, "gemini")
+    assert (wire["prompt_tokens"], wire["completion_tokens"], wire["total_tokens"]) == (35, 12, 109)
+    assert "completion_tokens_details" not in wire
+    script = Sequence([Reply.text("ok", usage=figures, usage_style="gemini")])
+    async with gateway_for("openai-chat", script) as (gateway, _, _):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMResponse), reply
+    assert reply.usage == figures
