@@ -1,9 +1,9 @@
 """Canary secrets never leak (issue 8 part 3, DESIGN §5): the Feishu app secret, the Telegram bot token,
-the LLM API key and the NATS token are unique canaries in the configuration; the services run as processes
-and are made to fail where secrets are handled — wrong credentials against the fakes (Feishu refuses the
-app secret, the Bot API refuses the token, the provider answers 401 and echoes the offered key), with
-request dumps on. Then no canary may appear in any service's log, in any ``/metrics``, in any dump file,
-or in any reply on the bus.
+the LLM API key, the NATS token and the prompt-cache-key salt are unique canaries in the configuration;
+the services run as processes and are made to fail where secrets are handled — wrong credentials against
+the fakes (Feishu refuses the app secret, the Bot API refuses the token, the provider answers 401 and
+echoes the offered key), with request dumps on. Then no canary may appear in any service's log, in any
+``/metrics``, in any dump file, or in any reply on the bus.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ BOT_TOKEN_SECRET = "CanaryTelegramTokenSecret_b41d9e"
 BOT_TOKEN = f"7000000001:{BOT_TOKEN_SECRET}"
 LLM_KEY = "sk-canary-llm-key-5e8d2a61"
 NATS_TOKEN = "canaryNatsToken0c97e4"
-CANARIES = (APP_SECRET, BOT_TOKEN, BOT_TOKEN_SECRET, LLM_KEY, NATS_TOKEN)
+CACHE_SALT = "canaryPromptCacheKeySalt_9d2e71"
+CANARIES = (APP_SECRET, BOT_TOKEN, BOT_TOKEN_SECRET, LLM_KEY, NATS_TOKEN, CACHE_SALT)
 
 
 def leaks(where: str, text: str) -> list[str]:
@@ -55,6 +56,9 @@ async def test_canary_secrets_never_leak(tmp_path: Path) -> None:
         secrets_={"app_secret": APP_SECRET, "bot_token": BOT_TOKEN, "llm_api_key": LLM_KEY, "dump": "1"},
     )  # fmt: skip
     config["nats"] = {"token": NATS_TOKEN}
+    # The salt keys every prompt_cache_key the gateway sends (the primary endpoint asks for one).
+    config["llm"]["prompt_cache_key_salt"] = CACHE_SALT
+    config["llm"]["endpoints"]["primary"]["supports_prompt_cache_key"] = True
     config["services"] = {name: {"log_level": "DEBUG"} for name in ("llm_gateway", "driver", "pipeline")}
     stack = Stack(tmp_path, url, config)
     stack.add(*SERVICES)
@@ -83,6 +87,7 @@ async def test_canary_secrets_never_leak(tmp_path: Path) -> None:
             system="You are a test.",
             messages=(UserMessage(parts=(TextPart(text="hello"),)),),
             deadline_ms=time.time_ns() // 1_000_000 + 20_000,
+            chat_key="telegram:-1001",
         )
         reply = await bus.nc.request(
             SUBJECT_LLM_GENERATE, encode(request), timeout=30, headers=headers_for(request)
@@ -134,7 +139,7 @@ async def test_canary_secrets_never_leak(tmp_path: Path) -> None:
         found += leaks(f"dump {dump.name}", dump.read_text(encoding="utf-8", errors="replace"))
     config_text = stack.config_path.read_text(encoding="utf-8")
     assert all(
-        c in config_text for c in (APP_SECRET, BOT_TOKEN, LLM_KEY, NATS_TOKEN)
+        c in config_text for c in (APP_SECRET, BOT_TOKEN, LLM_KEY, NATS_TOKEN, CACHE_SALT)
     )  # the canaries were live
     for name in exited:
         print(f"{name} exited by itself:\n{stack.tail(name, 3)}")

@@ -138,6 +138,22 @@ def test_secret_never_in_config_error_message() -> None:
     assert info.value.path == "telegram.mode"
 
 
+def test_the_prompt_cache_key_salt_is_a_masked_secret_and_empty_means_unset() -> None:
+    salt = "9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+    raw = {"llm": {"prompt_cache_key_salt": "${LLM_PROMPT_CACHE_KEY_SALT:-}"}}
+    config = parse_config(raw, {"LLM_PROMPT_CACHE_KEY_SALT": salt})
+    assert config.llm.prompt_cache_key_salt is not None
+    assert config.llm.prompt_cache_key_salt.get_secret_value() == salt
+    assert salt in config.secret_values()  # masked in logs like every other secret
+    assert salt not in repr(config)
+    assert salt not in config.model_dump_json()
+    assert parse_config(raw, {}).llm.prompt_cache_key_salt is None
+    with pytest.raises(ConfigError) as info:
+        parse_config({"llm": {"prompt_cache_key_salt": "short-salt"}}, {})
+    assert info.value.path == "llm.prompt_cache_key_salt"
+    assert "short-salt" not in str(info.value)
+
+
 def test_endpoint_accepts_resolve_per_family_and_configuration() -> None:
     raw = {
         "llm": {

@@ -30,12 +30,14 @@ from larkbot.canonical.llm import (
 )
 from larkbot.llm_gateway.core.common import EncodedImage
 from larkbot.llm_gateway.core.errors import RetryPolicy
+from larkbot.llm_gateway.core.usage import to_openai_chat
 from larkbot.llm_gateway.fake import ContextOverflow, Drop, Fail, FakeProvider, Reply, Script, Sequence
 from larkbot.llm_gateway.gateway import Gateway, Outcome
 from larkbot.runtime.config import LlmEndpoint, LlmSettings
 
 FORMATS: tuple[WireFormat, ...] = ("openai-chat", "anthropic-messages", "responses")
 KEY = "sk-contract-0123456789abcdef"
+SALT = "salt-of-the-contract-deployment"
 FAST = RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.05, min_attempt_s=0.05)
 TOOLS = (
     ToolSpec.of("end_turn", "Stay silent", {"type": "object"}),
@@ -73,10 +75,13 @@ async def gateway_for(
 ) -> AsyncIterator[tuple[Gateway, FakeProvider, list[Outcome]]]:
     outcomes: list[Outcome] = []
     dump_dir = endpoint.pop("dump_dir", None)
+    salt = endpoint.pop("prompt_cache_key_salt", None)
     async with FakeProvider(script, api_key=KEY) as fake:
         fields: dict[str, Any] = {"format": fmt, "base_url": base_url or fake.url, "model": "fake-model"}
         fields.update({"api_key": KEY, "fake": True, **endpoint})
-        settings = LlmSettings(endpoints={"main": LlmEndpoint(**fields)}, dump_dir=dump_dir)
+        settings = LlmSettings(
+            endpoints={"main": LlmEndpoint(**fields)}, dump_dir=dump_dir, prompt_cache_key_salt=salt
+        )
         gateway = Gateway(settings, StaticImages(), policy=FAST, on_outcome=outcomes.append)
         try:
             yield gateway, fake, outcomes
@@ -301,7 +306,10 @@ async def test_unknown_endpoint_is_a_config_error() -> None:
 @pytest.mark.parametrize("fmt", FORMATS)
 async def test_identical_calls_send_byte_identical_bodies(fmt: WireFormat) -> None:
     async with gateway_for(
-        fmt, Sequence([Reply.text("a"), Reply.text("b")]), supports_prompt_cache_key=True
+        fmt,
+        Sequence([Reply.text("a"), Reply.text("b")]),
+        supports_prompt_cache_key=True,
+        prompt_cache_key_salt=SALT,
     ) as (
         gateway,
         fake,
@@ -320,9 +328,74 @@ async def test_identical_calls_send_byte_identical_bodies(fmt: WireFormat) -> No
 
 
 async def test_prompt_cache_key_only_where_supported() -> None:
-    async with gateway_for("openai-chat", Sequence([Reply.text("a")])) as (gateway, fake, _):
+    async with gateway_for("openai-chat", Sequence([Reply.text("a")]), prompt_cache_key_salt=SALT) as (
+        gateway,
+        fake,
+        _,
+    ):
         await gateway.generate(request(chat_key="feishu:oc_1", prompt_cache_key="explicit"))
     assert "prompt_cache_key" not in fake.calls[0].body
+
+
+# --- Issue 6: the prompt_cache_key is a keyed hash; no chat id reaches the provider ----------------------
+
+FEISHU_CHAT, TELEGRAM_CHAT = "oc_5f1e9a2b7c3d4e8f", "-1001987654321"
+
+
+def keyed(chat_key: str, purpose: Any, own_key: str | None) -> LLMRequest:
+    """A request as the driver builds it: its own key per purpose, and the chat it belongs to."""
+    return request(chat_key=chat_key, prompt_cache_key=own_key).model_copy(update={"purpose": purpose})
+
+
+async def sent_keys(fmt: WireFormat, salt: str | None, asks: list[LLMRequest]) -> list[Any]:
+    """The ``prompt_cache_key`` of each request on the wire, from a freshly started gateway."""
+    script = Sequence([Reply.text("ok")] * len(asks))
+    async with gateway_for(fmt, script, supports_prompt_cache_key=True, prompt_cache_key_salt=salt) as (
+        gateway,
+        fake,
+        _,
+    ):
+        for ask in asks:
+            assert isinstance(await gateway.generate(ask), LLMResponse)
+    for call in fake.calls:  # nothing of a chat id anywhere in the body
+        assert FEISHU_CHAT.encode() not in call.raw
+        assert TELEGRAM_CHAT.lstrip("-").removeprefix("100").encode() not in call.raw
+    return [call.body.get("prompt_cache_key") for call in fake.calls]
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "responses"])
+async def test_the_prompt_cache_key_is_a_keyed_hash_per_chat_and_purpose(fmt: WireFormat) -> None:
+    feishu, telegram = f"feishu:{FEISHU_CHAT}", f"telegram:{TELEGRAM_CHAT}"
+    asks = [
+        keyed(feishu, "primary", feishu),
+        keyed(feishu, "primary", feishu),
+        keyed(feishu, "probe", f"{feishu}:probe"),
+        keyed(feishu, "compaction", f"{feishu}:compaction"),
+        keyed(telegram, "primary", telegram),
+        keyed(telegram, "probe", f"{telegram}:probe"),
+        keyed(telegram, "memory", None),  # no key of its own: the chat's
+    ]
+    keys = await sent_keys(fmt, SALT, asks)
+    primary, again, probe, compaction, tg_primary, tg_probe, tg_memory = keys
+    for key in keys:
+        assert isinstance(key, str)
+        assert key.startswith("larkbot-")
+        assert len(key) == len("larkbot-") + 32
+        for leak in ("feishu", "telegram", "oc_", FEISHU_CHAT, TELEGRAM_CHAT, "probe", "compaction"):
+            assert leak not in key
+    assert primary == again  # stable across requests
+    assert len({primary, probe, compaction, tg_primary, tg_probe, tg_memory}) == 6  # chats and purposes
+    restarted = await sent_keys(fmt, SALT, [asks[0], asks[5]])
+    assert restarted == [primary, tg_probe]  # a restarted gateway (or another replica) agrees
+    salted = await sent_keys(fmt, "another-salt-of-this-deployment", [asks[0], asks[5]])
+    assert salted[0] not in keys
+    assert salted[1] not in keys
+
+
+async def test_without_a_salt_no_prompt_cache_key_is_sent() -> None:
+    chat = f"telegram:{TELEGRAM_CHAT}"
+    keys = await sent_keys("openai-chat", None, [keyed(chat, "primary", chat), keyed(chat, "probe", None)])
+    assert keys == [None, None]
 
 
 async def test_request_dumps_are_redacted(tmp_path: Path) -> None:
@@ -507,3 +580,37 @@ async def test_anthropic_rate_limit_resets_set_the_wait() -> None:
     assert isinstance(reply, LLMResponse)
     assert len(fake.calls) == 2
     assert 0.1 < outcomes[0].waited_s <= 0.3
+
+
+# --- Issue 12: thinking that only the total shows is output, over the wire -------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "responses"])
+async def test_thinking_counted_only_in_the_total_is_output(fmt: WireFormat) -> None:
+    # Gemini's compatibility endpoint: total_tokens 109 = 35 prompt + 12 completion + 62 thinking, and no
+    # reasoning field; the same gap in the Responses shape.
+    hidden = {
+        "openai-chat": {"prompt_tokens": 35, "completion_tokens": 12, "total_tokens": 109},
+        "responses": {"input_tokens": 35, "output_tokens": 12, "total_tokens": 109},
+    }[fmt]
+    async with gateway_for(fmt, Sequence([Reply(parts=(TextPart(text="ok"),), extra={"usage": hidden})])) as (
+        gateway,
+        _,
+        outcomes,
+    ):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMResponse), reply
+    assert reply.usage == Usage(input_tokens=35, output_tokens=74, reasoning_tokens=62)
+    assert outcomes[0].usage == reply.usage  # what the metrics count
+
+
+async def test_the_fakes_gemini_usage_style_reads_back_whole() -> None:
+    figures = Usage(input_tokens=35, output_tokens=74, reasoning_tokens=62)
+    wire = to_openai_chat(figures, "gemini")
+    assert (wire["prompt_tokens"], wire["completion_tokens"], wire["total_tokens"]) == (35, 12, 109)
+    assert "completion_tokens_details" not in wire
+    script = Sequence([Reply.text("ok", usage=figures, usage_style="gemini")])
+    async with gateway_for("openai-chat", script) as (gateway, _, _):
+        reply = await gateway.generate(request())
+    assert isinstance(reply, LLMResponse), reply
+    assert reply.usage == figures

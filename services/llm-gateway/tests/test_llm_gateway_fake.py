@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -146,3 +148,68 @@ async def test_fake_context_window_answers_each_format_with_its_own_error() -> N
     assert claude.json()["error"]["message"] == f"prompt is too long: {tokens} tokens > 10 maximum"
     assert responses.json()["error"]["code"] == "context_length_exceeded"
     assert len(fake.calls) == 3  # recorded, but the script (empty here) was never consulted
+
+
+# --- Issue 15: cached tokens in each format's own usage fields -------------------------------------------
+
+LONG = "The system prompt of a long conversation, the same on every call. " * 80  # ~5,400 bytes
+
+
+def bodies(fmt: str, turn: int) -> dict[str, object]:
+    """One conversation's request at ``turn``: the long system prompt, then one message per turn so far."""
+    said = [{"role": "user", "content": f"message {n}"} for n in range(turn + 1)]
+    for n in range(len(said) - 1, 0, -1):
+        said.insert(n, {"role": "assistant", "content": f"answer {n}"})
+    if fmt == "openai-chat":
+        return {"model": "m", "messages": [{"role": "system", "content": LONG}, *said]}
+    if fmt == "responses":
+        return {"model": "m", "instructions": LONG, "input": said}
+    # Anthropic: breakpoints on the system prompt and on the second-to-last message, as the gateway sets them.
+    ephemeral = {"type": "ephemeral"}
+    blocks = [
+        {"role": m["role"], "content": [{"type": "text", "text": m["content"], "cache_control": ephemeral}]}
+        if n == len(said) - 2
+        else m
+        for n, m in enumerate(said)
+    ]
+    system = [{"type": "text", "text": LONG, "cache_control": ephemeral}]
+    return {"model": "m", "max_tokens": 100, "system": system, "messages": blocks}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "path", "read", "write"),
+    [
+        ("openai-chat", "/chat/completions", ("prompt_tokens_details", "cached_tokens"), None),
+        ("responses", "/responses", ("input_tokens_details", "cached_tokens"), None),
+        ("anthropic-messages", "/messages", ("cache_read_input_tokens",), ("cache_creation_input_tokens",)),
+    ],
+)
+async def test_the_fake_reports_cached_tokens_in_each_formats_own_fields(
+    fmt: str, path: str, read: tuple[str, ...], write: tuple[str, ...] | None
+) -> None:
+    def field(usage: dict[str, object], names: tuple[str, ...]) -> object:
+        value: object = usage
+        for name in names:
+            assert isinstance(value, dict), (usage, names)
+            value = value[name]
+        return value
+
+    async with FakeProvider(echo) as fake, httpx.AsyncClient() as client:
+        usages = []
+        for turn in range(2):
+            raw = json.dumps(bodies(fmt, turn)).encode()
+            reply = await client.post(f"{fake.url}{path}", content=raw, headers=ANTHROPIC)
+            assert reply.status_code == 200, reply.text
+            usages.append(reply.json()["usage"])
+    first, second = usages
+    assert field(first, read) == 0
+    cached = field(second, read)
+    assert isinstance(cached, int)
+    assert cached >= len(LONG) // 4 // 128 * 128
+    if write is not None:  # Anthropic: the first call writes what the second reads
+        assert field(first, write) == cached
+        # What follows the last breakpoint is neither written nor read: the rest of the estimate.
+        assert first["input_tokens"] == estimate_tokens(json.dumps(bodies(fmt, 0)).encode()) - cached
+        assert first["input_tokens"] > 0
+    else:
+        assert cached % 128 == 0

@@ -281,6 +281,12 @@ def test_provider_extras_stored_flat_before_the_layout_still_replay() -> None:
             usage.from_openai_chat,
             Usage(input_tokens=21, output_tokens=60, reasoning_tokens=60),
         ),
+        # Issue 12: no reasoning field, only the total shows the thinking: the difference is output.
+        (
+            "gemini_compat_hidden_thinking",
+            usage.from_openai_chat,
+            Usage(input_tokens=20, output_tokens=424 + 572, reasoning_tokens=572),
+        ),
         (
             "anthropic_thinking",
             usage.from_anthropic,
@@ -302,7 +308,7 @@ def test_deepseek_reasoning_stays_inside_its_completion_count() -> None:
     assert decoded.usage == Usage(input_tokens=15, output_tokens=220, reasoning_tokens=200)
 
 
-@pytest.mark.parametrize("style", ["openai", "xai"])
+@pytest.mark.parametrize("style", ["openai", "xai", "gemini"])
 def test_the_fake_speaks_each_usage_style_and_it_reads_back(style: Any) -> None:
     figures = Usage(
         input_tokens=3000,

@@ -108,3 +108,37 @@ async def test_benchmark_reports_overhead_quantiles(nats_url: str) -> None:
     assert 0 < result["overhead_p50_ms"] <= result["overhead_p99_ms"]
     assert result["roundtrip_p50_ms"] >= result["overhead_p50_ms"]
     assert set(result["targets"]) == {"overhead_p50_ms", "overhead_p99_ms"}
+
+
+async def test_cache_reads_reach_the_normalized_usage_over_the_bus(bus: Bus, nats_url: str) -> None:
+    # Issue 15: the playground's path — two primary requests of a chat with a probe between them.
+    system = "You are LarkBot, a member of this group chat. Read the conversation and act. " * 80
+
+    def ask(request_id: str, system: str, *texts: str) -> LLMRequest:
+        return LLMRequest(
+            request_id=request_id,
+            purpose="primary",
+            endpoint="main",
+            system=system,
+            messages=tuple(UserMessage(parts=(TextPart(text=t),)) for t in texts),
+            deadline_ms=time.time_ns() // 1_000_000 + 20_000,
+        )
+
+    async with FakeProvider() as fake:
+        endpoint = LlmEndpoint(format="openai-chat", base_url=fake.url, model="fake", fake=True)
+        config = LarkbotConfig(llm=LlmSettings(endpoints={"main": endpoint}))
+        async with running(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url):
+            replies = [
+                await bus.request_as(SUBJECT_LLM_GENERATE, request, LLM_REPLY_ADAPTER, timeout_s=20)
+                for request in (
+                    ask("p-1", system, "hello"),
+                    ask("probe-1", "Decide whether to act.", "hello"),
+                    ask("p-2", system, "hello", "and more"),
+                )
+            ]
+    first, probe, second = replies
+    assert isinstance(first, LLMResponse), first
+    assert isinstance(probe, LLMResponse), probe
+    assert isinstance(second, LLMResponse), second
+    assert (first.usage.cache_read_tokens, probe.usage.cache_read_tokens) == (0, 0)
+    assert second.usage.cache_read_tokens >= len(system) // 4 // 128 * 128 >= 1024

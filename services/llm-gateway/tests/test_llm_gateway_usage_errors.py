@@ -56,6 +56,61 @@ from larkbot.llm_gateway.core.redact import redact_body, redact_headers
             Usage(input_tokens=900, output_tokens=40, cache_read_tokens=512, reasoning_tokens=0),
         ),
         (usage.from_openai_chat, {}, Usage(input_tokens=0, output_tokens=0)),
+        # Issue 12: Gemini's compatibility endpoint, 109 = 35 prompt + 12 completion + 62 hidden thinking.
+        (
+            usage.from_openai_chat,
+            {"prompt_tokens": 35, "completion_tokens": 12, "total_tokens": 109},
+            Usage(input_tokens=35, output_tokens=74, reasoning_tokens=62),
+        ),
+        (
+            usage.from_responses,
+            {"input_tokens": 35, "output_tokens": 12, "total_tokens": 109},
+            Usage(input_tokens=35, output_tokens=74, reasoning_tokens=62),
+        ),
+        # A zero detail explains nothing: the difference is still reasoning.
+        (
+            usage.from_openai_chat,
+            {
+                "prompt_tokens": 35,
+                "completion_tokens": 12,
+                "total_tokens": 109,
+                "completion_tokens_details": {"reasoning_tokens": 0},
+            },
+            Usage(input_tokens=35, output_tokens=74, reasoning_tokens=62),
+        ),
+        # A detail that equals the difference explains it (reasoning beside the output, xAI): not twice.
+        (
+            usage.from_responses,
+            {
+                "input_tokens": 35,
+                "output_tokens": 12,
+                "total_tokens": 109,
+                "output_tokens_details": {"reasoning_tokens": 62},
+            },
+            Usage(input_tokens=35, output_tokens=74, reasoning_tokens=62),
+        ),
+        # A detail inside the output count (OpenAI's convention) beside a difference it does not explain.
+        (
+            usage.from_openai_chat,
+            {
+                "prompt_tokens": 100,
+                "completion_tokens": 50,
+                "total_tokens": 180,
+                "completion_tokens_details": {"reasoning_tokens": 20},
+            },
+            Usage(input_tokens=100, output_tokens=80, reasoning_tokens=50),
+        ),
+        # The total matches prompt + completion: the detail is inside, nothing is added.
+        (
+            usage.from_responses,
+            {
+                "input_tokens": 900,
+                "output_tokens": 300,
+                "total_tokens": 1200,
+                "output_tokens_details": {"reasoning_tokens": 128},
+            },
+            Usage(input_tokens=900, output_tokens=300, reasoning_tokens=128),
+        ),
         # A proxy reporting more cached than prompt tokens: clamped, never an invalid Usage.
         (
             usage.from_openai_chat,

@@ -227,6 +227,25 @@ class LlmSettings(_Section):
     vision: str | None = None
     memory: str | None = None
     dump_dir: str | None = None
+    #: Keys the ``prompt_cache_key`` the gateway sends to endpoints with ``supports_prompt_cache_key``
+    #: (an HMAC of the chat and the purpose: no chat id reaches the provider). One value for the whole
+    #: deployment, so every gateway replica, and a restarted one, sends the same key for a chat. Unset or
+    #: empty: no ``prompt_cache_key`` is sent at all (the gateway warns at start-up).
+    prompt_cache_key_salt: SecretStr | None = None
+
+    @field_validator("prompt_cache_key_salt", mode="before")
+    @classmethod
+    def _empty_salt_is_unset(cls, value: Any) -> Any:
+        # `${LLM_PROMPT_CACHE_KEY_SALT:-}` in a shared configuration file leaves it empty where unset.
+        return None if value == "" else value
+
+    @field_validator("prompt_cache_key_salt")
+    @classmethod
+    def _salt_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        # A short salt can be guessed, and with it every chat id behind the keys.
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("at least 16 characters (e.g. `openssl rand -hex 32`)")
+        return value
 
 
 def _user_id(value: str) -> str:

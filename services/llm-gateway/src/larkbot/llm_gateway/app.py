@@ -41,6 +41,12 @@ class GatewayService:
                 log.warning(
                     "LLM endpoint %s is the fake provider at %s (fake: true)", name, endpoint.base_url
                 )
+            if endpoint.supports_prompt_cache_key and settings.prompt_cache_key_salt is None:
+                log.warning(
+                    "LLM endpoint %s sets supports_prompt_cache_key, but llm.prompt_cache_key_salt is "
+                    "not set: no prompt_cache_key is sent (set it to one secret value for the deployment)",
+                    name,
+                )
         self.gateway = Gateway(settings, ObjectStoreImages(ctx.bus.js), on_outcome=self._account)
         self.endpoint = Endpoint(
             ctx.bus,

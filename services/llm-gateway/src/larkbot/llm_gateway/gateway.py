@@ -30,7 +30,6 @@ leave.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
@@ -45,6 +44,7 @@ from larkbot.runtime.logs import mask, register_secrets
 from .adapters.dumps import DumpWriter
 from .adapters.images import ImageUnavailable
 from .adapters.transport import HttpReply, ProviderTimeout, ProviderUnreachable, Transport
+from .core.cachekey import prompt_cache_key
 from .core.capabilities import refused_capability
 from .core.common import (
     Accepts,
@@ -129,6 +129,10 @@ class Gateway:
         self.on_outcome = on_outcome
         self.dumps = DumpWriter(settings.dump_dir) if settings.dump_dir else None
         self._keys = [e.api_key.get_secret_value() for e in settings.endpoints.values() if e.api_key]
+        salt = settings.prompt_cache_key_salt
+        self._cache_salt = salt.get_secret_value().encode() if salt is not None else None
+        if salt is not None:
+            self._keys.append(salt.get_secret_value())
         register_secrets(self._keys)
         #: What each endpoint accepts: configuration and family defaults, minus what it refused since.
         self._accepts: dict[str, Accepts] = {}
@@ -189,7 +193,7 @@ class Gateway:
         headers = request_headers(
             endpoint.format, endpoint.api_key.get_secret_value() if endpoint.api_key else None
         )
-        cache_key = _cache_key(request) if endpoint.supports_prompt_cache_key else None
+        cache_key = self._cache_key(request) if endpoint.supports_prompt_cache_key else None
         adjustments = 0
         while True:
             opts = EncodeOptions(
@@ -404,14 +408,12 @@ class Gateway:
             text = text.replace(key, "***")
         return mask(text)
 
-
-def _cache_key(request: LLMRequest) -> str | None:
-    """The request's own key, else one derived from the chat (a digest: chat ids stay with us)."""
-    if request.prompt_cache_key is not None:
-        return request.prompt_cache_key
-    if request.chat_key is None:
-        return None
-    return "larkbot-" + hashlib.sha256(request.chat_key.encode()).hexdigest()[:24]
+    def _cache_key(self, request: LLMRequest) -> str | None:
+        """The keyed hash of the request's own key (else its chat) and purpose; none without a salt."""
+        scope = request.prompt_cache_key if request.prompt_cache_key is not None else request.chat_key
+        if self._cache_salt is None or scope is None:
+            return None
+        return prompt_cache_key(self._cache_salt, request.purpose, scope)
 
 
 def _json_or_text(body: bytes) -> Any:

@@ -97,7 +97,7 @@ def encode_response(
     usage_style: str = "openai",
 ) -> dict[str, Any]:
     if fmt == "openai-chat":
-        style: OpenAIUsageStyle = usage_style if usage_style in ("deepseek", "xai") else "openai"  # type: ignore[assignment]
+        style: OpenAIUsageStyle = usage_style if usage_style in ("deepseek", "xai", "gemini") else "openai"  # type: ignore[assignment]
         return openai_chat.encode_response(
             message, stop_reason, usage, model=model, response_id=response_id, usage_style=style
         )

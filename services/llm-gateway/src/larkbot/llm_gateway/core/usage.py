@@ -14,8 +14,12 @@
 
 Reasoning inside or beside the output count: OpenAI counts reasoning inside ``completion_tokens`` /
 ``output_tokens`` (``total = prompt + completion``); xAI and Gemini's compatibility endpoint count it
-beside them (``total = prompt + completion + reasoning``). The reported total decides: when it equals the
-second sum and not the first, reasoning is added to the output. Without a total, OpenAI's rule holds.
+beside them (``total = prompt + completion + reasoning``), and Gemini at times reports no reasoning field
+at all (``total = prompt + completion + hidden thinking``). The reported total decides, in both OpenAI
+formats: what it holds beyond ``prompt + completion`` is added to the output. It is the reasoning share
+when a reasoning detail equals it; otherwise (no detail, or one inside the output count) it is reasoning
+besides, added to the detail. Without a total, or with none above the sum, OpenAI's rule holds and
+nothing is added. Anthropic reports no total; its ``output_tokens`` include thinking.
 
 A provider that reports more cached tokens than input (seen with proxies) is clamped so the invariant holds.
 """
@@ -28,9 +32,10 @@ from larkbot.canonical.llm import Usage
 
 from .common import as_int
 
-#: How the fake provider spells openai-chat usage: OpenAI's, DeepSeek's cache fields, or xAI's reasoning
-#: beside ``completion_tokens``.
-OpenAIUsageStyle = Literal["openai", "deepseek", "xai"]
+#: How the fake provider spells openai-chat usage: OpenAI's, DeepSeek's cache fields, xAI's reasoning
+#: beside ``completion_tokens``, or Gemini's reasoning beside it with no reasoning field (only the total
+#: shows it).
+OpenAIUsageStyle = Literal["openai", "deepseek", "xai", "gemini"]
 
 
 def _usage(input_tokens: int, output: int, read: int, write: int, reasoning: int | None) -> Usage:
@@ -54,14 +59,24 @@ def _reasoning(details: dict[str, Any], key: str = "reasoning_tokens") -> int | 
     return as_int(value) if value is not None else None
 
 
-def _output(raw: dict[str, Any], prompt: int, completion: int, reasoning: int | None) -> int:
-    """``completion`` plus reasoning when the provider's total shows reasoning was counted beside it."""
+def _output(
+    raw: dict[str, Any], prompt: int, completion: int, reasoning: int | None
+) -> tuple[int, int | None]:
+    """Output and reasoning counts, read against the provider's ``total_tokens``: what the total holds
+    beyond ``prompt + completion`` was generated too, and is reasoning the output count left out."""
     total = raw.get("total_tokens")
-    if not reasoning or not isinstance(total, int) or isinstance(total, bool):
-        return completion
-    if total == prompt + completion + reasoning and total != prompt + completion:
-        return completion + reasoning
-    return completion
+    if not isinstance(total, int) or isinstance(total, bool):
+        return completion, reasoning
+    hidden = total - prompt - completion
+    if hidden <= 0:
+        return completion, reasoning
+    if reasoning == hidden:  # the detail explains the difference: reasoning beside the output (xAI)
+        return completion + hidden, reasoning
+    # No detail, or one that does not explain it: the detail is inside the output count (OpenAI's
+    # convention) and the difference is reasoning besides. Gemini's compatibility endpoint sends
+    # total 109 = 35 prompt + 12 completion + 62 thinking, with no reasoning field at all.
+    output = completion + hidden
+    return output, min((reasoning or 0) + hidden, output)
 
 
 def from_openai_chat(raw: dict[str, Any]) -> Usage:
@@ -72,13 +87,15 @@ def from_openai_chat(raw: dict[str, Any]) -> Usage:
         read = as_int(raw.get("prompt_cache_hit_tokens"))
     write = as_int(details.get("cache_write_tokens"))
     completion = as_int(raw.get("completion_tokens"))
-    reasoning = _reasoning(_details(raw, "completion_tokens_details"))
-    return _usage(prompt, _output(raw, prompt, completion, reasoning), read, write, reasoning)
+    output, reasoning = _output(
+        raw, prompt, completion, _reasoning(_details(raw, "completion_tokens_details"))
+    )
+    return _usage(prompt, output, read, write, reasoning)
 
 
 def to_openai_chat(usage: Usage, style: OpenAIUsageStyle = "openai") -> dict[str, Any]:
     completion = usage.output_tokens
-    if style == "xai" and usage.reasoning_tokens:
+    if style in ("xai", "gemini") and usage.reasoning_tokens:
         completion = max(0, usage.output_tokens - usage.reasoning_tokens)
     out: dict[str, Any] = {
         "prompt_tokens": usage.input_tokens,
@@ -93,7 +110,7 @@ def to_openai_chat(usage: Usage, style: OpenAIUsageStyle = "openai") -> dict[str
         if usage.cache_write_tokens:
             details["cache_write_tokens"] = usage.cache_write_tokens
         out["prompt_tokens_details"] = details
-    if usage.reasoning_tokens is not None:
+    if usage.reasoning_tokens is not None and style != "gemini":
         out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
     return out
 
@@ -133,9 +150,9 @@ def from_responses(raw: dict[str, Any]) -> Usage:
     details = _details(raw, "input_tokens_details")
     read = as_int(details.get("cached_tokens"))
     write = as_int(details.get("cache_write_tokens"))
-    reasoning = _reasoning(_details(raw, "output_tokens_details"))
     prompt = as_int(raw.get("input_tokens"))
-    output = _output(raw, prompt, as_int(raw.get("output_tokens")), reasoning)
+    reported = _reasoning(_details(raw, "output_tokens_details"))
+    output, reasoning = _output(raw, prompt, as_int(raw.get("output_tokens")), reported)
     return _usage(prompt, output, read, write, reasoning)
 
 

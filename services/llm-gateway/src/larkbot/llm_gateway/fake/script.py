@@ -4,8 +4,9 @@ A script is any ``Callable[[FakeCall], Action]``: a :class:`Sequence` of canned 
 function, or :func:`echo` (the default of ``larkbot fake-llm``). Actions:
 
 - :class:`Reply` — an assistant message (text, tool calls, reasoning) with a stop reason and usage. With
-  ``usage=None`` the fake computes usage itself, and reports as cache reads the part of the request body
-  shared with the previous request of the same format (what a provider's prefix cache would hit).
+  ``usage=None`` the fake computes usage itself, with the cache reads (and Anthropic's writes) a real
+  provider would report for the prefix shared with the previous request of the same conversation
+  (``cache.py``).
 - :class:`Fail` — an HTTP error in the format's own error shape, optionally with ``retry-after``, any
   other headers (``x-should-retry``, rate-limit resets) or a body of its own (a recorded provider error).
 - :class:`ContextOverflow` — the format's real "request too long" answer (OpenAI's 400

@@ -10,6 +10,10 @@ cache numbers, tool calls, reasoning, refusals and errors with ``retry-after``. 
 ``x-larkbot-fake: 1``; the gateway accepts that only from an endpoint configured with ``fake: true``, so a
 production configuration can never silently talk to the fake.
 
+Usage: a script's explicit figures, or the fake's own: input and output at ~4 bytes per token, cache
+reads (and Anthropic's writes) for the prefix shared with the previous request of the same conversation,
+as the real providers count them (``cache.py``).
+
 Context window: with ``context_window`` set (constructor, attribute, or ``--context-window``), a request
 whose :func:`estimate_tokens` exceeds it gets the format's real "request too long" error without
 consulting the script (the call is still recorded in ``.calls``); a script can also answer
@@ -40,6 +44,7 @@ from larkbot.canonical.llm import TextPart, ToolCallPart, Usage
 from ..core.common import WireError
 from ..core.errors import context_length_body, error_body
 from ..core.formats import FAKE_HEADER, codec_for_path, encode_response
+from .cache import CacheHit, PromptCache
 from .script import ContextOverflow, Drop, Fail, FakeCall, Reply, Script, echo
 
 #: OpenAI's reasoning models, which refuse ``max_tokens`` and a temperature other than 1.
@@ -75,7 +80,7 @@ class FakeProvider:
         #: Requests estimated above this many tokens get the format's context-length error.
         self.context_window = context_window
         self.calls: list[FakeCall] = []
-        self._last_body: dict[str, bytes] = {}
+        self._cache = PromptCache()
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -129,11 +134,11 @@ class FakeProvider:
             return _error(fmt, 400, f"invalid request: {exc}")
         call = FakeCall(len(self.calls), fmt, request.path, headers, raw, body, parsed)
         self.calls.append(call)
-        previous = self._last_body.get(fmt, b"")
-        self._last_body[fmt] = raw
         tokens = estimate_tokens(raw)
         if self.context_window is not None and tokens > self.context_window:
             return _overflow(fmt, tokens, ContextOverflow(limit=self.context_window))
+        # A request the model reads reaches its cache, whatever the script answers.
+        hit = self._cache.observe(fmt, body)
         action = self.script(call)
         if not isinstance(action, Drop) and action.latency_s > 0:
             await asyncio.sleep(action.latency_s)
@@ -150,7 +155,7 @@ class FakeProvider:
             if action.body is not None:
                 return web.json_response(action.body, status=action.status, headers={**_FAKE, **extra})
             return _error(fmt, action.status, action.message, extra)
-        usage = action.usage or _estimate_usage(fmt, raw, previous, action)
+        usage = action.usage or _estimate_usage(tokens, hit, action)
         payload = encode_response(
             fmt,
             action.message(),
@@ -249,16 +254,10 @@ def _validate(fmt: str, body: dict[str, Any], headers: dict[str, str]) -> None:
                 raise _anthropic_refusal("messages: text content blocks must contain non-whitespace text")
 
 
-def _estimate_usage(fmt: str, raw: bytes, previous: bytes, action: Reply) -> Usage:
-    """~4 bytes per token; the prefix shared with the previous request counts as a cache read."""
-    shared = 0
-    for a, b in zip(raw, previous, strict=False):
-        if a != b:
-            break
-        shared += 1
-    input_tokens = estimate_tokens(raw)
-    read = min(shared // 4, input_tokens)
-    write = input_tokens - read if fmt == "anthropic-messages" else 0
+def _estimate_usage(input_tokens: int, hit: CacheHit, action: Reply) -> Usage:
+    """~4 bytes per token, input and output; cache reads and writes as the prompt cache found them."""
+    read = min(hit.read, input_tokens)
+    write = min(hit.write, input_tokens - read)
     text = 0
     for part in action.parts:
         if isinstance(part, TextPart):
