@@ -59,6 +59,8 @@ def _turn(
 
 
 SEG = segment_tokens(segment(1, text="x" * 43))
+#: Every segment of these tests was handled by a wake-up (none is input waiting for an answer).
+HANDLED = T0 + 10**9
 
 
 def _plan(segments: tuple, turns: tuple = (), **kw: int) -> object:  # type: ignore[type-arg]
@@ -67,6 +69,7 @@ def _plan(segments: tuple, turns: tuple = (), **kw: int) -> object:  # type: ign
         "trigger_tokens": 50 * SEG,
         "target_tokens": 20 * SEG,
         "input_cap_tokens": 10_000 * SEG,
+        "processed_until_ms": HANDLED,
     }
     args.update(kw)
     return plan_compaction(segments, turns, **args)  # type: ignore[arg-type]
@@ -82,6 +85,7 @@ def test_nothing_to_do_under_the_trigger_unless_forced() -> None:
         trigger_tokens=50 * SEG,
         target_tokens=20 * SEG,
         input_cap_tokens=10_000,
+        processed_until_ms=HANDLED,
         force=True,
     )
     assert forced is not None
@@ -98,6 +102,7 @@ def test_the_oldest_part_is_summarized_down_to_the_target() -> None:
         trigger_tokens=50 * SEG,
         target_tokens=20 * SEG,
         input_cap_tokens=10**6,
+        processed_until_ms=HANDLED,
     )
     assert plan is not None
     kept = segments[len(plan.segments) :]
@@ -126,11 +131,52 @@ def test_an_open_chain_and_a_running_wake_up_stay_after_the_cut() -> None:
         trigger_tokens=50 * SEG,
         target_tokens=20 * SEG,
         input_cap_tokens=10**6,
+        processed_until_ms=HANDLED,
         protected_from_ms=T0 + 40_000,
     )
     assert running is not None
     assert running.turns_from_ms <= T0 + 40_000
     assert len(running.segments) == 39
+
+
+def test_input_not_handled_yet_is_never_summarized() -> None:
+    """Issue 23: a compaction summarized the mention a wake-up was answering. Everything from the oldest
+    unhandled external message on stays after the cut, however far over the target it is."""
+    segments = _segments(100)
+    waiting = segments[29].received_at_ms  # messages 31.. arrived after the last wake-up's input
+    plan = _plan(segments, processed_until_ms=waiting)
+    assert plan is not None
+    assert len(plan.segments) == 30  # type: ignore[attr-defined]
+    assert plan.cursor == 30  # type: ignore[attr-defined]
+    assert plan.tokens_after > 20 * SEG  # type: ignore[attr-defined]  # over the target: it waits
+    # The bot's own messages, self-sent echoes and blocked senders do not hold the cut back.
+    own = tuple(
+        segment(i, at_ms=T0 + i * 1000, sender="ou_lark", myself=True, text="x" * (44 - len(str(i))))
+        if i > 30
+        else s
+        for i, s in enumerate(segments, start=1)
+    )
+    handled = _plan(own, processed_until_ms=waiting)
+    assert handled is not None
+    assert len(handled.segments) > 30  # type: ignore[attr-defined]
+    assert handled.tokens_after <= 20 * SEG  # type: ignore[attr-defined]
+    blocked = plan_compaction(
+        tuple(
+            segment(i, at_ms=T0 + i * 1000, sender="ou_spam", text="x" * (44 - len(str(i)))) if i > 30 else s
+            for i, s in enumerate(segments, start=1)
+        ),
+        (),
+        previous_turns_from_ms=0,
+        trigger_tokens=50 * SEG,
+        target_tokens=20 * SEG,
+        input_cap_tokens=10**6,
+        processed_until_ms=waiting,
+        blocked=frozenset({"ou_spam"}),
+    )
+    assert blocked is not None
+    assert len(blocked.segments) == 80
+    # When the very first segment waits for an answer, there is nothing to summarize.
+    assert _plan(segments, processed_until_ms=0) is None
 
 
 def test_the_input_cap_moves_the_cursor_only_as_far_as_summarized() -> None:
@@ -142,6 +188,7 @@ def test_the_input_cap_moves_the_cursor_only_as_far_as_summarized() -> None:
         trigger_tokens=50 * SEG,
         target_tokens=20 * SEG,
         input_cap_tokens=30 * SEG,
+        processed_until_ms=HANDLED,
     )
     assert plan is not None
     assert len(plan.segments) == 30
@@ -159,6 +206,7 @@ def test_the_turn_boundary_never_moves_back() -> None:
         trigger_tokens=50 * SEG,
         target_tokens=20 * SEG,
         input_cap_tokens=10**6,
+        processed_until_ms=HANDLED,
     )
     assert plan is not None
     assert plan.turns_from_ms == later

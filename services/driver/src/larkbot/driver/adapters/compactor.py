@@ -146,6 +146,8 @@ class Compactor:
             trigger_tokens=limits.trigger,
             target_tokens=limits.target,
             input_cap_tokens=limits.compaction_input_cap,
+            processed_until_ms=chat.marks.processed_until_ms,
+            blocked=chat.blocked,
             force=force,
             protected_from_ms=chat.running_since_ms,
         )
