@@ -294,7 +294,31 @@ def test_a_small_model_window_bounds_every_limit() -> None:
         compaction_fixed_tokens=300,
     )
     assert small.request_limit == 15_000
-    assert small.trigger == 15_000 - 1000 - settings.summary_max_est_tokens - 1000
+    room = 15_000 - 1000
+    assert small.summary_max == room // 10  # a tenth of the room, not the configured 3,000
+    assert small.trigger == room - small.summary_max - 1000
     assert small.target == small.trigger // 2
     assert small.probe_budget < 15_000
+    assert small.probe_summary_max <= settings.probe_summary_max_est_tokens
     assert small.compaction_input_cap < 15_000
+
+
+def test_a_small_window_leaves_the_history_most_of_its_room() -> None:
+    """Issue 23: an 8,000-token model (half of it for output, ~3,000 estimated tokens of system prompt
+    and tools) compacted at about 2,000 estimated tokens: a 3,000-token summary and a 1,000-token
+    reserve took the rest. Shared by proportion, the history gets at least 80 % of the room."""
+    settings = ChatSettings()
+    window = 8_000  # estimate units, output already reserved (calibration 0.5 of a 4,000-token room)
+    fixed = 3_000
+    small = limits(
+        settings,
+        Windows(primary=window, probe=window, compaction=window),
+        primary_fixed_tokens=fixed,
+        probe_fixed_tokens=1_500,
+        compaction_fixed_tokens=300,
+    )
+    room = window - fixed
+    assert small.trigger >= room * 8 // 10
+    assert small.summary_max + small.trigger + 500 <= room  # the summary and a reserve still fit
+    assert small.trigger - small.target >= room * 4 // 10  # what grows between two compactions
+    assert small.probe_budget >= (window - 1_500) * 7 // 10

@@ -92,7 +92,11 @@ def first_unprocessed(
     """The index of the oldest input not handled yet: an external segment that arrived after
     ``processed_until_ms`` (``None``: all of it was handled)."""
     return next(
-        (i for i, s in enumerate(segments) if s.received_at_ms > processed_until_ms and is_external(s, blocked)),
+        (
+            i
+            for i, s in enumerate(segments)
+            if s.received_at_ms > processed_until_ms and is_external(s, blocked)
+        ),
         None,
     )
 
