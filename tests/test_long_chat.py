@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from larkbot.cli.longchat import QUICK_MESSAGES, measure
+from larkbot.cli.longchat import QUICK_MESSAGES, SMALL_MESSAGES, measure
 from larkbot.runtime.bus import Bus
 
 
-def _check(figures: dict[str, Any], messages: int) -> dict[str, Any]:
-    long_chat = figures["long_chat"]
+def _check(figures: dict[str, Any], messages: int, key: str = "long_chat") -> dict[str, Any]:
+    long_chat = figures[key]
     assert long_chat["messages"] == messages
     assert long_chat["over_window"] == 0  # no request the model had to refuse
     assert long_chat["largest_request_tokens"] + 1024 <= long_chat["window_tokens"]
@@ -28,12 +28,22 @@ def _check(figures: dict[str, Any], messages: int) -> dict[str, Any]:
 
 
 async def test_a_short_long_chat_compacts_and_keeps_answering(bus: Bus, nats_url: str) -> None:
-    long_chat = _check(await measure(nats_url, quick=True), QUICK_MESSAGES)
+    figures = await measure(nats_url, quick=True)
+    long_chat = _check(figures, QUICK_MESSAGES)
     assert long_chat["compactions"] >= 3
+    # Issue 23: an 8,000-token model compacted about once per answer (a fixed 3,000-token summary and
+    # 1,000-token reserve left the history a sliver of the window): 159 compactions for 177 answers,
+    # a provider-side cached share of 0.80. Shared by proportion, a compaction leaves room for turns.
+    small = _check(figures, QUICK_MESSAGES, "long_chat_small")
+    assert small["compactions"] >= 3
+    assert small["compactions_per_answer"] <= 0.35
+    assert small["provider_cached_share"] >= 0.82
 
 
 @pytest.mark.slow
 async def test_twenty_thousand_messages_in_a_16k_window(bus: Bus, nats_url: str) -> None:
-    long_chat = _check(await measure(nats_url, quick=False), 20_000)
+    figures = await measure(nats_url, quick=False)
+    _check(figures, SMALL_MESSAGES, "long_chat_small")
+    long_chat = _check(figures, 20_000)
     assert long_chat["compactions"] >= 50
     assert long_chat["ratio_between_compactions"] >= 0.95

@@ -156,6 +156,7 @@ async def test_a_context_length_error_compacts_or_trims_and_the_bot_still_answer
         if compaction_fails:
             w.queue("compaction").append(LLMError(request_id="x", category="permanent", message="no"))
         at = await _chatter(w, 1, 60, start_ms=0)
+        await w.tick(at)  # the bot reads the chatter and stays quiet: only the mention is left to answer
         w.probe_answers.append(decide("send_message", "asked"))
         w.primary_answers.append(
             LLMError(request_id="x", category="context_length", message="maximum context length exceeded")
@@ -195,6 +196,7 @@ async def test_a_request_over_the_configured_window_is_never_sent(bus: Bus, nats
     settings = {**SMALL, "max_context_est_tokens": 50_000, "working_window_est_tokens": 1600}
     async with world(bus, nats_url, db, llm=llm, **settings) as w:
         at = await _chatter(w, 1, 200, start_ms=0)
+        await w.tick(at)  # read and left unanswered: compaction may summarize it, never the mention
         await _mention(w, 201, at, "fit")
         for request in w.llm.by_purpose("primary"):
             assert request_tokens(request.system, request.tools, request.messages) <= 5000

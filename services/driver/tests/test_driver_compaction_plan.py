@@ -59,6 +59,8 @@ def _turn(
 
 
 SEG = segment_tokens(segment(1, text="x" * 43))
+#: Every segment of these tests was handled by a wake-up (none is input waiting for an answer).
+HANDLED = T0 + 10**9
 
 
 def _plan(segments: tuple, turns: tuple = (), **kw: int) -> object:  # type: ignore[type-arg]
@@ -67,6 +69,7 @@ def _plan(segments: tuple, turns: tuple = (), **kw: int) -> object:  # type: ign
         "trigger_tokens": 50 * SEG,
         "target_tokens": 20 * SEG,
         "input_cap_tokens": 10_000 * SEG,
+        "processed_until_ms": HANDLED,
     }
     args.update(kw)
     return plan_compaction(segments, turns, **args)  # type: ignore[arg-type]
@@ -82,6 +85,7 @@ def test_nothing_to_do_under_the_trigger_unless_forced() -> None:
         trigger_tokens=50 * SEG,
         target_tokens=20 * SEG,
         input_cap_tokens=10_000,
+        processed_until_ms=HANDLED,
         force=True,
     )
     assert forced is not None
@@ -98,6 +102,7 @@ def test_the_oldest_part_is_summarized_down_to_the_target() -> None:
         trigger_tokens=50 * SEG,
         target_tokens=20 * SEG,
         input_cap_tokens=10**6,
+        processed_until_ms=HANDLED,
     )
     assert plan is not None
     kept = segments[len(plan.segments) :]
@@ -126,11 +131,52 @@ def test_an_open_chain_and_a_running_wake_up_stay_after_the_cut() -> None:
         trigger_tokens=50 * SEG,
         target_tokens=20 * SEG,
         input_cap_tokens=10**6,
+        processed_until_ms=HANDLED,
         protected_from_ms=T0 + 40_000,
     )
     assert running is not None
     assert running.turns_from_ms <= T0 + 40_000
     assert len(running.segments) == 39
+
+
+def test_input_not_handled_yet_is_never_summarized() -> None:
+    """Issue 23: a compaction summarized the mention a wake-up was answering. Everything from the oldest
+    unhandled external message on stays after the cut, however far over the target it is."""
+    segments = _segments(100)
+    waiting = segments[29].received_at_ms  # messages 31.. arrived after the last wake-up's input
+    plan = _plan(segments, processed_until_ms=waiting)
+    assert plan is not None
+    assert len(plan.segments) == 30  # type: ignore[attr-defined]
+    assert plan.cursor == 30  # type: ignore[attr-defined]
+    assert plan.tokens_after > 20 * SEG  # type: ignore[attr-defined]  # over the target: it waits
+    # The bot's own messages, self-sent echoes and blocked senders do not hold the cut back.
+    own = tuple(
+        segment(i, at_ms=T0 + i * 1000, sender="ou_lark", myself=True, text="x" * (44 - len(str(i))))
+        if i > 30
+        else s
+        for i, s in enumerate(segments, start=1)
+    )
+    handled = _plan(own, processed_until_ms=waiting)
+    assert handled is not None
+    assert len(handled.segments) > 30  # type: ignore[attr-defined]
+    assert handled.tokens_after <= 20 * SEG  # type: ignore[attr-defined]
+    blocked = plan_compaction(
+        tuple(
+            segment(i, at_ms=T0 + i * 1000, sender="ou_spam", text="x" * (44 - len(str(i)))) if i > 30 else s
+            for i, s in enumerate(segments, start=1)
+        ),
+        (),
+        previous_turns_from_ms=0,
+        trigger_tokens=50 * SEG,
+        target_tokens=20 * SEG,
+        input_cap_tokens=10**6,
+        processed_until_ms=waiting,
+        blocked=frozenset({"ou_spam"}),
+    )
+    assert blocked is not None
+    assert len(blocked.segments) == 80
+    # When the very first segment waits for an answer, there is nothing to summarize.
+    assert _plan(segments, processed_until_ms=0) is None
 
 
 def test_the_input_cap_moves_the_cursor_only_as_far_as_summarized() -> None:
@@ -142,6 +188,7 @@ def test_the_input_cap_moves_the_cursor_only_as_far_as_summarized() -> None:
         trigger_tokens=50 * SEG,
         target_tokens=20 * SEG,
         input_cap_tokens=30 * SEG,
+        processed_until_ms=HANDLED,
     )
     assert plan is not None
     assert len(plan.segments) == 30
@@ -159,6 +206,7 @@ def test_the_turn_boundary_never_moves_back() -> None:
         trigger_tokens=50 * SEG,
         target_tokens=20 * SEG,
         input_cap_tokens=10**6,
+        processed_until_ms=HANDLED,
     )
     assert plan is not None
     assert plan.turns_from_ms == later
@@ -246,7 +294,31 @@ def test_a_small_model_window_bounds_every_limit() -> None:
         compaction_fixed_tokens=300,
     )
     assert small.request_limit == 15_000
-    assert small.trigger == 15_000 - 1000 - settings.summary_max_est_tokens - 1000
+    room = 15_000 - 1000
+    assert small.summary_max == room // 10  # a tenth of the room, not the configured 3,000
+    assert small.trigger == room - small.summary_max - 1000
     assert small.target == small.trigger // 2
     assert small.probe_budget < 15_000
+    assert small.probe_summary_max <= settings.probe_summary_max_est_tokens
     assert small.compaction_input_cap < 15_000
+
+
+def test_a_small_window_leaves_the_history_most_of_its_room() -> None:
+    """Issue 23: an 8,000-token model (half of it for output, ~3,000 estimated tokens of system prompt
+    and tools) compacted at about 2,000 estimated tokens: a 3,000-token summary and a 1,000-token
+    reserve took the rest. Shared by proportion, the history gets at least 80 % of the room."""
+    settings = ChatSettings()
+    window = 8_000  # estimate units, output already reserved (calibration 0.5 of a 4,000-token room)
+    fixed = 3_000
+    small = limits(
+        settings,
+        Windows(primary=window, probe=window, compaction=window),
+        primary_fixed_tokens=fixed,
+        probe_fixed_tokens=1_500,
+        compaction_fixed_tokens=300,
+    )
+    room = window - fixed
+    assert small.trigger >= room * 8 // 10
+    assert small.summary_max + small.trigger + 500 <= room  # the summary and a reserve still fit
+    assert small.trigger - small.target >= room * 4 // 10  # what grows between two compactions
+    assert small.probe_budget >= (window - 1_500) * 7 // 10

@@ -11,8 +11,8 @@ from larkbot.driver.core import tools
 from larkbot.driver.core.estimate import request_tokens
 from larkbot.driver.core.protocol import ModelCall
 from larkbot.driver.core.scheduler import Wake
-from larkbot.driver.core.wake import ProbeCall, WakeDone, WakeFailure, WakeInput, WakeSettings
-from larkbot.driver.scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
+from larkbot.driver.core.wake import CLIP_ATTEMPTS, ProbeCall, WakeDone, WakeFailure, WakeInput, WakeSettings
+from larkbot.driver.scripted import DEFAULT_LIMITS, DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
 from larkbot.driver.synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
@@ -70,9 +70,12 @@ def test_an_activation_runs_the_primary_and_the_send_is_stored() -> None:
 
 
 def test_a_request_over_the_window_compacts_first_then_trims() -> None:
-    settings = replace(SETTINGS, request_limit_tokens=3_000, trim_budget_tokens=600)
-    ports = _ports([_decide("send_message"), _send()], messages=120)
-    outcome = asyncio.run(ports.run(_inputs(settings)))
+    limits = replace(DEFAULT_LIMITS, request_limit=3_000, target=600)
+    # Messages 1-110 were handled by earlier wake-ups; 111-120 are this one's input.
+    ports = _ports(
+        [_decide("send_message"), _send()], messages=120, limits=limits, processed_until_ms=T0 + 110_000
+    )
+    outcome = asyncio.run(ports.run(_inputs(until=T0 + 120_000)))
     assert outcome == WakeDone("probe")
     assert ports.compactions == 1  # asked first; the scripted compactor could not move the cursor
     (primary,) = _primaries(ports)
@@ -104,14 +107,21 @@ def test_a_context_length_refusal_compacts_and_asks_again() -> None:
     assert [n.kind for n in ports.notes].count("context_length") == 1
 
 
-def test_when_compaction_cannot_help_the_retry_is_trimmed_and_a_last_refusal_fails() -> None:
+def test_when_compaction_cannot_help_the_retry_is_trimmed_then_clipped_and_a_last_refusal_fails() -> None:
     refusal = LLMError(request_id="r", category="context_length", message="too long")
-    ports = _ports([_decide("send_message"), refusal, refusal], messages=40)
+    ports = _ports(
+        [_decide("send_message"), *[refusal] * (2 + CLIP_ATTEMPTS)],
+        messages=40,
+        processed_until_ms=T0 + 30_000,
+    )
     outcome = asyncio.run(ports.run(_inputs()))
     assert isinstance(outcome, WakeFailure)
     assert not outcome.transient
     assert ports.compactions == 1  # tried once; the scripted compactor could not move the cursor
-    assert len(_primaries(ports)) == 2
+    assert len(_primaries(ports)) == 2 + CLIP_ATTEMPTS  # whole, trimmed, clipped smaller and smaller
+    clipped = [request_tokens(p.system, p.tools, p.messages) for p in _primaries(ports)[2:]]
+    assert clipped == sorted(clipped, reverse=True)
+    assert clipped[-1] < clipped[0]
     trimmed = _primaries(ports)[1]
     head = trimmed.messages[0]
     assert isinstance(head, UserMessage)

@@ -31,7 +31,16 @@ from larkbot.canonical.llm import (
 from larkbot.llm_gateway.core.common import EncodedImage
 from larkbot.llm_gateway.core.errors import RetryPolicy
 from larkbot.llm_gateway.core.usage import to_openai_chat
-from larkbot.llm_gateway.fake import ContextOverflow, Drop, Fail, FakeProvider, Reply, Script, Sequence
+from larkbot.llm_gateway.fake import (
+    ContextOverflow,
+    Drop,
+    Fail,
+    FakeProvider,
+    Reply,
+    Script,
+    Sequence,
+    estimate_tokens,
+)
 from larkbot.llm_gateway.gateway import Gateway, Outcome
 from larkbot.runtime.config import LlmEndpoint, LlmSettings
 
@@ -455,6 +464,9 @@ async def test_every_openai_chat_context_dialect_is_context_length(dialect: Any,
     assert isinstance(reply, LLMError)
     assert (reply.category, reply.status) == ("context_length", status)
     assert "65536" in reply.message
+    # The numbers the provider stated travel with the error: the driver learns the real window.
+    assert reply.window_tokens == 65536
+    assert reply.input_tokens == estimate_tokens(fake.calls[0].raw)
     assert len(fake.calls) == 1
 
 

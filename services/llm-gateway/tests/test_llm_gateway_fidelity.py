@@ -40,6 +40,7 @@ from larkbot.llm_gateway.core.common import (
 from larkbot.llm_gateway.core.errors import (
     classify,
     context_length_body,
+    context_numbers,
     error_info,
     provider_message,
     retry_after_s,
@@ -521,6 +522,39 @@ def test_recorded_errors_are_classified_by_meaning(case: dict[str, Any]) -> None
 def test_the_fakes_context_length_bodies_classify_as_context_length(fmt: WireFormat, dialect: Any) -> None:
     status, body = context_length_body(fmt, 70000, 65536, dialect)
     assert classify(status, error_info(json.dumps(body).encode()), {}) == "context_length"
+
+
+#: What each recorded context refusal states: (window, input) in the model's tokens.
+CONTEXT_NUMBERS = {
+    "openai context_length_exceeded (chathub-dev/chathub#126)": (4097, 4294),
+    "anthropic prompt is too long (anthropics/claude-code#12186)": (200000, 208310),
+    "anthropic input + max_tokens over the limit (continuedev/continue#6080)": (200000, 199759),
+    "deepseek, code only invalid_request_error (NoFxAiOS/nofx#1278)": (131072, 133980),
+    "vllm flat object:error body (THUDM/LongBench#104)": (131072, 351430),
+    "openrouter endpoint context (continuedev/continue#10690)": (163840, 238917),
+    "responses api context window (dyad-sh/dyad#1672)": (None, None),
+    "openai 429 request too large for TPM (TheR1D/shell_gpt#653)": (30000, 31538),
+    "xai maximum prompt length (cline/cline#3120)": (131072, 136973),
+    "gemini list-wrapped token count (google-gemini/gemini-cli#4692)": (1048576, 2845475),
+    "ollama input exceeds context (nano-step/nano-brain#208)": (None, None),
+    "groq 413 request too large for TPM (figures: agent0ai/agent-zero#347)": (6000, 7591),
+}
+
+
+def test_recorded_context_refusals_yield_the_window_and_input_they_state() -> None:
+    cases = [e for e in FIXTURES["errors"] if e["category"] == "context_length"]
+    assert {e["name"] for e in cases} == set(CONTEXT_NUMBERS)
+    for case in cases:
+        message = error_info(json.dumps(case["body"]).encode()).message
+        assert context_numbers(message) == CONTEXT_NUMBERS[case["name"]], case["name"]
+    for fmt, dialect in (
+        ("openai-chat", "openai"),
+        ("openai-chat", "vllm"),
+        ("anthropic-messages", "openai"),
+    ):
+        _status, body = context_length_body(fmt, 70000, 65536, dialect)  # type: ignore[arg-type]
+        assert context_numbers(error_info(json.dumps(body).encode()).message) == (65536, 70000)
+    assert context_numbers("provider answered HTTP 400: bad request") == (None, None)
 
 
 def test_retry_after_honours_every_hint() -> None:

@@ -237,7 +237,10 @@ class LLMError(WireModel):
     - ``config``: the endpoint needs an operator (unknown endpoint, key, model not found, no quota or
       credit).
 
-    ``message`` is redacted; ``retry_after_s`` is the provider's hint, when it gave one."""
+    ``message`` is redacted; ``retry_after_s`` is the provider's hint, when it gave one. A
+    ``context_length`` refusal carries the numbers the provider stated, when it stated them:
+    ``window_tokens`` (the model's limit) and ``input_tokens`` (its count of the refused input), both in
+    the model's own tokens — what lets the caller learn the real window."""
 
     kind: Literal["error"] = "error"
     request_id: Id
@@ -245,6 +248,8 @@ class LLMError(WireModel):
     message: str
     status: int | None = None
     retry_after_s: Annotated[float, Field(ge=0)] | None = None
+    window_tokens: Annotated[int, Field(gt=0)] | None = None
+    input_tokens: Annotated[int, Field(gt=0)] | None = None
 
 
 LLMReply = Annotated[LLMResponse | LLMError, Field(discriminator="kind")]

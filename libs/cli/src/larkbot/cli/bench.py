@@ -28,6 +28,7 @@ KEYS: tuple[str, ...] = (
     "gateway_overhead_ms",
     "cacheable_prefix_ratio",
     "long_chat",
+    "long_chat_small",
     "media_thumbnails_per_s",
     "resident_bytes_per_chat",
     "memory_search_ms",

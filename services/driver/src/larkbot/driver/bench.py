@@ -35,7 +35,7 @@ from .core.protocol import ModelCall, ToolDone, ToolRun
 from .core.records import Activation
 from .core.scheduler import Wake
 from .core.wake import ProbeCall, WakeInput
-from .scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
+from .scripted import DEFAULT_LIMITS, ScriptedPorts, wake_input
 from .synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
@@ -110,7 +110,7 @@ def cacheable_prefix_ratio(messages: int = 500, *, burst: int = 3, reply_every: 
         )
         return script.pop(0)
 
-    ports = ScriptedPorts(script=model, now_ms=T0, call_ms=200)
+    ports = ScriptedPorts(script=model, now_ms=T0, call_ms=200, limits=replace(DEFAULT_LIMITS, target=30_000))
 
     def send(run: ToolRun) -> ToolDone:
         if run.name == tools.SEND:
@@ -158,7 +158,6 @@ def cacheable_prefix_ratio(messages: int = 500, *, burst: int = 3, reply_every: 
 def _inputs(wake: Wake, activation: int) -> WakeInput:
     return wake_input(
         wake,
-        settings=replace(DEFAULT_WAKE_SETTINGS, trim_budget_tokens=30_000),
         chat_id="oc_bench",
         wake_id=f"w{activation}",
         new_chain_id=f"c{activation}",

@@ -72,7 +72,7 @@ WAKE_CRASHES = Counter(
 COMPACTIONS = Counter(
     "larkbot_driver_compactions_total",
     "Compactions by outcome (ok, failed, backing_off: a request needed one during the back-off, "
-    "nothing_to_summarize)",
+    "nothing_to_summarize, too_long: the model refused the request and taught a smaller window)",
     ["outcome"],
 )
 SUMMARY_TOKENS = Histogram(
@@ -98,6 +98,10 @@ CURSOR_LAG_TOKENS = Histogram(
 REQUESTS_TRIMMED = Counter(
     "larkbot_driver_requests_trimmed_total",
     "Primary requests sent with a trimmed history (it did not fit and could not be compacted)",
+)
+INPUTS_CLIPPED = Counter(
+    "larkbot_driver_inputs_clipped_total",
+    "Primary requests whose unhandled input alone did not fit the model's window and was clipped",
 )
 CONTEXT_LENGTH = Counter(
     "larkbot_driver_context_length_errors_total",

@@ -13,6 +13,7 @@ from larkbot.canonical.llm import LLMError, LLMResponse, TextPart
 from .adapters.interpreter import interpret
 from .core.budget import TurnBudget
 from .core.compaction import Summary
+from .core.limits import Limits
 from .core.memory import Memory
 from .core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
 from .core.recall import RecallLimits
@@ -39,12 +40,18 @@ DEFAULT_WAKE_SETTINGS = WakeSettings(
     probe_enabled=True,
     bot_exchange_cap=4,
     budget=TurnBudget(),
-    probe_budget_tokens=20_000,
-    probe_summary_max_tokens=2_000,
     probe_timeout_ms=15_000,
-    request_limit_tokens=None,
-    trim_budget_tokens=1_000,
     reasoning_replay=3,
+)
+#: The chat's size limits with no model window known (the flow tests set one).
+DEFAULT_LIMITS = Limits(
+    request_limit=None,
+    trigger=60_000,
+    target=1_000,
+    compaction_input_cap=80_000,
+    probe_budget=20_000,
+    summary_max=3_000,
+    probe_summary_max=2_000,
 )
 
 
@@ -111,6 +118,8 @@ class ScriptedPorts:
     #: High-importance memories by person (``load_memories`` answers from it, in the order asked).
     memories: dict[str, list[Memory]] = field(default_factory=dict)
     memory_loads: list[tuple[str, ...]] = field(default_factory=list)
+    #: What ``read_chat`` answers as the chat's limits (a script may change them, as a refusal would).
+    limits: Limits = DEFAULT_LIMITS
 
     async def read_chat(self) -> ChatView:
         externals = [s.received_at_ms for s in self.segments if not s.is_myself and s.node_type != "event"]
@@ -126,6 +135,7 @@ class ScriptedPorts:
             recovery_failures=self.recovery_failures,
             stopping=False,
             now_ms=self.now_ms,
+            limits=self.limits,
         )
 
     async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:

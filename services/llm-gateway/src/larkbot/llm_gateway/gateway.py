@@ -55,7 +55,15 @@ from .core.common import (
     model_identity,
     prepare_messages,
 )
-from .core.errors import Category, ErrorInfo, RetryPolicy, classify, error_info, retry_after_s
+from .core.errors import (
+    Category,
+    ErrorInfo,
+    RetryPolicy,
+    classify,
+    context_numbers,
+    error_info,
+    retry_after_s,
+)
 from .core.formats import CODECS, FAKE_HEADER, request_headers
 from .core.redact import redact_headers
 
@@ -152,12 +160,16 @@ class Gateway:
             reply: LLMResponse | LLMError = await self._generate(request, endpoint, outcome, started)
         except _Failure as failure:
             outcome.outcome = failure.category
+            message = self._mask(str(failure))
+            window, given = context_numbers(message) if failure.category == "context_length" else (None, None)
             reply = LLMError(
                 request_id=request.request_id,
                 category=failure.category,
-                message=self._mask(str(failure)),
+                message=message,
                 status=failure.status,
                 retry_after_s=failure.retry_after,
+                window_tokens=window,
+                input_tokens=given,
             )
         outcome.total_s = time.perf_counter() - started
         if isinstance(reply, LLMResponse):

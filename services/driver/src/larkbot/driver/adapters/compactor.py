@@ -146,6 +146,8 @@ class Compactor:
             trigger_tokens=limits.trigger,
             target_tokens=limits.target,
             input_cap_tokens=limits.compaction_input_cap,
+            processed_until_ms=chat.marks.processed_until_ms,
+            blocked=chat.blocked,
             force=force,
             protected_from_ms=chat.running_since_ms,
         )
@@ -153,7 +155,6 @@ class Compactor:
             if force:
                 metrics.COMPACTIONS.labels("nothing_to_summarize").inc()
             return False
-        settings = chat.settings
         offset = chat.utc_offset_min(self.utc_offset_min)
         started = time.perf_counter()
         now = self.clock.now_ms()
@@ -161,15 +162,23 @@ class Compactor:
             request_id=f"compaction-{chat.chat_id[-24:]}-{plan.cursor}-{now}",
             purpose="compaction",
             endpoint=self.sizing.compaction_endpoint,
-            system=compaction_system(persona.name, chat.platform, settings.summary_max_est_tokens),
+            system=compaction_system(persona.name, chat.platform, limits.summary_max),
             messages=compaction_messages(previous, plan, offset),
-            max_output_tokens=settings.summary_max_est_tokens,
+            max_output_tokens=limits.summary_max,
             deadline_ms=now + round(COMPACTION_TIMEOUT_S * 1000),
             prompt_cache_key=f"{chat.key}:compaction",
             chat_key=chat.key,
         )
         estimate = request_tokens(request.system, (), request.messages)
         reply = await self.clients.generate(request, COMPACTION_TIMEOUT_S)
+        if isinstance(reply, LLMError) and reply.category == "context_length":
+            learnt_before = self.sizing.known_window(request.endpoint)
+            self.sizing.refused(request.endpoint, estimate, reply)
+            if self.sizing.known_window(request.endpoint) != learnt_before:
+                # Not a failure to back off from: the next compaction asks for less.
+                metrics.COMPACTIONS.labels("too_long").inc()
+                log.info("the compaction request was too long for the model; the next one asks for less")
+                return False
         if isinstance(reply, LLMError):
             self._failed(chat, f"the model answered {reply.category}: {reply.message[:200]}")
             return False

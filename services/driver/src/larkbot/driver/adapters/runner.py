@@ -34,6 +34,7 @@ from ..core.budget import TurnBudget
 from ..core.compaction import turn_tokens
 from ..core.estimate import request_tokens
 from ..core.gate import GateSettings
+from ..core.limits import Limits
 from ..core.memory import Visibility
 from ..core.probe import DECIDE_CHOICE, DECIDE_SPEC
 from ..core.prompt import ActiveTask
@@ -136,7 +137,6 @@ class WakeRunner:
     def inputs(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> WakeInput:
         settings = chat.settings
         persona = chat.persona
-        limits = self.sizing.limits(settings, persona.name, chat.platform, persona.texts)
         return WakeInput(
             platform=chat.platform,
             chat_id=chat.chat_id,
@@ -150,11 +150,7 @@ class WakeRunner:
                 probe_enabled=settings.probe_enabled,
                 bot_exchange_cap=settings.bot_exchange_cap,
                 budget=TurnBudget.of(settings),
-                probe_budget_tokens=limits.probe_budget,
-                probe_summary_max_tokens=settings.probe_summary_max_est_tokens,
                 probe_timeout_ms=round(settings.probe_timeout_s * 1000),
-                request_limit_tokens=limits.request_limit,
-                trim_budget_tokens=limits.target,
                 reasoning_replay=self.reasoning_replay,
                 gate=GateSettings(
                     settings.shell_enabled, self.maintainers, settings.maintainer_window_sec * 1000
@@ -232,7 +228,6 @@ class ChatPorts:
         self.wake = inputs.wake
         self.wake_id = inputs.wake_id
         self.input_until_ms = inputs.input_until_ms
-        self.request_limit = inputs.settings.request_limit_tokens
         self._background: list[asyncio.Task[None]] = []
         self._executor: ToolExecutor | None = None
         self._turn_started: float | None = None
@@ -268,8 +263,14 @@ class ChatPorts:
             recovery_failures=chat.recovery_failures,
             stopping=chat.stopping,
             now_ms=self.runner.clock.now_ms(),
+            limits=self.limits(),
             active_tasks=tuple(ActiveTask(t.task_id, t.intention, t.started_at_ms) for t in running),
         )
+
+    def limits(self) -> Limits:
+        """The chat's limits as the models' windows are known now (a refusal may have taught one)."""
+        chat = self.chat
+        return self.runner.sizing.limits(chat.settings, chat.persona.name, chat.platform, chat.persona.texts)
 
     async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:
         turns = await self.runner.repo.turns(self.chat.platform, self.chat.chat_id, since_ms=since_ms)
@@ -299,15 +300,22 @@ class ChatPorts:
             chat_key=chat.key,
         )
         estimate = request_tokens(request.system, request.tools, request.messages)
+        limit = runner.sizing.window(request.endpoint)
+        refused = limit is not None and estimate > limit
         self.audit.requested(
-            request, step=None, at_ms=runner.clock.now_ms(), estimated_tokens=estimate, called=True
+            request, step=None, at_ms=runner.clock.now_ms(), estimated_tokens=estimate, called=not refused
         )
+        if refused:
+            return ModelAnswer(_too_long(request, estimate, limit), runner.clock.now_ms())
         started = time.perf_counter()
         reply = await runner.clients.generate(request, chat.settings.probe_timeout_s)
         self.audit.probe_latency_ms = round((time.perf_counter() - started) * 1000)
         if isinstance(reply, LLMResponse):
             count_usage("probe", reply)
             runner.sizing.observe(request.endpoint, estimate, reply)
+        elif reply.category == "context_length":
+            metrics.CONTEXT_LENGTH.labels("provider").inc()
+            runner.sizing.refused(request.endpoint, estimate, reply)
         return ModelAnswer(reply, runner.clock.now_ms())
 
     async def model(self, call: ModelCall) -> ModelAnswer:
@@ -328,7 +336,7 @@ class ChatPorts:
             prompt_cache_key=chat.key,
             chat_key=chat.key,
         )
-        limit = self.request_limit
+        limit = runner.sizing.window(request.endpoint)
         estimate = request_tokens(request.system, request.tools, request.messages)
         refused = limit is not None and estimate > limit
         answer_itself = self.dry_run and not chat.settings.dry_run_call_model
@@ -342,14 +350,7 @@ class ChatPorts:
             called=not (refused or answer_itself),
         )
         if refused:
-            # Never sent: a request over the configured window is answered as the provider would.
-            metrics.CONTEXT_LENGTH.labels("preflight").inc()
-            error = LLMError(
-                request_id=request.request_id,
-                category="context_length",
-                message=f"estimated {estimate} tokens, over the window's {limit}",
-            )
-            return ModelAnswer(error, clock.now_ms())
+            return ModelAnswer(_too_long(request, estimate, limit), clock.now_ms())
         if answer_itself:
             self.audit.model_called = False
             return ModelAnswer(_dry_run_answer(request.request_id), clock.now_ms())
@@ -363,6 +364,7 @@ class ChatPorts:
                 reply = replace_category(reply, "deadline")
             elif reply.category == "context_length":
                 metrics.CONTEXT_LENGTH.labels("provider").inc()
+                runner.sizing.refused(request.endpoint, estimate, reply)
         else:
             count_usage("primary", reply)
             runner.sizing.observe(request.endpoint, estimate, reply)
@@ -497,6 +499,9 @@ class ChatPorts:
         elif kind == "trimmed":
             metrics.REQUESTS_TRIMMED.inc()
             log.warning("the history was trimmed: %s messages left out", detail)
+        elif kind == "clipped":
+            metrics.INPUTS_CLIPPED.inc()
+            log.warning("the input to answer did not fit the model's window and was clipped: %s", detail)
         elif kind == "gate":
             metrics.SHELL_GATE.labels(detail).inc()
         elif kind == "gate_opened":
@@ -527,6 +532,16 @@ def _dry_run_answer(request_id: str) -> LLMResponse:
         stop_reason="tool_use",
         usage=Usage(input_tokens=0, output_tokens=0),
         provider_latency_ms=0,
+    )
+
+
+def _too_long(request: LLMRequest, estimate: int, limit: int | None) -> LLMError:
+    """A request over the model's known window, answered as the provider would, never sent."""
+    metrics.CONTEXT_LENGTH.labels("preflight").inc()
+    return LLMError(
+        request_id=request.request_id,
+        category="context_length",
+        message=f"estimated {estimate} tokens, over the window's {limit}",
     )
 
 

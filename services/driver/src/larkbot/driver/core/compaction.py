@@ -11,6 +11,10 @@ Constraints on the cut:
 
 - an open chain, a pending step and a wake-up in progress stay after it (their turn responses are still
   part of the turn);
+- the input the bot has not handled yet (external segments after ``processed_until_ms``, and everything
+  after the first of them) stays after it: it is what the next or the current wake-up answers, and a
+  summary of a mention is not a mention. Only a wake-up that finished, or failed for good, marks input
+  processed;
 - the newest segment stays after it;
 - what is summarized must fit the input cap (the compaction model's window, less the previous summary):
   when it does not, the cut moves back to the oldest part that fits, and the rest waits for the next
@@ -26,6 +30,7 @@ from larkbot.canonical.context import Segment
 from larkbot.canonical.llm import Message, TextPart, Usage, UserMessage, UserPart
 
 from .actions import action_segments, with_actions
+from .context import is_external
 from .estimate import messages_tokens, segment_tokens, text_tokens
 from .records import TurnRecord
 from .templates import COMPACTION_INSTRUCTION, COMPACTION_RULES
@@ -81,6 +86,21 @@ def _protected_from(turns: tuple[TurnRecord, ...]) -> int | None:
     return min(times) if times else None
 
 
+def first_unprocessed(
+    segments: tuple[Segment, ...], processed_until_ms: int, blocked: frozenset[str] = frozenset()
+) -> int | None:
+    """The index of the oldest input not handled yet: an external segment that arrived after
+    ``processed_until_ms`` (``None``: all of it was handled)."""
+    return next(
+        (
+            i
+            for i, s in enumerate(segments)
+            if s.received_at_ms > processed_until_ms and is_external(s, blocked)
+        ),
+        None,
+    )
+
+
 def plan_compaction(
     segments: tuple[Segment, ...],
     turns: tuple[TurnRecord, ...],
@@ -89,6 +109,8 @@ def plan_compaction(
     trigger_tokens: int,
     target_tokens: int,
     input_cap_tokens: int,
+    processed_until_ms: int,
+    blocked: frozenset[str] = frozenset(),
     force: bool = False,
     protected_from_ms: int | None = None,
 ) -> CompactionPlan | None:
@@ -118,7 +140,12 @@ def plan_compaction(
     def kept(k: int) -> int:
         return seg_suffix[k] + suffix[bisect.bisect_left(times, boundary(k))]
 
-    allowed = [k for k in range(1, len(segments)) if protected is None or boundary(k) <= protected]
+    # Segments before the cut are summarized: the cut falls at or before the oldest unhandled input.
+    last_cut = len(segments) - 1
+    unhandled = first_unprocessed(segments, processed_until_ms, blocked)
+    if unhandled is not None:
+        last_cut = min(last_cut, unhandled)
+    allowed = [k for k in range(1, last_cut + 1) if protected is None or boundary(k) <= protected]
     if not allowed:
         return None
     k = next((k for k in allowed if kept(k) <= target_tokens), allowed[-1])

@@ -5,7 +5,8 @@ Cache discipline (the prefix of consecutive requests must stay byte-identical):
 - The system prompt depends only on the bot's name, the platform and the persona texts.
 - The compaction summary (when there is one) heads the history as its own user message; it changes only
   when a compaction moves the cursor. A trimmed history (``select_history``) is headed by an
-  ``<omitted messages="N"/>`` marker after it.
+  ``<omitted messages="N"/>`` marker after it; unhandled input too large even for that (``core.fit``)
+  shows the same marker inline where messages were left out.
 - The history is the rendered context merged with stored turn responses by time — a segment by its
   ``received_at_ms``, a turn response by its ``requested_at_ms``, the segment first on equal times (role
   alternation), then context order. Consecutive segments form one user message, one part per segment, so
@@ -64,6 +65,10 @@ def probe_system_prompt(name: str, platform: str, personas: Sequence[str]) -> st
     return text
 
 
+def omitted_marker(count: int) -> str:
+    return f'<omitted messages="{count}"/>'
+
+
 def segment_parts(segment: Segment) -> tuple[UserPart, ...]:
     return (TextPart(text=segment.xml), *segment.image_parts)
 
@@ -109,6 +114,8 @@ class Selected:
     turns: tuple[TurnRecord, ...]
     omitted: int
     from_ms: int | None
+    #: ``(segment id, N)``: N messages were left out right before that kept segment (``core.fit``).
+    gaps: tuple[tuple[str, int], ...] = ()
 
 
 def select_history(
@@ -166,6 +173,7 @@ def history(
     open_chain_id: str | None = None,
     summary: str | None = None,
     omitted: int = 0,
+    gaps: tuple[tuple[str, int], ...] = (),
 ) -> tuple[Message, ...]:
     """RC merged with turn responses (see the module docstring). ``turns`` are in storage order."""
     replay_from = max(0, len(turns) - reasoning_replay)
@@ -173,10 +181,13 @@ def history(
     if summary:
         out.append(summary_message(summary))
     if omitted:
-        out.append(UserMessage(parts=(TextPart(text=f'<omitted messages="{omitted}"/>'),)))
+        out.append(UserMessage(parts=(TextPart(text=omitted_marker(omitted)),)))
+    gap_before = dict(gaps)
     pending: list[UserPart] = []
     for _at, _kind, index, item in merged(segments, turns):
         if isinstance(item, Segment):
+            if (gap := gap_before.get(item.segment_id)) is not None:
+                pending.append(TextPart(text=omitted_marker(gap)))
             pending.extend(segment_parts(item))
             continue
         if pending:
@@ -273,7 +284,7 @@ def probe_messages(
     for segment in window.pinned:
         parts.extend(segment_parts(segment))
     if window.omitted:
-        parts.append(TextPart(text=f'<omitted messages="{window.omitted}"/>'))
+        parts.append(TextPart(text=omitted_marker(window.omitted)))
     for segment in window.tail:
         parts.extend(segment_parts(segment))
     if not parts:

@@ -30,9 +30,12 @@ primary turn it is answered by looking at the newest turn response: a pending st
 which redoes it" (transient); otherwise it propagates (a bug). During a recovery it is transient and
 counted against the recovery attempts.
 
-Overflow is an answer, not a latch: before the first call, a request whose estimate exceeds the model's
-window makes the wake-up wait for a compaction (``Compact``), then trim the history if it still does not
-fit; a provider's ``context_length`` error leads the same way (compact and retry once, then trim).
+Overflow is an answer, not a latch, for the probe and the primary alike: a request whose estimate exceeds
+the model's window, or that the provider refuses as too long, makes the wake-up compact (``Compact``),
+then ask again with less — the probe with half the window it showed, the primary with a trimmed history,
+then with its unhandled input clipped (``core.fit``). The input the wake-up answers (after
+``processed_until_ms``) is never compacted away and never trimmed; the limits are re-read with the chat
+(``ChatView.limits``), so a window learnt from a refusal applies to the next attempt.
 """
 
 from __future__ import annotations
@@ -42,14 +45,15 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from larkbot.canonical.context import Segment
-from larkbot.canonical.llm import LLMResponse, Message
+from larkbot.canonical.llm import LLMError, LLMResponse, Message
 
-from . import gate, prompt, tools
+from . import fit, gate, prompt, tools
 from .actions import action_segments, with_actions
 from .budget import TurnBudget
-from .compaction import Summary
-from .estimate import request_tokens
+from .compaction import Summary, first_unprocessed
+from .estimate import request_tokens, segment_tokens
 from .gate import GateSettings
+from .limits import Limits
 from .memory import Memory
 from .participation import bot_loop_brake, participation
 from .probe import read_verdict
@@ -68,18 +72,12 @@ Path = Literal["continuation", "activation", "probe", "braked", "suppressed", "r
 # -- inputs -------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class WakeSettings:
-    """The chat's settings as the wake-up uses them, limits already in estimate units (calibrated)."""
+    """The chat's settings as the wake-up uses them (its size limits come with the chat: ``ChatView``)."""
 
     probe_enabled: bool
     bot_exchange_cap: int
     budget: TurnBudget
-    probe_budget_tokens: int
-    probe_summary_max_tokens: int
     probe_timeout_ms: int
-    #: The largest primary request (estimate units) the model accepts; ``None``: not configured.
-    request_limit_tokens: int | None
-    #: What a trimmed history keeps at most (estimate units).
-    trim_budget_tokens: int
     reasoning_replay: int
     recover_max_age_ms: int = 10 * 60 * 1000
     recover_attempts: int = 3
@@ -123,6 +121,9 @@ class ChatView:
     recovery_failures: int
     stopping: bool
     now_ms: int
+    #: The chat's size limits in estimate units, as the models' windows are known now (configured or
+    #: learnt from a refusal, calibrated): read again with the chat after every refusal.
+    limits: Limits
     #: The chat's background shell tasks still running (shown in the late-binding message).
     active_tasks: tuple[prompt.ActiveTask, ...] = ()
 
@@ -230,6 +231,7 @@ NoteKind = Literal[
     "recover_failed",
     "context_length",
     "trimmed",
+    "clipped",
     "turn",
     "gate",
     "gate_opened",
@@ -331,7 +333,7 @@ def wake_up(w: WakeInput) -> Flow:
         return WakeDone("braked")
     else:
         path = "probe"
-        probed = yield from _probe(w, state)
+        probed, state = yield from _probe(w, state)
         if isinstance(probed, WakeFailure):
             return probed
         activation = probed
@@ -408,60 +410,83 @@ def _gate(w: WakeInput, state: _Loaded) -> Generator[WakeCommand, WakeFeedback, 
     return decision.exposed
 
 
+#: Probe requests one wake-up may make that the model refuses as too long, before it gives up.
+PROBE_FIT_ATTEMPTS = 4
+
+
 def _probe(
     w: WakeInput, state: _Loaded
-) -> Generator[WakeCommand, WakeFeedback, Activation | WakeFailure | None]:
-    """The probe's activation, ``None`` when it suppressed the wake-up, or the failure of its call."""
-    view, settings = state.view, w.settings
-    now = view.now_ms
-    shown = with_actions(view.segments, action_segments(state.turns, w.utc_offset_min))
-    window = select_window(shown, view.last_action_ms, settings.probe_budget_tokens, view.probe_start)
-    yield Remember(probe_start=window.start_id)
-    if window.omitted:
-        yield Note("probe_omitted", str(window.omitted))
-    call = ProbeCall(
-        system=prompt.probe_system_prompt(w.persona_name, w.platform, w.persona_texts),
-        messages=prompt.probe_messages(
-            window,
-            view.summary.text if view.summary is not None else None,
-            now_ms=now,
-            utc_offset_min=w.utc_offset_min,
-            stats=participation(view.segments, now),
-            summary_max_est_tokens=settings.probe_summary_max_tokens,
-        ),
-        deadline_ms=now + settings.probe_timeout_ms,
-    )
-    answer = yield call
-    assert isinstance(answer, ModelAnswer)
-    reply = answer.reply
-    if not isinstance(reply, LLMResponse):
-        yield Note("probe", "error")
-        return WakeFailure(
-            f"probe failed: {reply.category}",
-            transient=reply.category in ("transient", "deadline"),
-            activation=None,
+) -> Generator[WakeCommand, WakeFeedback, tuple[Activation | WakeFailure | None, _Loaded]]:
+    """The probe's activation, ``None`` when it suppressed the wake-up, or the failure of its call; and
+    the chat as last read (a refusal for length compacts and reads it again)."""
+    compacted = False
+    budget: int | None = None
+    for _attempt in range(PROBE_FIT_ATTEMPTS):
+        view, settings = state.view, w.settings
+        now = view.now_ms
+        allowed = view.limits.probe_budget if budget is None else min(budget, view.limits.probe_budget)
+        shown = with_actions(view.segments, action_segments(state.turns, w.utc_offset_min))
+        window = select_window(shown, view.last_action_ms, allowed, view.probe_start)
+        yield Remember(probe_start=window.start_id)
+        if window.omitted:
+            yield Note("probe_omitted", str(window.omitted))
+        call = ProbeCall(
+            system=prompt.probe_system_prompt(w.persona_name, w.platform, w.persona_texts),
+            messages=prompt.probe_messages(
+                window,
+                view.summary.text if view.summary is not None else None,
+                now_ms=now,
+                utc_offset_min=w.utc_offset_min,
+                stats=participation(view.segments, now),
+                summary_max_est_tokens=view.limits.probe_summary_max,
+            ),
+            deadline_ms=now + settings.probe_timeout_ms,
         )
-    verdict = read_verdict(reply)
-    record = ProbeRecord(
-        platform=w.platform,
-        chat_id=w.chat_id,
-        wake_id=w.wake_id,
-        requested_at_ms=now,
-        decision=verdict.decision,
-        reason=verdict.reason,
-        activated=verdict.activated,
-        failed_closed=verdict.failed_closed,
-        model_identity=reply.model_identity,
-        usage=reply.usage,
-        window_start=window.start_id,
-        omitted=window.omitted,
-    )
-    yield Note("probe", "failed_closed" if verdict.failed_closed else verdict.decision)
-    yield StoreProbe(record, beside_primary=verdict.activated)
-    if not verdict.activated:
-        yield Note("suppressed", verdict.reason)
-        return None
-    return Activation(verdict.decision, verdict.reason)
+        answer = yield call
+        assert isinstance(answer, ModelAnswer)
+        reply = answer.reply
+        if isinstance(reply, LLMError) and reply.category == "context_length":
+            # Like the primary's: compact once, then show half of what was refused.
+            yield Note("context_length", "probe")
+            moved = False
+            if not compacted:
+                compacted = True
+                moved = bool((yield Compact()))
+            if not moved:
+                budget = max(1, sum(segment_tokens(s) for s in window.segments) // 2)
+            state = yield from _load(w)
+            continue
+        if not isinstance(reply, LLMResponse):
+            yield Note("probe", "error")
+            failure = WakeFailure(
+                f"probe failed: {reply.category}",
+                transient=reply.category in ("transient", "deadline"),
+                activation=None,
+            )
+            return failure, state
+        verdict = read_verdict(reply)
+        record = ProbeRecord(
+            platform=w.platform,
+            chat_id=w.chat_id,
+            wake_id=w.wake_id,
+            requested_at_ms=now,
+            decision=verdict.decision,
+            reason=verdict.reason,
+            activated=verdict.activated,
+            failed_closed=verdict.failed_closed,
+            model_identity=reply.model_identity,
+            usage=reply.usage,
+            window_start=window.start_id,
+            omitted=window.omitted,
+        )
+        yield Note("probe", "failed_closed" if verdict.failed_closed else verdict.decision)
+        yield StoreProbe(record, beside_primary=verdict.activated)
+        if not verdict.activated:
+            yield Note("suppressed", verdict.reason)
+            return None, state
+        return Activation(verdict.decision, verdict.reason), state
+    yield Note("probe", "error")
+    return WakeFailure("probe failed: context_length", transient=False, activation=None), state
 
 
 def _plan(
@@ -503,6 +528,7 @@ def _plan(
             open_chain_id=continuing.chain_id if continuing else None,
             summary=view.summary.text if view.summary is not None else None,
             omitted=selected.omitted if selected is not None else 0,
+            gaps=selected.gaps if selected is not None else (),
         ),
         late_binding=prompt.late_binding(
             now_ms=started,
@@ -530,51 +556,118 @@ def first_request_tokens(plan: TurnPlan) -> int:
     return request_tokens(plan.system, offered, (*plan.history, plan.late_binding))
 
 
+#: How far a primary request that does not fit has gone: as it is, compacted, trimmed, clipped.
+_WHOLE, _COMPACTED, _TRIMMED, _CLIPPED = range(4)
+#: Clipped requests one wake-up tries, each in half the share of the window the one before had (a
+#: refusal that states no window teaches it only roughly).
+CLIP_ATTEMPTS = 3
+#: The share of the history's room a clipped input takes at first (markers and memories need the rest).
+CLIP_SHARE = 0.95
+
+
+def _answering_from_ms(w: WakeInput, state: _Loaded) -> int | None:
+    """Where the part of the history that a trimmed request always keeps starts: the open chain, and
+    the input the wake-up answers (``None``: neither)."""
+    times = [state.chain[0].requested_at_ms] if state.chain else []
+    view = state.view
+    first = first_unprocessed(view.segments, view.processed_until_ms, w.settings.blocked_users)
+    if first is not None:
+        times.append(view.segments[first].received_at_ms)
+    return min(times) if times else None
+
+
+def _escalate(stage: int) -> Generator[WakeCommand, WakeFeedback, int]:
+    """The next stage for a request that did not fit: compact first (trim when compaction cannot)."""
+    if stage == _WHOLE:
+        return _COMPACTED if (yield Compact()) else _TRIMMED
+    return stage + 1
+
+
+def _fitted_plan(
+    w: WakeInput,
+    state: _Loaded,
+    activation: Activation | None,
+    shell: bool,
+    stage: int,
+    share: float = CLIP_SHARE,
+) -> Generator[WakeCommand, WakeFeedback, TurnPlan]:
+    """The primary's plan at ``stage``: the history whole, trimmed (sticky, keeping the input and the
+    open chain), or with the unhandled input clipped to what the window leaves (``core.fit``)."""
+    view = state.view
+    selected: prompt.Selected | None = None
+    if stage >= _TRIMMED or view.trim_from_ms is not None:
+        selected = prompt.select_history(
+            view.segments,
+            state.turns,
+            budget_tokens=view.limits.target,
+            sticky_from_ms=view.trim_from_ms,
+            keep_from_ms=_answering_from_ms(w, state),
+        )
+        if selected.omitted:
+            yield Note("trimmed", str(selected.omitted))
+        yield Remember(trim_from_ms=selected.from_ms)
+    plan = yield from _plan_with_memories(w, state, activation, shell, selected)
+    if stage < _CLIPPED or selected is None:
+        return plan
+    start = first_unprocessed(selected.segments, view.processed_until_ms, w.settings.blocked_users)
+    if start is None:
+        return plan
+    limit = view.limits.request_limit
+    shown = sum(segment_tokens(s) for s in selected.segments if not s.is_self_sent)
+    # The history's share of the window: what the request holds besides its segments stays as it is.
+    budget = view.limits.target if limit is None else max(1, limit - (first_request_tokens(plan) - shown))
+    clipped = fit.clip_input(selected, start=start, budget_tokens=max(1, int(budget * share)))
+    yield Note(
+        "clipped", f"{clipped.omitted} messages before the input, {sum(n for _i, n in clipped.gaps)} in it"
+    )
+    return (yield from _plan_with_memories(w, state, activation, shell, clipped))
+
+
+def _plan_with_memories(
+    w: WakeInput,
+    state: _Loaded,
+    activation: Activation | None,
+    shell: bool,
+    selected: prompt.Selected | None,
+) -> Generator[WakeCommand, WakeFeedback, TurnPlan]:
+    memories: tuple[Memory, ...] = ()
+    if w.memory is not None and w.memory.max_count:
+        persons = people_in(selected.segments if selected is not None else state.view.segments)
+        if persons:
+            loaded = yield LoadMemories(persons, w.memory.max_count)
+            assert isinstance(loaded, Recalled)
+            memories = loaded.memories
+    return _plan(
+        w, state.view, state.turns, state.chain, activation, selected=selected, memories=memories, shell=shell
+    )
+
+
 def _primary_within_window(
     w: WakeInput, state: _Loaded, activation: Activation | None, shell: bool
 ) -> Generator[WakeCommand, WakeFeedback, TurnResult | WakeFailure]:
-    """The primary turn, compacting or trimming first when its request would not fit, and once more
-    (compact, then trim) when the provider says the context is too long. ``shell``: the wake-up's gate
-    decision (a chain this wake-up stored steps of carries it on)."""
-    limit = w.settings.request_limit_tokens
-    compacted = trimmed = False
+    """The primary turn within the model's window. A request that does not fit — by its estimate, before
+    it is sent, or by the provider's refusal — goes one stage further (compact, trim, clip) and is asked
+    again; only one that fits at none of them fails. ``shell``: the wake-up's gate decision (a chain
+    this wake-up stored steps of carries it on)."""
+    stage = _WHOLE
+    clips = 0
     typing_shown = False
     while True:
-        view = state.view
-        selected: prompt.Selected | None = None
-        if trimmed or view.trim_from_ms is not None:
-            keep = state.chain[0].requested_at_ms if state.chain else None
-            selected = prompt.select_history(
-                view.segments,
-                state.turns,
-                budget_tokens=w.settings.trim_budget_tokens,
-                sticky_from_ms=view.trim_from_ms,
-                keep_from_ms=keep,
-            )
-            if selected.omitted:
-                yield Note("trimmed", str(selected.omitted))
-            yield Remember(trim_from_ms=selected.from_ms)
-        memories: tuple[Memory, ...] = ()
-        if w.memory is not None and w.memory.max_count:
-            shown = selected.segments if selected is not None else view.segments
-            persons = people_in(shown)
-            if persons:
-                loaded = yield LoadMemories(persons, w.memory.max_count)
-                assert isinstance(loaded, Recalled)
-                memories = loaded.memories
-        plan = _plan(
-            w, view, state.turns, state.chain, activation, selected=selected, memories=memories, shell=shell
-        )
+        share = CLIP_SHARE / 2**clips
+        plan = yield from _fitted_plan(w, state, activation, shell, stage, share)
+        limit = state.view.limits.request_limit
         if limit is not None and first_request_tokens(plan) > limit:
-            if not compacted:
-                compacted = True
-                if (yield Compact()):
-                    state = yield from _load(w)
-                    continue
-            if not trimmed:
-                trimmed = True
+            if stage == _CLIPPED:
+                clips += 1
+                if clips == CLIP_ATTEMPTS:
+                    return WakeFailure(
+                        "the request does not fit the model's window even clipped", False, activation
+                    )
                 continue
-            return WakeFailure("the request does not fit the model's window even trimmed", False, activation)
+            stage = yield from _escalate(stage)
+            if stage == _COMPACTED:
+                state = yield from _load(w)
+            continue
         if not plan.react_only and not typing_shown:
             typing_shown = True
             yield ShowTyping(plan.started_ms)
@@ -591,15 +684,14 @@ def _primary_within_window(
         if result.outcome != "failed" or error is None or error.category != "context_length":
             return result
         yield Note("context_length")
-        if compacted and trimmed:
-            return result
-        if not compacted:
-            compacted = True
-            if not (yield Compact()):
-                trimmed = True
+        if stage == _CLIPPED:
+            clips += 1
+            if clips == CLIP_ATTEMPTS:
+                return result
         else:
-            trimmed = True
-        # Steps stored before the overflow left their chain open: the retry continues it.
+            stage = yield from _escalate(stage)
+        # Steps stored before the overflow left their chain open: the retry continues it. The limits
+        # are read again too: the refusal may have taught the model's real window.
         state = yield from _load(w)
 
 

@@ -21,6 +21,10 @@ on a 429 the reset time of the exhausted limits — Anthropic's ``anthropic-rate
 and OpenAI's ``x-ratelimit-reset-*`` (durations like ``6m0s``) whose ``*-remaining`` is 0; the latest
 of them, since all must have reset.
 
+The numbers of a ``context_length`` refusal (:func:`context_numbers`): the window and the input's size in
+the model's tokens, where the provider's wording states them (OpenAI, DeepSeek, vLLM, Anthropic, Gemini,
+the TPM refusal); the driver learns the model's real window from them.
+
 Provider error bodies are summarized, never forwarded whole, and every message is masked before it
 leaves the gateway (the caller of :func:`provider_message` passes the masking function).
 """
@@ -70,6 +74,51 @@ _ANTHROPIC_LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
 _OPENAI_LIMITS = ("requests", "tokens")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+#: The window a refusal states, as providers word it (the first that matches): OpenAI, DeepSeek, vLLM,
+#: OpenRouter ("maximum context length is 131072 tokens"), xAI ("maximum prompt length is 131072"),
+#: Anthropic ("… tokens > 200000 maximum", "exceed context limit: 199759 + 8192 > 200000"), Gemini
+#: ("maximum number of tokens allowed (1048576)"), the TPM refusals ("Limit 30000, Requested 31538").
+_WINDOW_PATTERNS = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"maximum (?:context|prompt) length is (\d+)",
+        r"> (\d+) maximum",
+        r"exceed context limit: \d+ \+ \d+ > (\d+)",
+        r"maximum number of tokens allowed \((\d+)\)",
+        r"tokens per min(?:ute)? \(TPM\): Limit (\d+)",
+    )
+)
+#: The input's size a refusal states, most specific first ("requested N" may include the completion).
+_INPUT_PATTERNS = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\((\d+) in the messages",
+        r"\((\d+) of text input",
+        r"resulted in (\d+) tokens",
+        r"prompt is too long: (\d+) tokens",
+        r"exceed context limit: (\d+) \+",
+        r"request contains (\d+) tokens",
+        r"input token count \((\d+)\)",
+        r"Requested (\d+)",
+        r"requested (?:about )?(\d+) tokens",
+    )
+)
+
+
+def context_numbers(message: str) -> tuple[int | None, int | None]:
+    """``(window, input)``: the model's limit and its count of the refused input that a ``context_length``
+    refusal states, in the model's tokens (``None`` where it states nothing: the Responses API, Ollama)."""
+
+    def first(patterns: tuple[re.Pattern[str], ...]) -> int | None:
+        for pattern in patterns:
+            match = pattern.search(message)
+            if match is not None and int(match.group(1)) > 0:
+                return int(match.group(1))
+        return None
+
+    return first(_WINDOW_PATTERNS), first(_INPUT_PATTERNS)
 
 
 @dataclass(frozen=True, slots=True)
