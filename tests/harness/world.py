@@ -238,13 +238,16 @@ async def world(
     services: tuple[str, ...] = SERVICES,
     config: dict[str, Any] | None = None,
     argv: dict[str, tuple[str, ...]] | None = None,
+    feishu: dict[str, Any] | None = None,
 ) -> AsyncIterator[World]:
     """Fakes up, streams reset, the services started and ready; everything stopped on exit. ``config``:
-    top-level sections added to the configuration file; ``argv``: the command of a service, by name."""
-    feishu = FakeFeishu()
+    top-level sections added to the configuration file; ``argv``: the command of a service, by name;
+    ``feishu``: keys added to the ``feishu`` section (e.g. a short ``api_timeout_s``)."""
+    feishu_settings = feishu or {}
+    feishu_fake = FakeFeishu()
     telegram = FakeBotApi()
     llm = FakeProvider(script, api_key=LLM_API_KEY)
-    await feishu.start()
+    await feishu_fake.start()
     await telegram.start()
     await llm.start()
     tap = ActionTap()
@@ -256,8 +259,9 @@ async def world(
             stack = Stack(
                 root,
                 nats_url,
-                stack_config(root, feishu, telegram, llm.url, chats, configured, chat_defaults),
+                stack_config(root, feishu_fake, telegram, llm.url, chats, configured, chat_defaults),
             )
+            stack.config["feishu"].update(feishu_settings)
             stack.config.update(config or {})
             stack.add(*services)
             for name, command in (argv or {}).items():
@@ -265,15 +269,15 @@ async def world(
             try:
                 await stack.up()
                 if "ingress-feishu" in services:
-                    await feishu.long_connection.wait_connected(timeout_s=WAIT_S)
-                yield World(stack, bus, feishu, telegram, llm, urls, tap)
+                    await feishu_fake.long_connection.wait_connected(timeout_s=WAIT_S)
+                yield World(stack, bus, feishu_fake, telegram, llm, urls, tap)
             finally:
                 await stack.down()
     finally:
         await sub.unsubscribe()
         await llm.stop()
         await telegram.stop()
-        await feishu.stop()
+        await feishu_fake.stop()
 
 
 @asynccontextmanager

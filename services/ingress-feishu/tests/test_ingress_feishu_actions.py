@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -128,16 +129,17 @@ async def test_rate_limit_is_honoured(service: IngressFeishuService, fake: FakeF
     assert len(fake.sent) == 1
 
 
-async def test_rate_limit_exhausted_is_a_retryable_failure(
+async def test_a_rate_limit_reset_beyond_the_deadline_is_a_retryable_failure(
     service: IngressFeishuService, fake: FakeFeishu, bus: Bus
 ) -> None:
-    for _ in range(3):
-        fake.fail_next("message.create", status=429, reset_s=0)
-    result = await act(bus, send("turn-3b", "never"))
+    fake.fail_next("message.create", status=429, reset_s=30)
+    deadline = time.time_ns() // 1_000_000 + 5000
+    result = await act(bus, send("turn-3b", "never", deadline_ms=deadline))
     assert result.outcome == "failed"
     assert result.error is not None
-    assert result.error.code == "rate_limited"
-    assert result.error.retryable
+    error = result.error
+    assert (error.code, error.retryable, error.retry_after_s) == ("rate_limited", True, 30)
+    assert len(fake.routed("message.create")) == 1  # a wait past the deadline is not taken
     assert not fake.sent
 
 

@@ -1,10 +1,14 @@
-"""Pacing (pure, injected clock) and the sent-ledger's decisions."""
+"""Pacing (pure, injected clock), the sent-ledger's decisions and which Bot API failures a send retries."""
 
 from __future__ import annotations
 
 import pytest
 
-from larkbot.ingress_telegram.core import Limits, Pacer, Record, State, decide, is_group_chat
+from larkbot.ingress_telegram.core import Limits, Pacer, Record, State, decide, is_group_chat, send_failure
+from larkbot.ingress_telegram.core.ledger import STALE_PENDING_MS
+from larkbot.runtime.retry import Failure
+
+NOW = 1_700_000_000_000
 
 
 def test_one_message_per_second_per_chat() -> None:
@@ -47,15 +51,33 @@ def test_group_ids_are_negative() -> None:
         (None, "send", ()),
         (Record(State.DONE, ("7", "8"), 2), "duplicate", ("7", "8")),
         (Record(State.FAILED, ("7",), 2), "send", ("7",)),
-        (Record(State.PENDING, ("7",), 2), "unknown", ("7",)),
-        (Record(State.UNKNOWN, (), 1), "unknown", ()),
+        # An attempt holds the key (sending, or waiting to retry): ask again later.
+        (Record(State.PENDING, ("7",), 2, NOW - 1000), "in_progress", ("7",)),
+        # No attempt runs for ten minutes: the one that claimed the key died, maybe after sending.
+        (Record(State.PENDING, ("7",), 2, NOW - STALE_PENDING_MS), "unknown", ("7",)),
+        (Record(State.UNKNOWN, (), 1, NOW), "unknown", ()),
     ],
 )
 def test_ledger_decisions(record: Record | None, action: str, confirmed: tuple[str, ...]) -> None:
-    decision = decide(record)
+    decision = decide(record, NOW)
     assert (decision.action, decision.confirmed) == (action, confirmed)
 
 
 def test_ledger_record_roundtrip() -> None:
     record = Record(State.FAILED, ("1", "2"), 3, 123)
     assert Record.decode(record.encode()) == record
+
+
+@pytest.mark.parametrize(
+    ("error_code", "failure"),
+    [
+        (429, Failure.RATE_LIMITED),
+        (500, Failure.TRANSIENT),  # {"ok":false,"error_code":500,"description":"Internal Server Error"}
+        (502, Failure.TRANSIENT),
+        (400, None),
+        (403, None),
+        (404, None),
+    ],
+)
+def test_which_error_answers_a_send_tries_again(error_code: int, failure: Failure | None) -> None:
+    assert send_failure(error_code) is failure

@@ -8,8 +8,11 @@ Decisions:
   request names the same side effect. Feishu sends pass it as the ``uuid`` (platform dedup for 1 h);
   Telegram sends are recorded in a sent-ledger under it. A request whose key was already executed answers
   ``outcome="duplicate"`` with the original message ids.
-- ``outcome="unknown"`` means the platform may or may not have executed it (timeout after the request
-  left); the caller must not blindly retry a send in that state.
+- ``outcome="unknown"`` means the platform may or may not have executed it (its answer was lost after the
+  request left); the caller must not retry a send in that state under a new key. Asking again under the
+  same key is always safe; ``error.retryable`` says whether it can tell more (an earlier attempt of the
+  key is still running) or not (the answer is lost for good). A ``failed`` result is definite: nothing (or
+  only the parts in ``message_ids``) was done; the ingress has already retried what repeating could fix.
 - ``deadline_ms`` (absolute epoch ms): an ingress that picks the request up later answers ``failed`` with
   code ``deadline`` instead of executing it late.
 - ``moderate`` (``ban_spammer``) is one request for the whole platform side: the ingress checks the bot's

@@ -102,7 +102,8 @@ class FeishuSettings(_Section):
     #: Must stay well under Feishu's 3 s: the event frame is acknowledged only after the PubAck.
     ack_timeout_s: float = Field(default=2.5, gt=0, lt=3)
     api_timeout_s: float = Field(default=10.0, gt=0)
-    send_attempts: int = Field(default=3, ge=1)
+    #: At most this many attempts of one send (same uuid); its deadline (the turn's) normally ends it first.
+    send_attempts: int = Field(default=8, ge=1)
     #: Restart the long connection after it has been down this long (the SDK can die silently).
     reconnect_watchdog_s: float = Field(default=60.0, gt=0)
 

@@ -144,7 +144,7 @@ class DriverService:
         ctx.stack.push_async_callback(engine.dispose)
         await migrate(engine, MIGRATIONS)
         self.repo = DriverRepository(engine)
-        self.clients = BusClients(ctx.bus)
+        self.clients = BusClients(ctx.bus, clock=self.clock)
         self.memories = MemoryStore(engine)
         self.audit = AuditStore(engine)
         self.requests = RequestStore(engine)

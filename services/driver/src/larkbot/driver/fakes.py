@@ -358,7 +358,8 @@ class FakePipeline:
 class FakePlatform:
     """An ingress answering ``actions.<platform>``: executes each idempotency key once (a repeat answers
     ``duplicate``), publishes the bot's sent message back through the pipeline as a self-sent segment, and
-    can be told to lose the answer of the next N sends (``outcome="unknown"`` after executing). A
+    can be told to lose the answer of the next N sends (``outcome="unknown"`` after executing, retryable:
+    asking again under the key tells, as the ingresses answer while an attempt still runs). A
     ``moderate`` action is answered by ``moderate`` (default: banned, every message deleted), and the
     messages it reports deleted are deleted in the pipeline. Typing
     actions are recorded; while ``typing_gate`` is set to an unset event they are held until it is set (a

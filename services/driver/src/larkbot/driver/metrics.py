@@ -126,6 +126,14 @@ TYPING_INDICATORS = Counter(
     "Typing indicators sent when a primary turn starts, by outcome (ok, failed, unanswered)",
     ["outcome"],
 )
+ACTION_REASKS = Counter(
+    "larkbot_driver_action_reasks_total",
+    "Platform actions asked again under the same idempotency key while their outcome was open, by reason "
+    "(no_answer: the ingress did not answer; in_progress: an earlier attempt was still running)",
+    ["reason"],
+)
+for _reason in ("no_answer", "in_progress"):
+    ACTION_REASKS.labels(_reason)
 
 
 _cache_totals: dict[str, tuple[int, int]] = {}

@@ -55,7 +55,8 @@ class FeishuOptions:
     name_wait_s: float = 0.5
     ack_timeout_s: float = 2.5
     api_timeout_s: float = 10.0
-    send_attempts: int = 3
+    #: At most this many attempts of one send; its deadline (the turn's) normally ends it first.
+    send_attempts: int = 8
     #: Restart the long connection after it has been down this long (the SDK can die silently).
     reconnect_watchdog_s: float = 60.0
     watchdog_interval_s: float = 5.0

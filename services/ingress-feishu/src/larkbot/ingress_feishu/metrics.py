@@ -31,6 +31,14 @@ RATE_LIMIT_WAIT_SECONDS = Counter(
     "Time spent waiting for Feishu rate-limit resets and send pacing",
     ["reason"],
 )
+SEND_RETRIES = Counter(
+    "larkbot_ingress_feishu_send_retries_total",
+    "Send attempts repeated with the same uuid, by reason (rate_limited, transient: a 5xx answer or a "
+    "request that never reached Feishu, lost: a timeout or a connection closed before the answer)",
+    ["reason"],
+)
+for _reason in ("rate_limited", "transient", "lost"):
+    SEND_RETRIES.labels(_reason)
 NAME_LOOKUPS = Counter(
     "larkbot_ingress_feishu_name_lookups_total", "Contact name lookups, by outcome", ["outcome"]
 )

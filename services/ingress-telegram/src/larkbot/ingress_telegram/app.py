@@ -29,13 +29,13 @@ from larkbot.runtime.service import ServiceContext, run
 
 from . import metrics
 from .adapters.actions import ActionExecutor
-from .adapters.botapi import BotApi, NotSent, OutcomeUnknown
+from .adapters.botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
 from .adapters.inbound import Inbound
 from .adapters.ledger import SentLedger
 from .adapters.migrations import ChatMigrations
 from .adapters.polling import Poller
 from .adapters.webhook import WebhookReceiver
-from .core import ALLOWED_UPDATES, TelegramAdapter
+from .core import ALLOWED_UPDATES, TelegramAdapter, send_failure
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,10 @@ class IngressTelegramService:
         while True:
             try:
                 me = await api.call("getMe")
-            except (NotSent, OutcomeUnknown) as exc:
+            except (BotApiError, NotSent, OutcomeUnknown) as exc:
+                # Telegram's own faults (429, 5xx) pass; a refusal of the token (401, 404) stops here.
+                if isinstance(exc, BotApiError) and send_failure(exc.code) is None:
+                    raise
                 log.warning("getMe failed (%s); retrying in %.1f s", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)

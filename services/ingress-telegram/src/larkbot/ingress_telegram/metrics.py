@@ -30,6 +30,14 @@ SEND_WAIT = Histogram(
 RATE_LIMITED = Counter(
     "larkbot_telegram_rate_limited_total", "429 answers from the Bot API, by method", ["method"]
 )
+SEND_RETRIES = Counter(
+    "larkbot_telegram_send_retries_total",
+    "Send attempts repeated under the same ledger record, by reason (rate_limited: a 429; transient: a "
+    "5xx answer or a connection that never opened)",
+    ["reason"],
+)
+for _reason in ("rate_limited", "transient"):
+    SEND_RETRIES.labels(_reason)
 SELF_EVENTS = Counter(
     "larkbot_telegram_self_events_total",
     "Synthetic self-sent events after confirmed sends, by outcome (published, failed)",

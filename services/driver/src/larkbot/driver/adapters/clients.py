@@ -7,7 +7,10 @@ turn sees one failure shape; on the other services it stays :class:`BusUnavailab
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
+from collections.abc import Awaitable, Callable
 
 import nats
 
@@ -38,11 +41,17 @@ from larkbot.canonical.names import (
     identity_key,
 )
 from larkbot.runtime.bus import Bus, BusUnavailable
+from larkbot.runtime.retry import Backoff
+
+from .. import metrics
+from .clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
-#: How often one action request is repeated (same idempotency key) while its outcome is unknown.
+#: How often one action request is asked (same idempotency key) while its outcome stays open.
 ACTION_ATTEMPTS = 3
+#: The wait before asking again: 0.5 s doubling to 4 s, ±25 %.
+REASK_BACKOFF = Backoff(initial_s=0.5, max_s=4.0, factor=2.0, jitter=0.25)
 
 
 class BusClients:
@@ -53,8 +62,14 @@ class BusClients:
         action_timeout_s: float = 10.0,
         lookup_timeout_s: float = 5.0,
         typing_timeout_s: float = 2.0,
+        clock: Clock | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.bus = bus
+        self.clock: Clock = clock or SystemClock()
+        self.sleep = sleep
+        self.jitter = jitter
         self.action_timeout_s = action_timeout_s
         self.lookup_timeout_s = lookup_timeout_s
         self.typing_timeout_s = typing_timeout_s
@@ -69,9 +84,13 @@ class BusClients:
             return LLMError(request_id=request.request_id, category="transient", message=str(exc))
 
     async def act(self, action: ActionRequest, attempts: int = ACTION_ATTEMPTS) -> ActionResult:
-        """Run an action; an unknown outcome (or no answer) is asked again with the same idempotency key,
-        which the ingress deduplicates, so a send is never delivered twice. ``attempts`` is the chat's
-        ``action_attempts``."""
+        """Run an action. While its outcome is open — no answer, or ``unknown`` with an error the ingress
+        marks retryable (an earlier attempt still running) — ask again under the same idempotency key,
+        which the ingress deduplicates, so nothing is done twice: after :data:`REASK_BACKOFF`, at most
+        ``attempts`` times (the chat's ``action_attempts``), and never once the action's deadline has
+        passed. Any other answer is returned as it is; an ``unknown`` the ingress marks final (its answer
+        was lost) cannot change by asking. Each ask waits until the deadline and ``action_timeout_s``
+        beyond it: the ingress retries the platform until the deadline before it answers."""
         result: ActionResult | None = None
         for attempt in range(1, attempts + 1):
             try:
@@ -79,17 +98,32 @@ class BusClients:
                     actions_subject(action.platform.value),
                     action,
                     ActionResult,
-                    timeout_s=self.action_timeout_s,
+                    timeout_s=self._wait_s(action),
                 )
             except BusUnavailable as exc:
                 log.warning("action %s attempt %d got no answer: %s", action.kind, attempt, exc)
-                continue
-            if result.outcome != "unknown":
-                return result
-            log.warning("action %s attempt %d has an unknown outcome; asking again", action.kind, attempt)
+                reason = "no_answer"
+            else:
+                if not _open(result):
+                    return result
+                reason = "in_progress"
+                log.warning("action %s attempt %d: an earlier attempt is still running", action.kind, attempt)
+            if attempt == attempts:
+                break
+            wait = REASK_BACKOFF.delay(attempt, self.jitter())
+            if action.deadline_ms is not None and self.clock.now_ms() + wait * 1000 >= action.deadline_ms:
+                break
+            metrics.ACTION_REASKS.labels(reason).inc()
+            await self.sleep(wait)
         if result is not None:
             return result
         raise BusUnavailable(f"no answer to {action.kind} after {attempts} attempts")
+
+    def _wait_s(self, action: ActionRequest) -> float:
+        if action.deadline_ms is None:
+            return self.action_timeout_s
+        left_s = (action.deadline_ms - self.clock.now_ms()) / 1000
+        return max(self.action_timeout_s, left_s + self.action_timeout_s)
 
     async def typing(self, action: TypingAction) -> ActionResult:
         """One attempt, short timeout: a typing indicator is worth nothing late."""
@@ -138,3 +172,8 @@ class BusClients:
         found = decode(entry.value, BotIdentity)
         self._identity[platform] = found
         return found
+
+
+def _open(result: ActionResult) -> bool:
+    """Asking again can tell more: an earlier attempt of the same key was still running."""
+    return result.outcome == "unknown" and result.error is not None and result.error.retryable

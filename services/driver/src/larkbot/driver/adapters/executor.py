@@ -37,7 +37,8 @@ from ..core.clip import clip_xml
 from ..core.estimate import CHARS_PER_TOKEN
 from ..core.evidence import Provenance
 from ..core.ids import alias_table, mentioned_uids
-from ..core.turn import UNKNOWN_DELIVERY, ToolDone, ToolRun
+from ..core.outcomes import settled_text
+from ..core.turn import ToolDone, ToolRun
 from .clients import ACTION_ATTEMPTS, BusClients
 from .clock import Clock
 from .memory_tools import MemoryAccess, MemoryTools
@@ -201,7 +202,7 @@ class ToolExecutor:
         )
         result = await self.clients.act(action, self.action_attempts)
         if not result.ok or not result.message_ids:
-            return _outcome(result, "sent")
+            return self._outcome(result, action.kind, "sent")
         shown = [self._sent(message_id) for message_id in result.message_ids]
         ids = f"id {shown[0]}" if len(shown) == 1 else "ids " + ", ".join(shown)
         return True, _text(f"sent ({ids})"), False
@@ -239,7 +240,7 @@ class ToolExecutor:
             deadline_ms=call.deadline_ms,
             message_ids=(target,),
         )
-        return _outcome(await self.clients.act(action, self.action_attempts), "recalled")
+        return self._outcome(await self.clients.act(action, self.action_attempts), action.kind, "recalled")
 
     async def _react(self, call: ToolRun, args: dict[str, Any]) -> _Result:
         target = (await self.resolve([args["message_id"]])).get(args["message_id"])
@@ -254,10 +255,20 @@ class ToolExecutor:
             emoji=args["emoji"],
             remove=bool(args.get("remove", False)),
         )
-        return _outcome(
+        return self._outcome(
             await self.clients.act(action, self.action_attempts),
+            action.kind,
             "reaction removed" if action.remove else "reacted",
         )
+
+    def _outcome(self, result: ActionResult, kind: str, done: str) -> _Result:
+        if result.ok:
+            return True, _text(done), False
+        # Parts of a long text delivered before it stopped are messages the members see (and may recall).
+        delivered = [self._sent(m) for m in result.message_ids] if kind == "send_message" else []
+        text = settled_text(result, kind, self.platform.value, delivered)
+        # An unknown outcome closes the call: a follow-up could only repeat what may have been done.
+        return False, _text(text), result.outcome == "unknown"
 
     async def _read_old(self, call: ToolRun, args: dict[str, Any]) -> _Result:
         ids = tuple(args["message_ids"])
@@ -317,14 +328,3 @@ class ToolExecutor:
         if answer.alt_text:
             parts.append(TextPart(text=answer.alt_text))
         return True, tuple(parts), False
-
-
-def _outcome(result: ActionResult, done: str) -> _Result:
-    if result.ok:
-        return True, _text(done), False
-    if result.outcome == "unknown":
-        # Delivery may have happened: the model must not send it again under a new key.
-        return False, _text(UNKNOWN_DELIVERY), True
-    error = result.error
-    code = error.code if error else "failed"
-    return False, _text(f"error: {code}" + (" (retryable)" if error and error.retryable else "")), False

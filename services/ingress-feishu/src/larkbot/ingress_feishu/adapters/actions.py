@@ -3,11 +3,15 @@
 Decisions:
 
 - Every send carries ``uuid`` derived from the action's idempotency key (Feishu dedups a uuid for an
-  hour), so a send that timed out is retried here with the same uuid (``send_attempts`` in total) and a
-  request the driver repeats names the same message. Only when every attempt timed out is the outcome
-  ``unknown``. A key already completed by this process answers ``duplicate`` without calling Feishu.
+  hour), so a send that failed transiently or lost its answer is retried here with the same uuid until it
+  succeeds or the action's deadline (the turn's; at most ``send_attempts`` attempts), and a request the
+  driver repeats names the same message (``core.retries``). A send that gives up is ``unknown`` when an
+  attempt lost its answer, else ``failed``.
+- One execution per idempotency key at a time in this process (:class:`OncePerKey`): a repeat while the
+  first runs gets its result, and a key already completed answers ``duplicate`` without calling Feishu.
 - Sends are paced (5/s per chat, 50/s per app, :class:`SendPacer`); a 429 pushes the app's next slot to
-  Feishu's reset time and the REST client waits it out (then gives up with ``rate_limited``).
+  Feishu's reset time, and the send's retry loop — its only one: the REST client does not wait a send's
+  429 out — takes that slot.
 - After each confirmed send a synthetic self-sent ``message`` event with Feishu's final message id is
   published (dedup key = that id); recalls publish the ``delete`` event Feishu would (``recall:<id>``).
 - Downloads go to the ``blobs`` object store under ``sha256:<hex>`` of the bytes.
@@ -19,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import random
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -41,7 +45,8 @@ from larkbot.canonical.content import Attachment, AttachmentType, Content
 from larkbot.canonical.events import DeleteEvent, MessageEvent, Sender
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform
 from larkbot.runtime.bus import Bus
-from larkbot.runtime.ingress import failed
+from larkbot.runtime.ingress import OncePerKey, failed
+from larkbot.runtime.retry import Failure
 
 from .. import metrics
 from ..core import emoji
@@ -50,6 +55,7 @@ from ..core.apierrors import ApiFailure
 from ..core.errors import UnsupportedEmoji
 from ..core.outbound import feishu_uuid, post_content, self_content, split_text, to_feishu_markdown
 from ..core.pacing import SendPacer
+from ..core.retries import NO_DEADLINE_BUDGET_S, send_failure, send_policy
 from .api import FeishuApi, SentMessage, image_content
 from .inbound import Inbound
 from .moderation import FeishuModeration
@@ -65,7 +71,7 @@ class BotSelf:
 
 
 class _Unknown(Exception):
-    """Every attempt of a send timed out; ``message_ids`` were confirmed before that."""
+    """A send gave up after an attempt lost its answer; ``message_ids`` were confirmed before that."""
 
     def __init__(self, message_ids: tuple[str, ...]) -> None:
         super().__init__("send outcome unknown")
@@ -87,9 +93,10 @@ class Actions:
         utc_offset_min: int,
         pacer: SendPacer,
         *,
-        send_attempts: int = 3,
+        send_attempts: int = 8,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.api = api
         self.bus = bus
@@ -98,33 +105,30 @@ class Actions:
         self.me = me
         self.utc_offset_min = utc_offset_min
         self.pacer = pacer
-        self.send_attempts = send_attempts
-        self._sleep = sleep
-        self._clock = clock
-        self._completed: OrderedDict[str, ActionResult] = OrderedDict()
+        self.retry = send_policy(send_attempts)
+        self.sleep = sleep
+        self.clock = clock
+        self.jitter = jitter
+        self._once = OncePerKey(keep=10_000)
         self.moderation = FeishuModeration(api, self._publish_recall)
 
     async def act(self, action: ActionRequest) -> ActionResult:
-        result = await self._act(action)
+        result = await self._once.run(action.idempotency_key, lambda: self._act(action))
         metrics.ACTIONS.labels(action.kind, result.outcome if result.ok else _code(result)).inc()
-        if result.outcome == "done":
-            self._completed[action.idempotency_key] = result
-            while len(self._completed) > 10_000:
-                self._completed.popitem(last=False)
         return result
 
     async def _act(self, action: ActionRequest) -> ActionResult:
         key = action.idempotency_key
         if action.deadline_ms is not None and _now_ms() > action.deadline_ms:
             return failed(key, "deadline", "the action's deadline passed before it could run")
-        previous = self._completed.get(key)
-        if previous is not None:
-            return previous.model_copy(update={"outcome": "duplicate"})
         try:
             return await self._dispatch(action)
         except _Unknown as exc:
             error = ActionError(
-                code="timeout", message="Feishu did not answer the send in time", retryable=False
+                code="outcome_unknown",
+                message="Feishu's answer to an attempt was lost (retried with the same uuid until the "
+                "deadline): the message may or may not have been posted",
+                retryable=False,
             )
             return ActionResult(
                 idempotency_key=key, ok=False, outcome="unknown", message_ids=exc.message_ids, error=error
@@ -143,7 +147,11 @@ class Actions:
         except (PlatformTimeout, PlatformUnavailable) as exc:
             return failed(key, "unavailable", str(exc), retryable=True)
         except FeishuApiError as exc:
-            code = "not_found" if exc.failure is ApiFailure.NOT_FOUND else "platform"
+            code = {
+                ApiFailure.NOT_FOUND: "not_found",
+                ApiFailure.FORBIDDEN: "forbidden",
+                ApiFailure.TRANSIENT: "unavailable",
+            }.get(exc.failure, "platform")
             return failed(key, code, str(exc), retryable=exc.failure is ApiFailure.TRANSIENT)
 
     async def _dispatch(self, action: ActionRequest) -> ActionResult:
@@ -183,8 +191,9 @@ class Actions:
         for i, part in enumerate(split_text(action.text)):
             reply_to = action.reply_to_message_id if i == 0 else None
             content = post_content(to_feishu_markdown(part, allowed))
+            uuid = feishu_uuid(action.idempotency_key, i)
             sent = await self._deliver(
-                action.chat_id, reply_to, "post", content, feishu_uuid(action.idempotency_key, i), ids
+                action.chat_id, reply_to, "post", content, uuid, ids, action.deadline_ms
             )
             ids.append(sent.message_id)
             await self._self_event(action.chat_id, sent, self_content(part, allowed), (), reply_to)
@@ -197,7 +206,13 @@ class Actions:
         image_key = await self.api.upload_image(data, action.mime)
         uuid = feishu_uuid(action.idempotency_key, 0)
         sent = await self._deliver(
-            action.chat_id, action.reply_to_message_id, "image", image_content(image_key), uuid, []
+            action.chat_id,
+            action.reply_to_message_id,
+            "image",
+            image_content(image_key),
+            uuid,
+            [],
+            action.deadline_ms,
         )
         attachment = Attachment(
             type=AttachmentType.PHOTO, file_id=image_key, mime=action.mime, size_bytes=len(data)
@@ -206,37 +221,77 @@ class Actions:
         ids = [sent.message_id]
         if action.caption:
             caption = post_content(to_feishu_markdown(action.caption, frozenset()))
-            more = await self._deliver(
-                action.chat_id, None, "post", caption, feishu_uuid(action.idempotency_key, 1), ids
-            )
+            uuid = feishu_uuid(action.idempotency_key, 1)
+            more = await self._deliver(action.chat_id, None, "post", caption, uuid, ids, action.deadline_ms)
             ids.append(more.message_id)
             await self._self_event(action.chat_id, more, self_content(action.caption, frozenset()), (), None)
         return tuple(ids)
 
     async def _deliver(
-        self, chat_id: str, reply_to: str | None, msg_type: str, content: str, uuid: str, done: list[str]
+        self,
+        chat_id: str,
+        reply_to: str | None,
+        msg_type: str,
+        content: str,
+        uuid: str,
+        done: list[str],
+        deadline_ms: int | None,
     ) -> SentMessage:
-        for attempt in range(1, self.send_attempts + 1):
-            delay = self.pacer.reserve(chat_id, self._clock())
+        """Send one message under ``uuid``: wait for its pacing slot, and try again with the same uuid
+        after a rate limit, a transient answer or a lost answer while the deadline allows — the only
+        retry loop of a send (``core.retries``). Gives up with the last error, or :class:`_Unknown` when
+        an attempt's answer was lost (the message may exist)."""
+        started = self.clock()
+        attempts = 0
+        lost = False
+        while True:
+            delay = self.pacer.reserve(chat_id, self.clock())
             if delay > 0:
                 metrics.RATE_LIMIT_WAIT_SECONDS.labels("pacing").inc(delay)
-                await self._sleep(delay)
+                await self.sleep(delay)
+            retry_after: float | None = None
+            last: Exception
             try:
                 if reply_to is not None:
                     sent = await self.api.reply(reply_to, msg_type, content, uuid)
                 else:
                     sent = await self.api.send(chat_id, msg_type, content, uuid)
-            except PlatformTimeout:
+            except PlatformTimeout as exc:
                 # Safe to repeat: Feishu answers a known uuid with the message it created first.
-                log.warning(
-                    "send timed out (attempt %d of %d); retrying with the same uuid",
-                    attempt,
-                    self.send_attempts,
-                )
-                continue
-            self.adapter.remember(sent.message_id, sent.chat_id)
-            return sent
-        raise _Unknown(tuple(done))
+                failure, last, lost = Failure.LOST, exc, True
+            except PlatformUnavailable as exc:
+                failure, last = Failure.TRANSIENT, exc
+            except RateLimited as exc:
+                # Every send of the app waits for Feishu's reset; this one's next slot too.
+                failure, last, retry_after = Failure.RATE_LIMITED, exc, exc.delay_s
+                self.pacer.back_off(self.clock() + exc.delay_s)
+            except FeishuApiError as exc:
+                # ``-1``: no answer Feishu wrote (not JSON, or a success without the message): it may
+                # have been sent.
+                lost = lost or exc.code == -1
+                kind = send_failure(exc.code, exc.status)
+                if kind is None:
+                    if lost:
+                        raise _Unknown(tuple(done)) from exc
+                    raise
+                failure, last = kind, exc
+            else:
+                self.adapter.remember(sent.message_id, sent.chat_id)
+                return sent
+            attempts += 1
+            if deadline_ms is not None:
+                left_s = (deadline_ms - _now_ms()) / 1000
+            else:
+                left_s = NO_DEADLINE_BUDGET_S - (self.clock() - started)
+            wait = self.retry.wait(failure, attempts, left_s, self.jitter(), retry_after)
+            if wait is None:
+                if lost:
+                    raise _Unknown(tuple(done)) from last
+                raise last
+            metrics.SEND_RETRIES.labels(failure.value).inc()
+            log.warning("send attempt %d failed (%s); retrying with the same uuid", attempts, last)
+            if retry_after is None:
+                await self.sleep(wait)
 
     async def _self_event(
         self,

@@ -51,6 +51,7 @@ class FeishuApi:
             raise FeishuApiError("bot.info", -1, "the answer lacks bot.open_id", 200)
         return BotInfo(bot["open_id"], str(bot.get("app_name") or bot["open_id"]))
 
+    # Sends wait out no 429 here: their one retry loop (``Actions._deliver``) does, with the pacer.
     async def send(self, chat_id: str, msg_type: str, content: str, uuid: str) -> SentMessage:
         body = await self.rest.call(
             "message.create",
@@ -58,6 +59,7 @@ class FeishuApi:
             "/open-apis/im/v1/messages",
             params={"receive_id_type": "chat_id"},
             json={"receive_id": chat_id, "msg_type": msg_type, "content": content, "uuid": uuid},
+            rate_limit_waits=0,
         )
         return _sent(body)
 
@@ -67,6 +69,7 @@ class FeishuApi:
             "POST",
             f"/open-apis/im/v1/messages/{_seg(message_id)}/reply",
             json={"msg_type": msg_type, "content": content, "uuid": uuid, "reply_in_thread": False},
+            rate_limit_waits=0,
         )
         return _sent(body)
 

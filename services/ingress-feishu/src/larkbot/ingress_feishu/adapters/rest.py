@@ -7,9 +7,11 @@ the token asynchronously under a lock, and maps Feishu's answers once, here:
 - ``code == 0`` → the JSON body;
 - token invalid/expired (99991661, 99991663, 99991668) → refresh once and retry;
 - rate limited (HTTP 429 or code 99991400) → wait ``x-ogw-ratelimit-reset`` seconds and retry, at most
-  ``max_rate_limit_waits`` times, then :class:`RateLimited`;
-- a timeout → :class:`PlatformTimeout` (the request may have been executed); a transport failure before
-  any answer → :class:`PlatformUnavailable`; any other code → :class:`FeishuApiError`.
+  ``max_rate_limit_waits`` times (per call: sends pass 0, their own retry loop waits), then
+  :class:`RateLimited`;
+- no answer — a timeout, a connection closed after the request was written — → :class:`PlatformTimeout`
+  (the request may have been executed); a request that never reached Feishu (connection refused, DNS,
+  no pooled connection in time) → :class:`PlatformUnavailable`; any other code → :class:`FeishuApiError`.
 
 The app secret travels only in the token request body; it is never part of a message or an exception.
 """
@@ -37,6 +39,8 @@ TOKEN_CODES: Final = frozenset({99991661, 99991663, 99991668})
 RATE_LIMITED: Final = 99991400
 #: Refresh this long before Feishu's stated expiry (tokens live 2 h).
 TOKEN_MARGIN_S: Final = 300.0
+#: Failures before any byte of the request left: the connection was never made or never handed out.
+_NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 
 
 class FeishuApiError(LarkbotError):
@@ -55,11 +59,12 @@ class RateLimited(RetryableError):
 
 
 class PlatformTimeout(RetryableError):
-    """No answer in time: the request may or may not have been executed."""
+    """No answer (in time, or the connection closed first): the request may or may not have been
+    executed."""
 
 
 class PlatformUnavailable(RetryableError):
-    """The request did not reach Feishu (connection refused, DNS, reset before sending)."""
+    """The request did not reach Feishu (connection refused, DNS, no connection in time)."""
 
 
 class FeishuRest:
@@ -96,9 +101,8 @@ class FeishuRest:
             body = {"app_id": self.app_id, "app_secret": self._secret.get_secret_value()}
             try:
                 resp = await self._http.post(TOKEN_PATH, json=body)
-            except httpx.TimeoutException:
-                raise PlatformTimeout("tenant token request timed out") from None
             except httpx.TransportError as exc:
+                # Whatever became of the token request, the call that needed it never left.
                 raise PlatformUnavailable(f"tenant token request failed: {type(exc).__name__}") from None
             data = _json(resp, "auth.token")
             if data.get("code") != 0 or not isinstance(data.get("tenant_access_token"), str):
@@ -120,8 +124,11 @@ class FeishuRest:
         data: Mapping[str, str] | None = None,
         files: Mapping[str, tuple[str, bytes, str]] | None = None,
         timeout_s: float | None = None,
+        rate_limit_waits: int | None = None,
     ) -> dict[str, Any]:
-        """One OpenAPI call with the retry rules of the module docstring; returns the JSON body."""
+        """One OpenAPI call with the retry rules of the module docstring; returns the JSON body.
+        ``rate_limit_waits``: how many 429s this call waits out (default ``max_rate_limit_waits``)."""
+        max_waits = self._max_waits if rate_limit_waits is None else rate_limit_waits
         refreshed = False
         waits = 0
         while True:
@@ -140,7 +147,7 @@ class FeishuRest:
                 reset = _reset_seconds(resp)
                 if self._on_rate_limit is not None:
                     self._on_rate_limit(reset)
-                if waits >= self._max_waits:
+                if waits >= max_waits:
                     raise RateLimited(f"{route}: rate limited by Feishu", delay_s=reset)
                 waits += 1
                 log.warning("feishu rate limit on %s; waiting %.1f s", route, reset)
@@ -212,12 +219,16 @@ class FeishuRest:
                 headers={"Authorization": f"Bearer {token}"},
                 **extra,
             )
+        except _NOT_SENT as exc:
+            metrics.API_REQUESTS.labels(route, "transport").inc()
+            raise PlatformUnavailable(f"{route}: {type(exc).__name__}") from None
         except httpx.TimeoutException:
             metrics.API_REQUESTS.labels(route, "timeout").inc()
             raise PlatformTimeout(f"{route}: no answer in time") from None
         except httpx.TransportError as exc:
+            # Read/write errors and protocol errors come after the request started: it may have run.
             metrics.API_REQUESTS.labels(route, "transport").inc()
-            raise PlatformUnavailable(f"{route}: {type(exc).__name__}") from None
+            raise PlatformTimeout(f"{route}: no answer ({type(exc).__name__})") from None
         finally:
             metrics.API_SECONDS.labels(route).observe(time.perf_counter() - started)
 

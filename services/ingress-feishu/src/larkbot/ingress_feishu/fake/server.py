@@ -6,10 +6,11 @@ long-connection endpoint and WebSocket (:mod:`.longconn`). Point lark-oapi (or o
 :attr:`FakeFeishu.url` through the domain setting.
 
 Every REST request is recorded (:attr:`requests`). Faults are scripted per route name (``message.create``,
-``message.reply``, ``reaction.create``, …): :meth:`fail_next` answers with an error (a 429 carries
-``x-ogw-ratelimit-reset``), :meth:`delay_next` performs the request and then answers late (a timeout whose
-side effect happened). Sends honour ``uuid`` like Feishu: the same uuid within an hour returns the message
-created first.
+``message.reply``, ``reaction.create``, …): :meth:`fail_next` answers with Feishu's error body
+``{"code": N, "msg": …}`` without executing the request (a rate limit, 99991400, carries
+``x-ogw-ratelimit-reset``; a 5xx with code 1500 reads ``internal error``), :meth:`delay_next` performs the
+request and then answers late (a timeout whose side effect happened). Sends honour ``uuid`` like Feishu:
+the same uuid within an hour returns the message created first.
 
 Rights like Feishu's: removing someone else from a group, and recalling someone else's message, needs the
 bot to own or manage the group (:attr:`managed_chats`); otherwise the call is refused (a 400 answer; the
@@ -67,6 +68,7 @@ class Sent:
 class _Fault:
     status: int = 200
     code: int = 0
+    msg: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
 
@@ -119,13 +121,26 @@ class FakeFeishu:
         self.url = ""
 
     # -- scripting -------------------------------------------------------------------------------------
-    def fail_next(self, route: str, *, status: int = 429, code: int = RATE_LIMITED, reset_s: int = 1) -> None:
+    def fail_next(
+        self,
+        route: str,
+        *,
+        status: int = 429,
+        code: int = RATE_LIMITED,
+        reset_s: int = 1,
+        msg: str | None = None,
+    ) -> None:
+        """Answer the next call of ``route`` with ``{"code": code, "msg": msg}`` and HTTP ``status``."""
         headers = (
             {"x-ogw-ratelimit-limit": "5", "x-ogw-ratelimit-reset": str(reset_s)}
             if code == RATE_LIMITED
             else {}
         )
-        self._faults.setdefault(route, []).append(_Fault(status=status, code=code, headers=headers))
+        if msg is None:
+            msg = {RATE_LIMITED: "request trigger frequency limit", 1500: "internal error"}.get(
+                code, "internal error" if status >= 500 else "request refused"
+            )
+        self._faults.setdefault(route, []).append(_Fault(status=status, code=code, msg=msg, headers=headers))
 
     def delay_next(self, route: str, delay_s: float) -> None:
         self._faults.setdefault(route, []).append(_Fault(delay_s=delay_s))
@@ -228,7 +243,7 @@ class FakeFeishu:
             faults = self._faults.get(route)
             fault = faults.pop(0) if faults else None
             if fault is not None and fault.code:
-                return _err(fault.status, fault.code, "request trigger frequency limit", fault.headers)
+                return _err(fault.status, fault.code, fault.msg, fault.headers)
             response = await handler(request, record)
             if fault is not None and fault.delay_s:
                 await asyncio.sleep(fault.delay_s)

@@ -1,10 +1,16 @@
-"""``actions.telegram``: sends (paced, ledgered, with a synthetic self-sent event), reactions, typing,
-downloads into the object store, bans and deletions.
+"""``actions.telegram``: sends (paced, ledgered, retried, with a synthetic self-sent event), reactions,
+typing, downloads into the object store, bans and deletions.
 
 Error mapping, once, here: ``BotApiError`` 429 → ``rate_limited`` (retryable, ``retry_after_s``), 403 →
-``forbidden``, 400 "not found" → ``not_found``, other 4xx → ``platform``; ``NotSent`` → ``network``
-(retryable: nothing left); ``OutcomeUnknown`` → outcome ``unknown`` for sends (never repeated blindly),
-``network`` for the idempotent actions.
+``forbidden``, 400 "not found" → ``not_found``, 5xx → ``unavailable`` (retryable), other 4xx →
+``platform``; ``NotSent`` → ``network`` (retryable: nothing left); ``OutcomeUnknown`` → outcome
+``unknown`` for sends (never repeated blindly), ``network`` for the idempotent actions.
+
+A send has one retry layer, :meth:`ActionExecutor._deliver`: the pacing slot, a 429's ``retry_after`` and
+the backoff after a 5xx answer or a connection that never opened are one loop (``core.retries``), bounded
+by the action's deadline, under the one ledger record the attempt holds. A lost answer ends it: the
+record says ``unknown`` and the message is never sent again. A repeat of a key whose attempt still runs
+is answered ``unknown`` with code ``in_progress`` (retryable: asking again later tells more).
 
 Chats and message ids are translated here, once: a group upgraded to a supergroup is addressed as the
 supergroup (its ``s<id>`` message ids as plain ids), and a group Telegram answers with
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -38,10 +45,23 @@ from larkbot.canonical.names import Platform, events_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.ingress import failed
 from larkbot.runtime.logs import mask
+from larkbot.runtime.retry import Failure, RetryPolicy
 
 from .. import metrics
-from ..core import Pacer, Record, State, TelegramAdapter, decide, is_group_chat, to_telegram_html
+from ..core import (
+    SEND_RETRY,
+    Decision,
+    Pacer,
+    Record,
+    State,
+    TelegramAdapter,
+    decide,
+    is_group_chat,
+    send_failure,
+    to_telegram_html,
+)
 from ..core.context import platform_message_id
+from ..core.retries import NO_DEADLINE_BUDGET_S
 from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
 from .downloads import download
 from .ledger import LedgerConflict, SentLedger
@@ -67,10 +87,10 @@ class ActionExecutor:
         *,
         migrations: ChatMigrations | None = None,
         pacer: Pacer | None = None,
-        max_rate_limit_retries: int = 3,
-        max_retry_after_s: float = 60.0,
+        retry: RetryPolicy = SEND_RETRY,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.api = api
         self.bus = bus
@@ -78,17 +98,18 @@ class ActionExecutor:
         self.adapter = adapter
         self.migrations = migrations
         self.pacer = pacer or Pacer()
-        self.max_rate_limit_retries = max_rate_limit_retries
-        self.max_retry_after_s = max_retry_after_s
+        self.retry = retry
         self.clock = clock
         self.sleep = sleep
+        self.jitter = jitter
         self.moderation = TelegramModeration(self._call, self._publish, api_error, adapter)
 
     async def act(self, action: ActionRequest) -> ActionResult:
-        if action.deadline_ms is not None and _now_ms() > action.deadline_ms:
-            result = failed(action.idempotency_key, "deadline", "the deadline passed before execution")
-        elif isinstance(action, SendMessageAction):
+        if isinstance(action, SendMessageAction):
+            # Its ledger answers first: a late repeat of a key that was sent is a duplicate, not a refusal.
             result = await self.send_message(action)
+        elif _late(action.deadline_ms):
+            result = failed(action.idempotency_key, "deadline", "the deadline passed before execution")
         elif isinstance(action, ModerateAction):
             result = await self.moderation.moderate(action)
         else:
@@ -104,6 +125,10 @@ class ActionExecutor:
     # -- sends -----------------------------------------------------------------------------------------
     async def send_message(self, action: SendMessageAction) -> ActionResult:
         key = action.idempotency_key
+        if _late(action.deadline_ms):
+            record, _ = await self.ledger.get(key)
+            answer = _recorded(key, decide(record, _now_ms()))
+            return answer or failed(key, "deadline", "the deadline passed before execution")
         parts = to_telegram_html(action.text)
         if not parts:
             return failed(key, "bad_request", "the text renders to an empty message")
@@ -114,13 +139,10 @@ class ActionExecutor:
             revision = await self.ledger.claim(key, _rec(State.PENDING, confirmed, parts))
         except LedgerConflict:
             record, revision = await self.ledger.get(key)
-            decision = decide(record)
-            if decision.action == "duplicate":
-                return ActionResult(
-                    idempotency_key=key, ok=True, outcome="duplicate", message_ids=decision.confirmed
-                )
-            if decision.action == "unknown":
-                return _unknown(key, decision.confirmed)
+            decision = decide(record, _now_ms())
+            answer = _recorded(key, decision)
+            if answer is not None:
+                return answer
             confirmed = list(decision.confirmed)
             pending = _rec(State.PENDING, confirmed, parts)
             try:
@@ -129,7 +151,7 @@ class ActionExecutor:
                 else:
                     revision = await self.ledger.put(key, pending, revision)
             except LedgerConflict:
-                return _unknown(key, tuple(confirmed))  # another attempt holds the key right now
+                return _unknown(key, tuple(confirmed), in_progress=True)  # another attempt holds the key
         thread = self.adapter.threads.for_send(action.chat_id, action.reply_to_message_id)
         for index in range(len(confirmed), len(parts)):
             params: dict[str, Any] = {
@@ -145,20 +167,25 @@ class ActionExecutor:
                     "allow_sending_without_reply": True,
                 }
             try:
-                message = await self._paced_send(action.chat_id, params, action.deadline_ms)
+                message = await self._deliver(action.chat_id, params, action.deadline_ms)
             except (BotApiError, NotSent) as exc:
                 await self._record(
                     key, Record(State.FAILED, tuple(confirmed), len(parts), _now_ms()), revision
                 )
-                if isinstance(exc, NotSent):
-                    return failed(key, "network", str(exc), retryable=True)
-                return _api_failure(key, exc)
+                error = (
+                    ActionError(code="network", message=str(exc), retryable=True)
+                    if isinstance(exc, NotSent)
+                    else api_error(exc)
+                )
+                return ActionResult(
+                    idempotency_key=key, ok=False, outcome="failed", message_ids=tuple(confirmed), error=error
+                )
             except OutcomeUnknown as exc:
                 await self._record(
                     key, Record(State.UNKNOWN, tuple(confirmed), len(parts), _now_ms()), revision
                 )
                 log.warning("send outcome unknown: %s", exc)
-                return _unknown(key, tuple(confirmed))
+                return _unknown(key, tuple(confirmed), in_progress=False)
             sent = self._self_event(message)
             confirmed.append(sent.message_id)  # the canonical id (``s<id>`` in an upgraded group)
             state = State.DONE if len(confirmed) == len(parts) else State.PENDING
@@ -176,7 +203,12 @@ class ActionExecutor:
             # recreated, so claim it afresh rather than lose what was confirmed.
             return await self.ledger.claim(key, record)
 
-    async def _paced_send(self, chat_id: str, params: dict[str, Any], deadline_ms: int | None) -> Any:
+    async def _deliver(self, chat_id: str, params: dict[str, Any], deadline_ms: int | None) -> Any:
+        """Send one message: wait for its pacing slot, and try again after a 429 (its ``retry_after``) or
+        a definite transient failure (backoff with jitter) while the deadline allows — the only retry
+        loop of a send. Raises the last :class:`BotApiError` / :class:`NotSent` when it gives up, and
+        :class:`OutcomeUnknown` at once when an answer is lost."""
+        started = self.clock()
         attempts = 0
         while True:
             now = self.clock()
@@ -184,21 +216,37 @@ class ActionExecutor:
             metrics.SEND_WAIT.observe(slot - now)
             if slot > now:
                 await self.sleep(slot - now)
+            retry_after: float | None = None
             try:
                 return await self.api.call("sendMessage", params)
             except BotApiError as exc:
                 if await self._upgraded(chat_id, exc):
                     params["chat_id"] = self._chat(chat_id)
                     continue
-                if exc.code != 429 or exc.retry_after is None:
+                failure = send_failure(exc.code)
+                if failure is None:
                     raise
-                metrics.RATE_LIMITED.labels("sendMessage").inc()
-                attempts += 1
-                self.pacer.block(chat_id, self.clock() + exc.retry_after)
-                late = deadline_ms is not None and _now_ms() + exc.retry_after * 1000 > deadline_ms
-                if attempts > self.max_rate_limit_retries or exc.retry_after > self.max_retry_after_s or late:
-                    raise
-                log.warning("rate limited; retrying after %.0f s", exc.retry_after)
+                if failure is Failure.RATE_LIMITED:
+                    metrics.RATE_LIMITED.labels("sendMessage").inc()
+                    retry_after = exc.retry_after
+                    if retry_after is not None:
+                        # Every send of the chat waits it out, this one's retry (its next slot) too.
+                        self.pacer.block(chat_id, self.clock() + retry_after)
+                last: BotApiError | NotSent = exc
+            except NotSent as exc:
+                failure, last = Failure.TRANSIENT, exc
+            attempts += 1
+            if deadline_ms is not None:
+                left_s = (deadline_ms - _now_ms()) / 1000
+            else:
+                left_s = NO_DEADLINE_BUDGET_S - (self.clock() - started)
+            wait = self.retry.wait(failure, attempts, left_s, self.jitter(), retry_after)
+            if wait is None:
+                raise last
+            metrics.SEND_RETRIES.labels(failure.value).inc()
+            log.warning("send attempt %d failed (%s); retrying in %.2f s", attempts, last, wait)
+            if retry_after is None:
+                await self.sleep(wait)
 
     def _chat(self, chat_id: str) -> str:
         """Where calls for ``chat_id`` go (the supergroup a group became)."""
@@ -288,18 +336,33 @@ def _rec(state: State, confirmed: list[str], parts: list[str]) -> Record:
     return Record(state, tuple(confirmed), len(parts), _now_ms())
 
 
-def _unknown(key: str, confirmed: tuple[str, ...]) -> ActionResult:
-    return ActionResult(
-        idempotency_key=key,
-        ok=False,
-        outcome="unknown",
-        message_ids=confirmed,
-        error=ActionError(
+def _late(deadline_ms: int | None) -> bool:
+    return deadline_ms is not None and _now_ms() > deadline_ms
+
+
+def _recorded(key: str, decision: Decision) -> ActionResult | None:
+    """The answer the ledger gives by itself (``None``: the send may go ahead)."""
+    if decision.action == "duplicate":
+        return ActionResult(idempotency_key=key, ok=True, outcome="duplicate", message_ids=decision.confirmed)
+    if decision.action == "send":
+        return None
+    return _unknown(key, decision.confirmed, in_progress=decision.action == "in_progress")
+
+
+def _unknown(key: str, confirmed: tuple[str, ...], *, in_progress: bool) -> ActionResult:
+    if in_progress:
+        error = ActionError(
+            code="in_progress",
+            message="another attempt of this send is still running; ask again for its outcome",
+            retryable=True,
+        )
+    else:
+        error = ActionError(
             code="outcome_unknown",
-            message="an earlier attempt may have been delivered; not repeated",
+            message="Telegram's answer was lost: the message may have been posted, so it is never repeated",
             retryable=False,
-        ),
-    )
+        )
+    return ActionResult(idempotency_key=key, ok=False, outcome="unknown", message_ids=confirmed, error=error)
 
 
 def api_error(exc: BotApiError) -> ActionError:
@@ -312,6 +375,8 @@ def api_error(exc: BotApiError) -> ActionError:
         return ActionError(code="forbidden", message=description, retryable=False)
     if exc.code == 400 and "not found" in exc.description.lower():
         return ActionError(code="not_found", message=description, retryable=False)
+    if exc.code >= 500:
+        return ActionError(code="unavailable", message=description, retryable=True)
     return ActionError(code="platform", message=description, retryable=False)
 
 

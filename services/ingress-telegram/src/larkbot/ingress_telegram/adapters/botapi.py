@@ -5,6 +5,15 @@ Outbound calls do not go through aiogram's ``Bot``: the sent-ledger must tell "T
 message may exist) apart, which aiogram folds into one ``TelegramNetworkError``; and the synthetic
 self-sent event is built from the raw ``Message`` Telegram returns, through the same pure adapter as
 inbound updates. Errors never carry the request URL (it contains the bot token).
+
+The three, decided once, here:
+
+- a JSON answer with ``ok: false`` → :class:`BotApiError` with its ``error_code``, whatever the code:
+  Telegram answered, so it did not execute the method — a 500 ``Internal Server Error`` included;
+- the connection could not be opened → :class:`NotSent`;
+- no answer (timeout, a connection closed after the request was written) or an answer that is not the Bot
+  API's (an HTTP 5xx without its JSON body, from a proxy or load balancer in front of it, which may have
+  passed the request on) → :class:`OutcomeUnknown`.
 """
 
 from __future__ import annotations
@@ -16,8 +25,9 @@ import aiohttp
 
 
 class BotApiError(Exception):
-    """Telegram answered ``ok: false``: the method was not executed. ``migrate_to_chat_id``: the group
-    was upgraded to that supergroup (send there instead)."""
+    """Telegram answered ``ok: false``: the method was not executed (``code`` is its ``error_code``: 429
+    with ``retry_after``, 5xx for its own faults, 4xx for the request's). ``migrate_to_chat_id``: the
+    group was upgraded to that supergroup (send there instead)."""
 
     def __init__(
         self,
@@ -38,7 +48,8 @@ class NotSent(Exception):
 
 
 class OutcomeUnknown(Exception):
-    """The request may have reached Telegram but no answer came back (timeout, reset, 5xx)."""
+    """The request may have reached Telegram but its answer never came back (timeout, a connection closed
+    after the request was written, an HTTP 5xx that is not a Bot API answer)."""
 
 
 class BotApi:
@@ -64,7 +75,7 @@ class BotApi:
             async with self._http().post(url, json=params or {}) as resp:
                 status = resp.status
                 body = await resp.read()
-        except aiohttp.ClientConnectorError as exc:
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             raise NotSent(f"{method}: cannot connect ({type(exc).__name__})") from None
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise OutcomeUnknown(f"{method}: no answer ({type(exc).__name__})") from None
@@ -79,8 +90,6 @@ class BotApi:
         if payload.get("ok") is True:
             return payload.get("result")
         code = int(payload.get("error_code") or status)
-        if code >= 500:
-            raise OutcomeUnknown(f"{method}: Bot API error {code}")
         parameters = payload.get("parameters") or {}
         retry_after = parameters.get("retry_after")
         migrate_to = parameters.get("migrate_to_chat_id")

@@ -5,7 +5,8 @@
 - :class:`MalformedUpdate` / :class:`UnsupportedUpdate` — why an update was refused (both
   ``ContractError``: dead-lettered, never retried).
 - :func:`to_telegram_html` — Markdown → Telegram HTML messages within the length limit.
-- :class:`Pacer` — send pacing; :mod:`.ledger` — the sent-ledger's records and decisions.
+- :class:`Pacer` — send pacing; :mod:`.ledger` — the sent-ledger's records and decisions;
+  :mod:`.retries` — which failures of a send are tried again.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from .errors import MalformedUpdate, UnsupportedUpdate
 from .ledger import Decision, Record, State, decide
 from .markdown import MAX_MESSAGE_UTF16, to_telegram_html
 from .pacing import Limits, Pacer, is_group_chat
+from .retries import SEND_RETRY, send_failure
 
 __all__ = [
     "ALLOWED_UPDATES",
     "MAX_MESSAGE_UTF16",
+    "SEND_RETRY",
     "Adapted",
     "Decision",
     "Limits",
@@ -30,5 +33,6 @@ __all__ = [
     "UnsupportedUpdate",
     "decide",
     "is_group_chat",
+    "send_failure",
     "to_telegram_html",
 ]

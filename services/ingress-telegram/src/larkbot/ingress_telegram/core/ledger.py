@@ -4,7 +4,8 @@ The Bot API has no idempotency key, so every send is recorded under the caller's
 *before* the request leaves (``pending``) and after the answer (``done`` with the message ids, or
 ``failed`` when Telegram refused it, so nothing was sent). A long text is sent as several messages; the
 record keeps the ids of the parts confirmed so far, so a retry after a refused part resumes after the
-last confirmed one instead of repeating it.
+last confirmed one instead of repeating it. A refusal worth repeating (a 429, a 5xx answer) is retried by
+the attempt that holds the record, which stays ``pending`` meanwhile (``core.retries``).
 
 ===================  ====================================================================
 record found         decision
@@ -12,9 +13,12 @@ record found         decision
 none                 send (after claiming the key: only one attempt may hold it)
 ``done``             answer ``duplicate`` with the recorded ids, send nothing
 ``failed``           resume: send the parts not yet confirmed
-``pending``          answer ``unknown``: an attempt is in flight or died after the request
-                     left; repeating it could post the message twice
-``unknown``          answer ``unknown`` (a timeout or 5xx left the outcome open)
+``pending``          answer ``in_progress`` (unknown, ask again): an attempt holds the key and
+                     is sending or waiting to retry; repeating it could post the message twice
+``pending``, older   answer ``unknown``: no attempt runs that long, so the one that claimed the
+than 10 min          key died, maybe after its request left
+``unknown``          answer ``unknown``: Telegram's answer was lost (a timeout, a connection
+                     closed after the request was written), the message may exist
 ===================  ====================================================================
 """
 
@@ -23,7 +27,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Final, Literal
 
 
 class State(StrEnum):
@@ -62,18 +66,25 @@ class Record:
         )
 
 
+#: A ``pending`` record this old belongs to an attempt that died: a send gives up at its deadline (the
+#: turn's, 15 s by default; a minute without one) plus one request's timeout (30 s).
+STALE_PENDING_MS: Final = 10 * 60 * 1000
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
-    action: Literal["send", "duplicate", "unknown"]
+    action: Literal["send", "duplicate", "in_progress", "unknown"]
     #: Ids of parts already confirmed (resume after them when sending; the answer when duplicate).
     confirmed: tuple[str, ...] = ()
 
 
-def decide(record: Record | None) -> Decision:
+def decide(record: Record | None, now_ms: int) -> Decision:
     if record is None:
         return Decision("send")
     if record.state is State.DONE:
         return Decision("duplicate", record.message_ids)
     if record.state is State.FAILED:
         return Decision("send", record.message_ids)
+    if record.state is State.PENDING and now_ms - record.updated_ms < STALE_PENDING_MS:
+        return Decision("in_progress", record.message_ids)
     return Decision("unknown", record.message_ids)

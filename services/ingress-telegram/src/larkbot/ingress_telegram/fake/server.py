@@ -18,7 +18,9 @@ Like Telegram, a call naming a group in :attr:`migrated` (group id → supergrou
 
 Test controls: :meth:`enqueue` any update, :meth:`repeat` an update already confirmed (what a crash
 between handling and confirming looks like), :meth:`fail` the next calls of a method with 429
-``retry_after`` / 4xx / 5xx (optionally *after* executing it: the outcome a client cannot know),
+``retry_after`` / 4xx / 5xx — Telegram's error answer, ``{"ok":false,"error_code":N,"description":…}``
+(``parameters.retry_after`` on a 429), the method not executed —, :meth:`lose_answer` of the next calls
+(executed, then the connection closes without an answer: the outcome a client cannot know),
 :meth:`admin` (the bot's rights in a chat), :meth:`add_file`, :meth:`post_webhook`,
 :meth:`new_message_id` (an id for a member's message, from the chat's one sequence); every request is
 recorded in :attr:`requests`.
@@ -54,10 +56,11 @@ class Recorded:
 
 @dataclass(slots=True)
 class _Failure:
+    """An error answer instead of executing the method; ``status`` 0: execute it and lose the answer."""
+
     status: int
     description: str
     retry_after: int | None
-    after: bool
 
 
 class ApiError(Exception):
@@ -163,9 +166,8 @@ class FakeBotApi:
         retry_after: int | None = None,
         description: str | None = None,
         times: int = 1,
-        after: bool = False,
     ) -> None:
-        """Answer the next ``times`` calls of ``method`` with an error; ``after`` executes them first."""
+        """Answer the next ``times`` calls of ``method`` with an error (they are not executed)."""
         if description is None:
             description = {
                 429: f"Too Many Requests: retry after {retry_after or 1}",
@@ -174,7 +176,13 @@ class FakeBotApi:
             }.get(status, "Internal Server Error" if status >= 500 else "Error")
         queue = self._failures.setdefault(method, deque())
         for _ in range(times):
-            queue.append(_Failure(status, description, retry_after if status == 429 else None, after))
+            queue.append(_Failure(status, description, retry_after if status == 429 else None))
+
+    def lose_answer(self, method: str, *, times: int = 1) -> None:
+        """Execute the next ``times`` calls of ``method``, then close the connection without answering."""
+        queue = self._failures.setdefault(method, deque())
+        for _ in range(times):
+            queue.append(_Failure(0, "", None))
 
     def add_file(self, file_id: str, data: bytes, path: str | None = None) -> None:
         self._files[file_id] = (path or f"documents/{file_id}.bin", data)
@@ -218,15 +226,15 @@ class FakeBotApi:
             return _error(404, "Not Found")
         pending = self._failures.get(name)
         failure = pending.popleft() if pending else None
-        if failure is not None and not failure.after:
+        if failure is not None and failure.status:
             return _error(failure.status, failure.description, failure.retry_after)
         try:
             self._check_migrated(params)
             result = await handler(params)
         except ApiError as exc:
             return _error(exc.status, exc.description, exc.retry_after, exc.migrate_to)
-        if failure is not None:
-            return _error(failure.status, failure.description, failure.retry_after)
+        if failure is not None and request.transport is not None:
+            request.transport.close()  # executed; the client sees the connection close, no answer
         return web.json_response({"ok": True, "result": result})
 
     async def _download(self, request: web.Request) -> web.StreamResponse:

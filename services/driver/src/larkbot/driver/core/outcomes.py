@@ -1,0 +1,67 @@
+"""What the model is told when a platform action did not simply succeed (pure): what is known, plainly.
+
+The ingress has already retried what can be retried (the same ledger record on Telegram, the same
+``uuid`` on Feishu) until the turn's deadline, and the driver has asked again while an outcome was open,
+so a result that reaches the model is settled as far as anyone can know. Three cases, each its own words:
+
+- ``unknown`` — the platform may have done it: its answer was lost, or an earlier attempt was still
+  running when the deadline came. The model must not repeat it (a repeat under a new key could post the
+  message twice); the result needs no follow-up.
+- ``failed``, retryable — the platform failed every attempt (a 5xx, a rate limit, no connection): nothing
+  was done. A new attempt is the model's choice, in a later turn.
+- ``failed``, final — the platform refused it (the bot was removed, the target is gone, …): nothing was
+  done, and repeating it cannot help; the platform's reason is quoted, shortened.
+
+A long text goes out as several messages; parts already delivered are named by the ids the chat shows, so
+the model knows what the members see. Texts are deterministic for a given result: they become part of the
+cached prompt prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from larkbot.canonical.actions import ActionResult
+
+PLATFORM_NAMES = {"feishu": "Feishu", "telegram": "Telegram"}
+#: The platform's own reason, at most this long, for a final refusal.
+REASON_CHARS = 160
+
+_NOT_DONE = {"send_message": "not sent", "delete_message": "not recalled"}
+
+
+def settled_text(result: ActionResult, kind: str, platform: str, delivered: Sequence[str] = ()) -> str:
+    """The tool result for ``result`` (``ok`` false) of an action of ``kind``; ``delivered``: the ids the
+    chat shows for parts of a send that were delivered before it stopped."""
+    name = PLATFORM_NAMES.get(platform, platform)
+    error = result.error
+    code = error.code if error is not None else "failed"
+    shown = _delivered(delivered)
+    if result.outcome == "unknown":
+        if code == "in_progress":
+            why = f"{name} was still working on an earlier attempt when the turn's deadline came"
+        else:
+            why = f"{name}'s answer was lost"
+        known = f"; {shown}" if shown else ""
+        return f"delivery unknown: {why}, so it may or may not have happened{known}; do not repeat it"
+    head = f"{_NOT_DONE.get(kind, 'not done')}: "
+    rest = (
+        f"{shown}, the rest was not"
+        if shown
+        else ("nothing was delivered" if kind == "send_message" else "nothing changed")
+    )
+    if code == "deadline":
+        return f"{head}the turn's deadline passed before it could run; {rest}"
+    if error is not None and error.retryable:
+        wait = f", asking to wait {error.retry_after_s:g} s" if error.retry_after_s else ""
+        return f"{head}{name} kept failing ({code}{wait}) until the retries ran out; {rest}"
+    reason = error.message.strip()[:REASON_CHARS] if error is not None else ""
+    return f"{head}{name} refused it ({code}{': ' + reason if reason else ''}); {rest}"
+
+
+def _delivered(ids: Sequence[str]) -> str:
+    if not ids:
+        return ""
+    if len(ids) == 1:
+        return f"the first part was delivered (id {ids[0]})"
+    return f"the first {len(ids)} parts were delivered (ids {', '.join(ids)})"
