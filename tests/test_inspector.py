@@ -1,6 +1,7 @@
 """The inspector's pages over a driver's database (docs/inspector.md): a chat's wake-ups, one wake-up's
 probe, steps and requests with the shared prefix marked, the link from a sent message, dry-run and
-hashed-content marks, hostile text escaped, and a database the driver has not created yet."""
+hashed-content marks, hostile text escaped and shown as stored (each string its own bidi isolate, its
+invisible controls visible), and a database the driver has not created yet."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from pathlib import Path
 import aiohttp
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
+from tests.harness.web import read_page, unisolated
 from tests.harness.web import serving as serve_app
 
 from larkbot.canonical.llm import Usage
 from larkbot.cli.inspector import Inspector
 from larkbot.cli.memory import MIGRATIONS
+from larkbot.cli.web import CSP, FAVICON
 from larkbot.driver.adapters.memories import MemoryStore
 from larkbot.driver.adapters.repository import DriverRepository
 from larkbot.driver.adapters.tables import sent_messages
@@ -28,6 +31,7 @@ from larkbot.runtime.config import LarkbotConfig, parse_config
 from larkbot.runtime.db import create_engine, migrate
 
 HOSTILE = "<img src=x onerror=alert(1)>"
+RLO = "\u202e"
 
 
 def serving(config: LarkbotConfig, engine: AsyncEngine) -> AbstractAsyncContextManager[str]:
@@ -38,6 +42,12 @@ async def _get(http: aiohttp.ClientSession, url: str, status: int = 200) -> str:
     async with http.get(url, allow_redirects=False) as resp:
         assert resp.status == status, (url, resp.status, await resp.text())
         return await resp.text()
+
+
+def _shown(html: str) -> str:
+    """The page's text as a reader sees it (its elements' text, in order)."""
+    texts, _ = read_page(html)
+    return "".join(t.text for t in texts)
 
 
 def _engine(w: object) -> AsyncEngine:
@@ -92,7 +102,72 @@ async def test_a_chat_and_its_wake_ups_as_the_model_saw_them(
         assert "<b>" not in body
     assert "No such wake-up" in missing
     assert "are required" in bad
-    assert "No recorded wake-up sent message om_x" in unknown
+    assert "No recorded wake-up sent message om_x in feishu:" in _shown(unknown)
+
+
+async def test_strings_from_a_chat_are_isolated_and_their_bidi_controls_shown(
+    bus: Bus, nats_url: str, tmp_path: Path
+) -> None:
+    # Each carries a right-to-left override (shown as it acts, "gnp.exe" reads "exe.png") and a word of a
+    # right-to-left script, which must not reorder what stands beside it.
+    async with world(bus, nats_url, f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}") as w:
+        await w.quiet_then_asked(
+            reason=f"{RLO}<b/>dlob<b> desrever שלום-reason",
+            answer=response(tool_call(tools.SEND, "c0", text=f"hi {RLO}שלום-reply")),
+            asked=f"@Lark {RLO}שלום-asked?",
+            name=f"Eve {RLO}gnp.exe שלום-name",
+        )
+        (_quiet, spoke) = await w.driver.audit.of_chat("feishu", CHAT_ID)  # type: ignore[attr-defined]
+        async with serving(parse_config({}, {}), _engine(w)) as base, aiohttp.ClientSession() as http:
+            pages = {
+                "index": await _get(http, base + "/"),
+                "chat": await _get(http, f"{base}/chat/feishu/{CHAT_ID}"),
+                "wake": await _get(http, f"{base}/wake/{spoke.wake_id}"),
+                # What a request names is shown too: a crafted link must not reorder the page.
+                "missing": await _get(http, f"{base}/wake/{RLO}שלום-id", 404),
+                "unknown": await _get(
+                    http, f"{base}/find?platform=feishu&chat={CHAT_ID}&message={RLO}שלום-message", 404
+                ),
+                "chat-link": await _get(http, f"{base}/chat/{RLO}שלום-platform/x"),
+            }
+    for name, html in pages.items():
+        texts, attributes = read_page(html)
+        assert all(RLO not in t.text for t in texts), name
+        assert all(RLO not in value for _tag, _name, value in attributes), name
+        assert unisolated(html, "שלום") == [], name
+        assert unisolated(html, "⟨U+202E⟩") == [], name
+        # The control is drawn as its marker, in a span of its own (left to right, styled apart); the page's
+        # title holds text only.
+        markers = [t for t in texts if "⟨U+202E⟩" in t.text and not t.inside("title")]
+        assert markers or name == "index", name  # the chats list names no member, reason or text
+        for marker in markers:
+            assert marker.text == "⟨U+202E⟩", (name, marker)
+            assert marker.inside("span", **{"class": "ctl", "dir": "ltr"}), (name, marker)
+        assert f'<link rel="icon" href="{FAVICON}"' in html, name
+    assert "⟨U+202E⟩<b/>dlob<b> desrever שלום-reason" in _shown(pages["chat"])
+    wake = _shown(pages["wake"])
+    assert "⟨U+202E⟩<b/>dlob<b> desrever שלום-reason" in wake  # the probe's reason
+    assert "Eve ⟨U+202E⟩gnp.exe שלום-name" in wake  # the member's name in the rendered messages
+    assert "hi ⟨U+202E⟩שלום-reply" in wake  # the tool call's arguments
+    assert "No wake-up '⟨U+202E⟩שלום-id' is recorded." in _shown(pages["missing"])
+    assert "sent message ⟨U+202E⟩שלום-message in feishu:" in _shown(pages["unknown"])
+    assert "⟨U+202E⟩שלום-platform:x" in _shown(pages["chat-link"])
+
+
+async def test_the_pages_icon_is_served_under_the_strict_csp(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}")
+    try:
+        async with (
+            serving(parse_config({}, {}), engine) as base,
+            aiohttp.ClientSession() as http,
+            http.get(base + "/favicon.ico") as resp,
+        ):
+            assert resp.status == 200
+            assert str(resp.url) == base + FAVICON
+            assert resp.content_type == "image/svg+xml"
+            assert resp.headers["Content-Security-Policy"] == CSP
+    finally:
+        await engine.dispose()
 
 
 async def test_a_sent_message_leads_to_its_wake_up(bus: Bus, nats_url: str, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The browser playground's control API: every action reaches the bot as the update Telegram would send
 (read back through the fake Bot API's getUpdates, parsed by aiogram and by the ingress's adapter), the
-timeline shows the group as its members see it, and names and texts stay data (escaped in the page)."""
+timeline shows the group as its members see it, and names and texts stay data (escaped in the page, each
+its own bidi isolate with its invisible controls shown)."""
 
 from __future__ import annotations
 
@@ -14,16 +15,18 @@ import aiohttp
 import pytest
 from aiogram.types import Update
 from PIL import Image
+from tests.harness.web import read_page, unisolated
 
 from larkbot.cli.playground import PLAYGROUND_CHAT_ID, Playground, PlaygroundRefused
 from larkbot.cli.playground_updates import TYPING_S, bot_typing
-from larkbot.cli.web import CSP
+from larkbot.cli.web import CSP, FAVICON
 from larkbot.ingress_telegram.core import ALLOWED_UPDATES, TelegramAdapter
 from larkbot.ingress_telegram.fake.server import Recorded
 from larkbot.runtime.config import parse_config
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 HOSTILE_TEXT = "<script>alert('x')</script> \"quoted\" & <b>xml</b>"
+BIDI_NAME = "Eve \u202egnp.exe"  # shown as it acts, it reads "Eve exe.png"
 
 
 @pytest.fixture
@@ -282,6 +285,30 @@ async def test_hostile_names_and_texts_stay_data(playground: Playground, http: a
     assert '<script src="/static/playground.js" defer></script>' in page
     assert 'id="model-banner"' in page
     assert "demo script, not a model" in page
+
+
+async def test_a_bidi_name_is_shown_as_stored_and_posted_back_as_it_is(
+    playground: Playground, http: aiohttp.ClientSession
+) -> None:
+    status, _ = await call(http, playground, "/members", {"name": BIDI_NAME})
+    assert status == 200
+    async with http.get(playground.control_url + "/") as resp:
+        page = await resp.text()
+    texts, attributes = read_page(page)
+    assert all("\u202e" not in t.text for t in texts)
+    (label,) = [t for t in texts if "gnp.exe" in t.text]
+    assert label.inside("option")
+    assert label.text == "\u2068Eve \u2066⟨U+202E⟩\u2069gnp.exe\u2069"  # isolated, the control shown
+    # The option's value is what the page posts as the member: the name exactly.
+    assert [v for tag, name, v in attributes if "gnp.exe" in v] == [BIDI_NAME]
+    assert [(tag, name) for tag, name, v in attributes if "gnp.exe" in v] == [("option", "value")]
+    bot = playground.telegram.bot_user
+    assert unisolated(page, bot["first_name"], bot["username"], "LarkBot playground") == []
+    assert f'<link rel="icon" href="{FAVICON}" type="image/svg+xml">' in page
+    async with http.get(playground.control_url + "/favicon.ico") as resp:
+        assert resp.status == 200
+        assert resp.content_type == "image/svg+xml"
+        assert resp.headers["Content-Security-Policy"] == CSP
 
 
 async def test_the_page_and_its_static_files_carry_the_csp_and_the_script_writes_text_only(

@@ -1,5 +1,6 @@
-"""`larkbot say` reports what the bot decided as soon as the model decides it, and tells a stack that
-decides nothing apart from a bot that chose silence."""
+"""`larkbot say` reports what the bot decided as soon as the model decides it, tells a stack that
+decides nothing apart from a bot that chose silence, and a message the playground refuses apart from a
+playground that does not answer."""
 
 from __future__ import annotations
 
@@ -89,3 +90,23 @@ async def test_silence_is_reported_with_the_models_reason_as_soon_as_it_decides(
     out, _ = capsys.readouterr()
     assert status == 0
     assert "(the bot chose silence — reason: not mentioned and not asked a question)" in out
+
+
+async def test_a_refused_message_is_reported_with_the_playgrounds_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ports = {service.value: free_port() for service in SERVICE_PORTS}
+    config = parse_config({"services": {s.replace("-", "_"): {"http_port": p} for s, p in ports.items()}}, {})
+    playground = Playground(config)
+    await playground.start(0, 0, 0)
+    try:
+        control = playground.control_url.rsplit(":", 1)[1]
+        argv = ["say", "x" * 4097, "--control-port", control, "--wait", "1"]
+        status = await asyncio.to_thread(main, argv)
+    finally:
+        await playground.stop()
+    _, err = capsys.readouterr()
+    assert status == 2
+    assert "larkbot say: the playground refused the message: longer than Telegram's 4096 characters" in err
+    assert "the playground does not answer" not in err
+    assert playground.transcript == []

@@ -1,5 +1,6 @@
 """The guard in front of the inspector and the browser playground (docs/inspector.md "Security"): headers
-on every answer, the token beyond loopback, host and origin checks; and HTML escaped by default."""
+on every answer, the token beyond loopback, host and origin checks, the icon; and HTML escaped by default,
+each string its own bidi isolate with its invisible controls shown."""
 
 from __future__ import annotations
 
@@ -10,14 +11,18 @@ import aiohttp
 import pytest
 from aiohttp import web
 from pydantic import SecretStr
+from tests.harness.web import read_page, unisolated
 from tests.harness.web import serving as serve_app
 
 from larkbot.canonical.errors import ConfigError
-from larkbot.cli.web import CSP, el, page, secured_app, text
+from larkbot.cli.web import CSP, FAVICON, el, join, page, plain, secured_app, text
 from larkbot.runtime.config import is_loopback, parse_config
 
 TOKEN = "s3cret-token-for-tests-only"
 HOSTILE = "<img src=x onerror=alert(1)>\"'&<script>alert(2)</script>"
+#: Shown as they act, these reorder or hide text: an override (``gnp.exe`` reads ``exe.png``), an
+#: embedding, an isolate, a mark, a zero-width space, a BOM, a C1 control, a line separator, a tag.
+CONTROLS = "\u202e\u202b\u2067\u200f\u200b\ufeff\x85\u2028\U000e0041"
 
 
 @asynccontextmanager
@@ -125,3 +130,62 @@ def test_markup_escapes_text_and_attributes() -> None:
     assert " hidden>" in built
     assert "skip" not in built
     assert "<script>" not in built
+
+
+def test_each_string_is_isolated_and_its_invisible_controls_are_shown() -> None:
+    name = "Eve \u202egnp.exe"
+    cell = el("td", None, name, " said ", "שלום 123")
+    assert cell == (
+        '<td><bdi>Eve <span class="ctl" dir="ltr">⟨U+202E⟩</span>gnp.exe</bdi><bdi> said </bdi>'
+        "<bdi>שלום 123</bdi></td>"
+    )
+    assert join(el("b", None, HOSTILE)) == f"<b><bdi>{text(HOSTILE)}</bdi></b>"
+    every = text(CONTROLS)
+    for char in CONTROLS:
+        assert char not in every
+        assert f'<span class="ctl" dir="ltr">⟨U+{ord(char):04X}⟩</span>' in every
+    # Text-only elements hold no element: plain-text markers, and FSI…PDI as the isolate. Data attributes
+    # keep the string exactly (the value posted back is the member's name); the ones a person reads show it.
+    option = el("option", {"value": name, "title": name, "data-from": name}, name)
+    assert option == (
+        '<option value="Eve \u202egnp.exe" title="Eve \u2066⟨U+202E⟩\u2069gnp.exe" '
+        'data-from="Eve \u202egnp.exe">'
+        "\u2068Eve \u2066⟨U+202E⟩\u2069gnp.exe\u2069</option>"
+    )
+    assert plain(CONTROLS).count("⟨U+") == len(CONTROLS)
+    document = page(["chat ", name], el("p", None, name))
+    assert "<title>\u2068chat \u2069\u2068Eve \u2066⟨U+202E⟩\u2069gnp.exe\u2069</title>" in document
+    assert unisolated(document, "gnp.exe") == []
+    texts, _ = read_page(document)
+    assert all("\u202e" not in shown.text for shown in texts)
+
+
+def test_what_is_visible_and_what_joins_emoji_is_kept() -> None:
+    england = "🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
+    kept = f"tab\tnew\nline 👩\u200d💻 ❤\ufe0f {england} \u0600١"
+    assert text(kept) == kept
+    # A zero-width joiner between letters hides in a word; a tag character outside a flag smuggles text.
+    assert text("pay\u200dpal") == 'pay<span class="ctl" dir="ltr">⟨U+200D⟩</span>pal'
+    assert text("a\U000e0041") == 'a<span class="ctl" dir="ltr">⟨U+E0041⟩</span>'
+    assert text("\u200d") == '<span class="ctl" dir="ltr">⟨U+200D⟩</span>'
+
+
+async def test_the_icon_is_served_under_the_strict_csp() -> None:
+    async with serving(None) as base, aiohttp.ClientSession() as session:
+        async with session.get(base + "/") as resp:
+            home = await resp.text()
+        async with session.get(base + FAVICON) as resp:
+            assert resp.status == 200
+            assert resp.content_type == "image/svg+xml"
+            assert resp.headers["Content-Security-Policy"] == CSP
+            assert resp.headers["X-Content-Type-Options"] == "nosniff"
+            icon = await resp.text()
+        # What a browser asks for when a page names no icon (a JSON answer opened in a tab).
+        async with session.get(base + "/favicon.ico", allow_redirects=False) as resp:
+            assert resp.status == 302
+            assert resp.headers["Location"] == FAVICON
+            assert resp.headers["Content-Security-Policy"] == CSP
+    assert f'<link rel="icon" href="{FAVICON}" type="image/svg+xml">' in home
+    assert icon.startswith("<svg ")
+    assert "<script" not in icon
+    assert "href" not in icon  # nothing loaded from elsewhere

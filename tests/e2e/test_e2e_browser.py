@@ -1,6 +1,7 @@
 """The playground and the inspector in a real browser (Debian's headless Chromium, driven by playwright):
 the real ingress-telegram, pipeline, driver and gateway behind the playground's fake Bot API and demo model,
-and ``larkbot inspector`` as a process over the driver's database.
+and ``larkbot inspector`` as a process over the driver's database. Every test runs with no console error
+and no page error (a missing icon, a refused style or script, a failing script).
 
 With ``LARKBOT_SCREENSHOTS=<dir>`` the tests also save the screenshots shown in the README
 (``LARKBOT_SCREENSHOTS=docs/img .venv/bin/pytest tests/e2e/test_e2e_browser.py``).
@@ -21,10 +22,19 @@ import aiohttp
 import pytest
 from playwright.async_api import async_playwright
 from tests.harness.stack import Stack, free_port
+from tests.harness.web import serving
 from tests.harness.world import until
 
+from larkbot.cli.inspector import Inspector
+from larkbot.cli.memory import MIGRATIONS
 from larkbot.cli.playground import PLAYGROUND_CHAT_ID, Playground
+from larkbot.cli.playground_group import MAX_NAME
+from larkbot.driver.adapters.audit import AuditStore
+from larkbot.driver.adapters.repository import DriverRepository
+from larkbot.driver.core.audit import ContextRange, Tokens, WakeAudit
+from larkbot.driver.core.records import ProbeRecord
 from larkbot.runtime.config import parse_config
+from larkbot.runtime.db import create_engine, migrate
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -45,6 +55,16 @@ SERVICES = ("llm-gateway", "pipeline", "driver", "ingress-telegram")
 WAIT_MS = 90_000
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 HOSTILE_TEXT = "<script>alert('x')</script> \"quoted\" & <b>bold</b> @LarkBot?"
+#: A right-to-left override: shown as it acts, ``gnp.exe`` reads ``exe.png`` and this reason
+#: ``reversed <b>bold</b>``.
+RLO, RLO_SHOWN = "\u202e", "⟨U+202E⟩"
+BIDI_NAME = f"Eve {RLO}gnp.exe"
+BIDI_TEXT = f"{RLO}<b/>dlob<b> desrever"
+#: One unbroken word of 278 characters (no hyphen: a line may break after one), and a name as long as the
+#: playground takes, of wide letters.
+LONG_WORD = "https://example.org/?q=" + "0123456789abcdefghijklmnopqrstuvwxyz" * 7 + "end"
+LONG_NAME = "W" * MAX_NAME
+VIEWPORT = {"width": 1280, "height": 860}
 SHOTS = os.environ.get("LARKBOT_SCREENSHOTS")
 
 
@@ -124,14 +144,21 @@ async def _until_ready(url: str, proc: asyncio.subprocess.Process) -> None:
 
 
 @pytest.fixture
-async def page(site: Site) -> AsyncIterator[Any]:
+async def page() -> AsyncIterator[Any]:
+    """A tab of a 1,280 px window; the test fails on any console error or page error it logged."""
+    problems: list[str] = []
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
         try:
-            context = await browser.new_context(viewport={"width": 1280, "height": 860})
-            yield await context.new_page()
+            context = await browser.new_context(viewport=VIEWPORT)
+            tab = await context.new_page()
+            tab.on("console", lambda m: problems.append(f"console {m.type}: {m.text} ({m.location})")
+                   if m.type == "error" else None)  # fmt: skip
+            tab.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+            yield tab
         finally:
             await browser.close()
+    assert problems == []
 
 
 def _shot(name: str) -> str | None:
@@ -262,3 +289,190 @@ async def test_hostile_names_and_texts_are_shown_as_text_and_run_nothing(site: S
     assert await page.locator("main img, main script").count() == 0
     assert dialogs == []
     assert errors == []
+
+
+# -- shown as stored, within the window ------------------------------------------------------------------
+
+#: Of the (one) element ``selector`` matches, read at one moment (the playground redraws its timeline as it
+#: polls): each character's box, in DOM order (those drawn: a bidi control itself has no width); and each
+#: control marker's text, width and background.
+_DRAWN = """(selector) => {
+  const [element, ...others] = document.querySelectorAll(selector);
+  if (!element || others.length) return null;
+  const chars = [];
+  const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.data.length; i++) {
+      const range = document.createRange();
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      const box = range.getBoundingClientRect();
+      if (box.width > 0) chars.push([node.data[i], box.left, box.top, box.bottom]);
+    }
+  }
+  const markers = Array.from(element.querySelectorAll(".ctl"), (e) => [
+    e.textContent, e.getBoundingClientRect().width, getComputedStyle(e).backgroundColor,
+  ]);
+  return [chars, markers];
+}"""
+
+
+async def _assert_shown_as_stored(page: Any, selector: str, expected: str) -> None:
+    """The characters of the element are drawn left to right, line after line, in the order they are
+    stored: what a reader sees is ``expected``, nothing reordered; and the one control character is drawn
+    as its marker, visibly and styled apart from the text."""
+    found = await page.evaluate(_DRAWN, selector)
+    assert found is not None, f"not exactly one {selector}"
+    chars, markers = found
+    drawn = "".join(c[0] for c in chars)
+    assert drawn.replace(" ", "") == expected.replace(" ", ""), drawn  # a space ending a line is not drawn
+    line_bottom, left = float("-inf"), float("-inf")
+    for char, x, top, bottom in chars:
+        if top >= line_bottom - 1:  # below the line so far: a new line starts
+            line_bottom, left = bottom, float("-inf")
+        assert x > left, f"{char!r} is drawn left of the character stored before it: {chars}"
+        left, line_bottom = x, max(line_bottom, bottom)
+    ((text, width, background),) = markers
+    assert text == RLO_SHOWN
+    assert width > 10
+    assert background not in ("rgba(0, 0, 0, 0)", "transparent")
+
+
+#: The page's width and the window's, and each match's horizontal extent, all read at one moment (the
+#: playground redraws its timeline as it polls).
+_EXTENTS = """(selectors) => [
+  document.documentElement.scrollWidth,
+  document.documentElement.clientWidth,
+  selectors.map((s) => Array.from(document.querySelectorAll(s), (e) => {
+    const box = e.getBoundingClientRect();
+    return [box.left, box.right, box.width];
+  })),
+]"""
+
+
+async def _assert_within_the_window(page: Any, *selectors: str) -> None:
+    """No horizontal scrolling, and each element (every match of each selector) inside the window."""
+    scroll, window, extents = await page.evaluate(_EXTENTS, list(selectors))
+    assert scroll <= window <= VIEWPORT["width"], (scroll, window)
+    for selector, boxes in zip(selectors, extents, strict=True):
+        assert boxes, f"nothing matches {selector}"
+        for left, right, width in boxes:
+            assert width > 0, selector
+            assert left >= 0, (selector, left)
+            assert right <= window, (selector, right)
+
+
+async def test_bidi_controls_and_long_names_are_shown_as_stored_within_the_window(
+    site: Site, page: Any
+) -> None:
+    await page.goto(site.playground)
+    await page.locator("#composer").wait_for()
+    username = await page.locator("#mention-bot").get_attribute("data-username")
+    before = await page.locator("li.msg.bot").count()
+    await page.fill("#new-member", BIDI_NAME)
+    await page.click("#add-member")
+    await page.select_option("#member", BIDI_NAME)
+    await page.fill("#composer", BIDI_TEXT)
+    await page.click("#send")
+
+    said = page.locator("li.msg.member", has_text="dlob<b> desrever")
+    await said.wait_for(timeout=WAIT_MS)
+    assert await said.get_attribute("data-from") == BIDI_NAME  # the data stays as it is
+    assert await said.locator(".author").inner_text() == f"Eve {RLO_SHOWN}gnp.exe"
+    assert await said.locator(".text").inner_text() == f"{RLO_SHOWN}<b/>dlob<b> desrever"
+    mine = f'li.msg.member[data-from="{BIDI_NAME}"]'
+    await _assert_shown_as_stored(page, f"{mine} .author", f"Eve {RLO_SHOWN}gnp.exe")
+    await _assert_shown_as_stored(page, f"{mine} .text", f"{RLO_SHOWN}<b/>dlob<b> desrever")
+    # An option holds text only: the marker as text (isolated by the invisible LRI…PDI around it).
+    option = await page.locator("#member option:checked").text_content()
+    assert option is not None
+    assert option.translate(dict.fromkeys(map(ord, "\u2066\u2068\u2069"))) == f"Eve {RLO_SHOWN}gnp.exe"
+
+    # The longest name the playground takes, posting an unbroken 278-character word; then a reply to it.
+    await page.fill("#new-member", LONG_NAME)
+    await page.click("#add-member")
+    await page.select_option("#member", LONG_NAME)
+    await page.fill("#composer", f"@{username} {LONG_WORD}")
+    await page.click("#send")
+    long = page.locator(f'li.msg.member[data-from="{LONG_NAME}"]')
+    await long.wait_for(timeout=WAIT_MS)
+    await long.hover()
+    await long.locator(".act-reply").click()
+    await page.locator("#context-bar").wait_for()
+    controls = (
+        "#member",
+        "#new-member",
+        "#add-member",
+        "#composer",
+        "#mention-bot",
+        "#upload-label",
+        "#send",
+    )
+    await _assert_within_the_window(page, *controls, "#context-bar", "li.msg .author", "li.msg .text")
+    reply = await _bot_replies(page, before + 1)
+    await _assert_within_the_window(page, *controls, "li.msg .author", "li.msg .text")
+
+    # The wake-up shows both members' names, and the word, as stored, within the window.
+    href = await reply.locator("a.inspect").get_attribute("href")
+    assert href is not None
+    await _open_wake_up(page, href)
+    said_block = page.locator(".request .block", has_text="desrever").first
+    assert f"Eve {RLO_SHOWN}gnp.exe" in await said_block.inner_text()
+    assert await said_block.locator(".ctl").count() >= 2
+    await _assert_within_the_window(page, "main", "table.facts", ".request", "#steps .step")
+    await page.click("table.facts a")  # the chat
+    await _assert_within_the_window(page, "main", "table.wakeups")
+
+
+async def _hostile_wake_up(url: str, reason: str) -> str:
+    """A driver database holding one wake-up whose probe gave ``reason``; returns its id."""
+    engine = create_engine(url)
+    try:
+        await migrate(engine, MIGRATIONS)
+        at = 1_700_000_000_000
+        wake_id = "w-hostile-reason"
+        await AuditStore(engine).add(
+            WakeAudit(
+                platform="telegram", chat_id="-100123", wake_id=wake_id, wake_kind="messages",
+                path="probe", started_at_ms=at, ended_at_ms=at + 900, context=ContextRange.of(()),
+                probe_decision="no_action", probe_reason=reason, probe_model="probe-model",
+                probe_tokens=Tokens(120, 0, 0, 9), probe_latency_ms=300, steps=0, sends=0, reactions=0,
+                tool_calls=(), tokens=Tokens(), primary_latency_ms=None, primary_models=(), outcome="silent",
+                dry_run=False, model_called=True, withheld=(), content_hashed=False,
+            )
+        )  # fmt: skip
+        await DriverRepository(engine).add_probe(
+            ProbeRecord(
+                platform="telegram", chat_id="-100123", wake_id=wake_id, requested_at_ms=at,
+                decision="no_action", reason=reason, activated=False, failed_closed=False,
+                model_identity="probe-model", usage=None, window_start=None, omitted=0,
+            )
+        )  # fmt: skip
+    finally:
+        await engine.dispose()
+    return wake_id
+
+
+async def test_a_reason_with_a_bidi_control_and_a_long_word_is_shown_as_stored_within_the_window(
+    tmp_path: Path, page: Any
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}"
+    reason = f"{BIDI_TEXT} {LONG_WORD}"
+    wake_id = await _hostile_wake_up(url, reason)
+    shown = f"{RLO_SHOWN}<b/>dlob<b> desrever {LONG_WORD}"
+    engine = create_engine(url)
+    try:
+        async with serving(Inspector(parse_config({}, {}), engine).app()) as base:
+            await page.goto(base + "/")  # the first page a browser opens: it asks for the icon
+            await page.click("table.chats a")
+            assert await page.locator("table.wakeups .reason").inner_text() == shown
+            await _assert_shown_as_stored(page, "table.wakeups .reason", shown)
+            await _assert_within_the_window(page, "main", "table.wakeups", "table.wakeups .reason")
+
+            await page.click("table.wakeups a.wake")
+            assert page.url == f"{base}/wake/{wake_id}"
+            assert await page.locator("table.probe .reason").inner_text() == shown
+            await _assert_shown_as_stored(page, "table.probe .reason", shown)
+            await _assert_within_the_window(page, "main", "table.facts", "table.probe", "table.probe .reason")
+    finally:
+        await engine.dispose()

@@ -68,7 +68,8 @@ def _composer(bot: dict[str, Any], members: list[str]) -> object:
                         "data-username": bot["username"],
                         "title": "mention the bot",
                     },
-                    f"@{bot['username']}",
+                    "@",
+                    bot["username"],
                 ),
                 el(
                     "label",
@@ -98,7 +99,7 @@ def render_page(
             "div",
             {"class": "title"},
             el("h1", None, title),
-            el("span", {"class": "subtitle"}, f"{bot['first_name']} (@{bot['username']}) and the members"),
+            el("span", {"class": "subtitle"}, bot["first_name"], " (@", bot["username"], ") and the members"),
         ),
         el(
             "a",
@@ -115,7 +116,7 @@ def render_page(
             "No messages yet. Say hello, and mention the bot to wake it.",
         ),
         el("ol", {"id": "timeline", "aria-live": "polite"}),
-        el("p", {"id": "typing", "class": "typing", "hidden": True}, f"{bot['first_name']} is typing…"),
+        el("p", {"id": "typing", "class": "typing", "hidden": True}, bot["first_name"], " is typing…"),
     )
     shell = el("div", {"id": "shell"}, header, _banner(model), timeline, _composer(bot, members))
-    return page(f"{title} — LarkBot", shell, scripts=["playground.js"], styles=["playground.css"])
+    return page([title, " — LarkBot"], shell, scripts=["playground.js"], styles=["playground.css"])

@@ -55,7 +55,6 @@ class ControlApi:
     def routes(self) -> list[web.RouteDef]:
         return [
             web.get("/", self._page),
-            web.get("/favicon.ico", _no_icon),
             web.get("/messages", self._messages),
             web.get("/transcript", self._transcript),
             web.get("/files/{file_id}", self._file),
@@ -268,10 +267,6 @@ class ControlApi:
             "deleted_by": deleted_by,
             "reactions": reactions,
         }
-
-
-async def _no_icon(_request: web.Request) -> web.Response:
-    return web.Response(status=204)
 
 
 async def _json(request: web.Request) -> dict[str, Any]:

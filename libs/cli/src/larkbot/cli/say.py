@@ -4,7 +4,8 @@ The playground sees every answer of the fake model (see ``playground``), so the 
 the moment it is made: a reply or a reaction is printed when it arrives; a probe's ``no_action`` is
 reported at once as silence, with the model's reason. When no decision comes within ``--wait`` seconds
 the stack is not working: ``say`` says so and names the services that are not ready, instead of calling
-it silence.
+it silence. A message the playground refuses (longer than Telegram's 4,096 characters, a name over 64) is
+reported with the playground's reason.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -35,8 +37,16 @@ def say(args: Any) -> int:
         before = _not_ready(base, headers)
         if before:
             print(f"warning: {'; '.join(before)} — the bot may not answer", file=sys.stderr)
-        posted = _request(f"{base}/say", headers, {"text": args.text, "user": args.user})
+        try:
+            posted = _request(f"{base}/say", headers, {"text": args.text, "user": args.user})
+        except Refused as exc:
+            print(f"larkbot say: the playground refused the message: {exc.reason}", file=sys.stderr)
+            return 2
         return _outcome(base, headers, posted["cursor"], args.wait)
+    except Refused as exc:
+        said = f"the playground refused {exc.path} (HTTP {exc.status}): {exc.reason}"
+        print(f"larkbot say: {said}", file=sys.stderr)
+        return 1
     except (urllib.error.URLError, OSError) as exc:
         print(f"the playground does not answer on {base} ({exc}); is `make up` running?", file=sys.stderr)
         return 1
@@ -97,9 +107,39 @@ def _not_ready(base: str, headers: dict[str, str]) -> list[str]:
     return found
 
 
+class Refused(Exception):
+    """The playground answered, with an error status: ``reason`` is what it said."""
+
+    def __init__(self, path: str, status: int, reason: str) -> None:
+        super().__init__(f"{path}: HTTP {status}: {reason}")
+        self.path = path
+        self.status = status
+        self.reason = reason
+
+
 def _request(url: str, headers: dict[str, str], body: dict[str, Any] | None = None) -> dict[str, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **headers})
-    with urllib.request.urlopen(request, timeout=5) as resp:
-        answer: dict[str, Any] = json.load(resp)
-        return answer
+    try:
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            answer: dict[str, Any] = json.load(resp)
+            return answer
+    except urllib.error.HTTPError as exc:
+        # An answer, not a connection failure (HTTPError is a URLError too): the playground's own words.
+        try:
+            reason = _reason(exc)
+        finally:
+            exc.close()
+        raise Refused(urllib.parse.urlsplit(url).path, exc.code, reason) from None
+
+
+def _reason(answer: urllib.error.HTTPError) -> str:
+    """The control API's ``{"error": ...}``, else the text of the answer (the web guard answers in text)."""
+    said = answer.read(64 * 1024).decode("utf-8", "replace").strip()
+    try:
+        found = json.loads(said)
+    except ValueError:
+        return said or str(answer.reason)
+    if isinstance(found, dict) and isinstance(found.get("error"), str):
+        return str(found["error"])
+    return said

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from larkbot.runtime.config import ChatSettings, LarkbotConfig
 
-from ..web import secured_app
+from ..web import join, secured_app
 from . import views, wakeview
 from .reads import NotReady, Reads
 
@@ -104,7 +104,10 @@ class Inspector:
         detail = await self.reads.wake(wake_id)
         if detail is None:
             return _html(
-                views.message("No such wake-up", f"No wake-up {wake_id!r} is recorded.", _WHY_MISSING), 404
+                views.message(
+                    "No such wake-up", join("No wake-up '", wake_id, "' is recorded."), _WHY_MISSING
+                ),
+                404,
             )
         a = detail.audit
         return _html(wakeview.wake(detail, self.settings(a.platform, a.chat_id)))
@@ -117,7 +120,8 @@ class Inspector:
             return _html(views.message("Bad request", "platform, chat and message are required."), 400)
         wake_id = await self.reads.wake_of_sent(platform, chat_id, message_id)
         if wake_id is None:
-            text = f"No recorded wake-up sent message {message_id} in {platform}:{chat_id}."
+            where = views.chat_key(platform, chat_id)
+            text = join("No recorded wake-up sent message ", message_id, " in ", where, ".")
             return _html(views.message("Not found", text, _WHY_MISSING), 404)
         raise web.HTTPSeeOther(location=views.wake_href(wake_id))
 

@@ -30,13 +30,18 @@ def wake_href(wake_id: str) -> str:
     return f"/wake/{quote(wake_id, safe='')}"
 
 
-def layout(title: str, *body: object) -> str:
-    nav = el(
-        "nav", None, el("a", {"href": "/", "class": "home"}, "LarkBot inspector"), el("span", None, title)
-    )
-    return page(
-        f"{title} · LarkBot inspector", join(el("header", None, nav), el("main", None, *body)), styles=STYLES
-    )
+def layout(title: str | Sequence[str], *body: object) -> str:
+    """``title``: one string or its parts (a chat's platform and id, each isolated)."""
+    parts = [title] if isinstance(title, str) else list(title)
+    home = el("a", {"href": "/", "class": "home"}, "LarkBot inspector")
+    nav = el("nav", None, home, el("span", None, parts))
+    main = join(el("header", None, nav), el("main", None, *body))
+    return page([*parts, " · LarkBot inspector"], main, styles=STYLES)
+
+
+def chat_key(platform: str, chat_id: str) -> list[str]:
+    """``platform:chat_id`` as parts, so that each is shown as its own string."""
+    return [platform, ":", chat_id]
 
 
 def table(head: Sequence[str] | None, rows: Sequence[Sequence[object]], css: str = "") -> Markup:
@@ -74,7 +79,7 @@ def index(chats: Sequence[ChatActivity]) -> str:
     else:
         rows = [
             [
-                el("a", {"href": chat_href(c.platform, c.chat_id)}, f"{c.platform}:{c.chat_id}"),
+                el("a", {"href": chat_href(c.platform, c.chat_id)}, chat_key(c.platform, c.chat_id)),
                 c.wakeups,
                 c.sends,
                 badge(f"{c.dry_runs} dry run", "dry") if c.dry_runs else "",
@@ -93,7 +98,7 @@ def chat(
     compactions: Sequence[Summary],
     memories: Sequence[ChatMemory],
 ) -> str:
-    key = f"{platform}:{chat_id}"
+    key = chat_key(platform, chat_id)
     tokens = [
         TokenPoint(
             when(a.started_at_ms),
@@ -181,7 +186,8 @@ def chat(
     )
 
 
-def message(title: str, text: str, status_hint: str = "") -> str:
+def message(title: str, text: object, status_hint: str = "") -> str:
+    """``text``: a string, or parts (``join``) where it quotes what the request named."""
     return layout(title, el("h1", None, title), el("p", None, text), el("p", {"class": "muted"}, status_hint))
 
 
@@ -189,6 +195,7 @@ __all__ = [
     "badge",
     "chat",
     "chat_href",
+    "chat_key",
     "decision",
     "index",
     "layout",

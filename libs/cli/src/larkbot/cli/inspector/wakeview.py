@@ -13,7 +13,7 @@ from larkbot.runtime.config import ChatSettings
 
 from ..web import Markup, el, join
 from .reads import ShownRequest, WakeDetail
-from .views import badge, chat_href, decision, layout, table, tokens_text, when
+from .views import badge, chat_href, chat_key, decision, layout, table, tokens_text, when
 
 
 def _part(message: Message) -> list[Markup]:
@@ -46,6 +46,14 @@ def _pretty(arguments_json: str) -> str:
         return arguments_json
 
 
+def _listed(names: tuple[str, ...]) -> Markup:
+    """Names separated by commas, each shown as its own string."""
+    parts: list[str] = []
+    for name in names:
+        parts += [", ", name] if parts else [name]
+    return join(parts)
+
+
 def _step(record: TurnRecord, settings: ChatSettings) -> Markup:
     usage = record.usage
     t = Tokens(usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens)
@@ -66,7 +74,9 @@ def _step(record: TurnRecord, settings: ChatSettings) -> Markup:
         el(
             "h3",
             None,
-            f"step {record.step} · {record.model_identity} · {when(record.requested_at_ms)} ",
+            f"step {record.step} · ",
+            record.model_identity,
+            f" · {when(record.requested_at_ms)} ",
             flags,
         ),
         el("p", {"class": "tokens"}, tokens_text(t)),
@@ -119,7 +129,9 @@ def _request(shown: ShownRequest) -> Markup:
         el(
             "h3",
             None,
-            f"{r.purpose}{step} request · {when(r.at_ms)} · {r.endpoint} · ~{r.estimated_tokens:,} tokens",
+            f"{r.purpose}{step} request · {when(r.at_ms)} · ",
+            r.endpoint,
+            f" · ~{r.estimated_tokens:,} tokens",
         ),
         el("p", {"class": "match"}, match),
         [_block(b, i, prefix.blocks, inside) for i, b in enumerate(r.blocks)],
@@ -128,10 +140,9 @@ def _request(shown: ShownRequest) -> Markup:
 
 def wake(detail: WakeDetail, settings: ChatSettings) -> str:
     a = detail.audit
-    key = f"{a.platform}:{a.chat_id}"
     c = a.context
     facts = [
-        ["chat", el("a", {"href": chat_href(a.platform, a.chat_id)}, key)],
+        ["chat", el("a", {"href": chat_href(a.platform, a.chat_id)}, chat_key(a.platform, a.chat_id))],
         ["wake-up", f"{a.wake_id} ({a.wake_kind})"],
         ["path", a.path or "-"],
         ["started", f"{when(a.started_at_ms)} · {a.ended_at_ms - a.started_at_ms:,} ms"],
@@ -143,7 +154,7 @@ def wake(detail: WakeDetail, settings: ChatSettings) -> str:
         ],
         ["outcome", a.outcome],
         ["primary", f"{a.steps} steps · sends {a.sends} · reactions {a.reactions} · {tokens_text(a.tokens)}"],
-        ["models", ", ".join(a.primary_models) or "-"],
+        ["models", _listed(a.primary_models) or "-"],
     ]
     if a.dry_run:
         withheld = ", ".join(a.withheld) or "nothing"

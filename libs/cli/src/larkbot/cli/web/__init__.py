@@ -1,11 +1,13 @@
 """What the stack's web pages share (the inspector and the browser playground): the security middleware,
-HTML built with escaping by default, and the static files (docs/inspector.md "Security")."""
+HTML built with escaping by default (each string isolated, its invisible controls shown), and the static
+files (docs/inspector.md "Security")."""
 
-from .markup import Markup, attrs, el, join, page, text
+from .markup import FAVICON, Markup, attrs, el, join, page, plain, text
 from .security import CSP, STATIC_DIR, guard, secured_app, static_routes
 
 __all__ = [
     "CSP",
+    "FAVICON",
     "STATIC_DIR",
     "Markup",
     "attrs",
@@ -13,6 +15,7 @@ __all__ = [
     "guard",
     "join",
     "page",
+    "plain",
     "secured_app",
     "static_routes",
     "text",

@@ -25,6 +25,8 @@ from pydantic import SecretStr
 
 from larkbot.runtime.config import is_loopback
 
+from .markup import FAVICON
+
 STATIC_DIR = Path(__file__).parent / "static"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
@@ -105,10 +107,16 @@ def guard(token: SecretStr | None, *, open_paths: frozenset[str] = frozenset()) 
 
 
 def secured_app(token: SecretStr | None, *, open_paths: frozenset[str] = frozenset()) -> web.Application:
-    """An application behind :func:`guard`, serving :data:`STATIC_DIR` at ``/static/``."""
+    """An application behind :func:`guard`, serving :data:`STATIC_DIR` at ``/static/`` and the icon."""
     app = web.Application(middlewares=[guard(token, open_paths=open_paths)])
-    app.add_routes(static_routes())
+    app.add_routes([*static_routes(), web.get("/favicon.ico", _favicon)])
     return app
+
+
+async def _favicon(_request: web.Request) -> web.Response:
+    # The pages name their icon (``<link rel="icon">``); a browser asks for /favicon.ico on an answer that
+    # names none (a JSON endpoint opened in a tab), and logs an error when it is missing.
+    raise web.HTTPFound(FAVICON)
 
 
 def static_routes() -> list[web.AbstractRouteDef]:

@@ -1,6 +1,8 @@
 // The playground page: polls GET /messages and redraws the group; acts through the control API.
 // Every string from the server goes into the page through textContent or an attribute, never parsed
 // as HTML; no inline handlers, nothing remote (the page must work offline and under the CSP).
+// Each string is shown as stored, the rule of web/markup.py: its own bidi isolate (<bdi>), with its
+// invisible controls (bidi overrides, zero-width characters, ...) drawn as ⟨U+202E⟩ markers.
 "use strict";
 
 (function () {
@@ -12,29 +14,70 @@
     editing: null, // message id being edited
     picker: null, // message id whose reaction picker is open
   };
+  // General categories Cc, Cf, Zl, Zp but tab, newline and the (visible) prepended concatenation marks;
+  // group 1 is what stays as it is: an emoji tag sequence, a zero-width joiner before a symbol.
+  const INVISIBLE =
+    /(\u{1F3F4}[\u{E0020}-\u{E007E}]+\u{E007F}|\u200D(?=\p{So}))|(?![\t\n\u0600-\u0605\u06DD\u070F\u0890\u0891\u08E2\u{110BD}\u{110CD}])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
   const $ = (id) => document.getElementById(id);
   const timeline = $("timeline");
   const composer = $("composer");
   const member = $("member");
   const status = $("status");
 
+  // [run, isMarker] pairs: the text between invisible controls, and each control's marker.
+  function runs(text) {
+    const out = [];
+    let at = 0;
+    for (const found of text.matchAll(INVISIBLE)) {
+      if (found[1] !== undefined) continue;
+      const code = found[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+      out.push([text.slice(at, found.index), false], ["\u27E8U+" + code + "\u27E9", true]);
+      at = found.index + found[0].length;
+    }
+    out.push([text.slice(at), false]);
+    return out;
+  }
+
+  // For text only (an option's label, a tooltip): markers as plain text, each a left-to-right isolate.
+  function plain(text) {
+    return runs(String(text))
+      .map(([run, marker]) => (marker ? "\u2066" + run + "\u2069" : run))
+      .join("");
+  }
+
+  function shown(text) {
+    const isolate = document.createElement("bdi");
+    for (const [run, marker] of runs(String(text))) {
+      if (marker) {
+        const mark = document.createElement("span");
+        mark.className = "ctl";
+        mark.dir = "ltr";
+        mark.textContent = run;
+        isolate.appendChild(mark);
+      } else if (run) {
+        isolate.appendChild(document.createTextNode(run));
+      }
+    }
+    return isolate;
+  }
+
   function node(tag, className, text) {
     const made = document.createElement(tag);
     if (className) made.className = className;
-    if (text !== undefined && text !== null) made.textContent = String(text);
+    if (text !== undefined && text !== null) made.appendChild(shown(text));
     return made;
   }
 
   function button(className, label, onClick, title) {
     const made = node("button", className, label);
     made.type = "button";
-    if (title) made.title = title;
+    if (title) made.title = plain(title);
     made.addEventListener("click", onClick);
     return made;
   }
 
   function say(text, isError) {
-    status.textContent = text;
+    status.replaceChildren(...(text ? [shown(text)] : []));
     status.classList.toggle("error", Boolean(isError));
   }
 
@@ -103,7 +146,8 @@
     if (have.length === names.length && have.every((n, i) => n === names[i])) return;
     member.replaceChildren();
     for (const name of names) {
-      const option = node("option", "", name);
+      const option = document.createElement("option");
+      option.textContent = "\u2068" + plain(name) + "\u2069"; // text only: FSI…PDI isolate it
       option.value = name;
       member.appendChild(option);
     }
@@ -199,7 +243,7 @@
       if (message.photo) {
         const img = node("img", "photo");
         img.src = message.photo.url;
-        img.alt = "photo from " + author(message);
+        img.alt = plain("photo from " + author(message));
         img.width = Math.min(message.photo.width, 320);
         img.height = Math.round((img.width * message.photo.height) / Math.max(1, message.photo.width));
         bubble.appendChild(img);
@@ -235,8 +279,8 @@
     }
     bar.hidden = false;
     bar.dataset.mode = state.editing !== null ? "edit" : "reply";
-    const lead = state.editing !== null ? "Editing: " : "Replying to " + (target ? author(target) : "…") + ": ";
-    $("context-text").textContent = lead + excerpt(target);
+    const lead = state.editing !== null ? ["Editing: "] : ["Replying to ", target ? author(target) : "…", ": "];
+    $("context-text").replaceChildren(...lead.concat([excerpt(target)]).map(shown));
     $("send").textContent = state.editing !== null ? "Save" : "Send";
   }
 
