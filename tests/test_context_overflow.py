@@ -16,31 +16,23 @@ from pathlib import Path
 
 import pytest
 
-from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.llm import AssistantMessage, ToolCallPart
-from larkbot.canonical.names import PARTITIONS, Service
+from larkbot.canonical.names import Service
 from larkbot.cli.prefixbench import (
-    BOT_ID,
-    BOT_NAME,
     PLATFORM,
-    T0,
     WAIT_S,
     Replay,
     bench_config,
     member_event,
     publish_event,
+    replay_world,
 )
-from larkbot.driver.adapters.clock import ManualClock
-from larkbot.driver.app import DriverService
 from larkbot.driver.bench import SENDERS
 from larkbot.driver.harness import CHAT_ID, World, world
 from larkbot.llm_gateway.app import GatewayService
 from larkbot.llm_gateway.fake import Action, FakeCall, FakeProvider, Reply, estimate_tokens
-from larkbot.pipeline.app import PipelineService
-from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
-from larkbot.runtime.ingress import publish_identity
 from larkbot.runtime.service import running
 
 WINDOW = 2_000
@@ -169,27 +161,8 @@ async def real_stack(
     }
     llm = {"endpoints": {"primary": endpoint, "probe": endpoint}}
     config = bench_config(chat_id, root, chat=chat, llm=llm)
-    await bootstrap(bus.js)
-    identity = BotIdentity(platform=PLATFORM, bot_id=BOT_ID, name=BOT_NAME, app_id="cli_t", updated_at_ms=T0)
-    await publish_identity(bus, identity)
-    clock = ManualClock(T0)
-    driver = DriverService(
-        config, clock=clock, replica="overflow", lease_heartbeat_s=0.2, fetch_timeout_s=0.25
-    )
-    pipeline = PipelineService(config, replica="overflow", reader_options={"fetch_timeout_s": 0.25})
-    replay = Replay(bus, chat_id, driver, clock)
-    await replay.platform.endpoint.start()
-    try:
-        async with (
-            running(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url),
-            running(Service.PIPELINE, pipeline, config, nats_url=nats_url),
-        ):
-            await asyncio.wait_for(pipeline.ready.wait(), WAIT_S)
-            async with running(Service.DRIVER, driver, config, nats_url=nats_url):
-                await driver.until(lambda: driver.holds(PARTITIONS), WAIT_S)
-                yield replay
-    finally:
-        await replay.platform.endpoint.stop()
+    async with replay_world(bus, nats_url, chat_id, root, config, gateway=True) as replay:
+        yield replay
 
 
 async def _post(replay: Replay, first: int, last: int, *, mention_at: int | None = None) -> None:

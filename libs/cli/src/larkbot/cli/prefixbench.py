@@ -30,7 +30,7 @@ import secrets
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,7 @@ from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
 from larkbot.runtime.ingress import actions_endpoint, publish_identity
+from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import running
 
 PLATFORM = Platform.FEISHU
@@ -305,8 +306,16 @@ class Replay:
 
 @asynccontextmanager
 async def replay_world(
-    bus: Bus, nats_url: str, chat_id: str, root: Path, config: LarkbotConfig | None = None
+    bus: Bus,
+    nats_url: str,
+    chat_id: str,
+    root: Path,
+    config: LarkbotConfig | None = None,
+    *,
+    gateway: bool = False,
 ) -> AsyncIterator[Replay]:
+    """The replay's services. ``gateway``: the real LLM gateway answers ``llm.generate`` (calling the
+    endpoints of ``config``) instead of the scripted model."""
     config = config or bench_config(chat_id, root)
     await bootstrap(bus.js)
     identity = BotIdentity(
@@ -319,18 +328,32 @@ async def replay_world(
     )
     pipeline = PipelineService(config, replica="prefix-bench", reader_options={"fetch_timeout_s": 0.25})
     replay = Replay(bus, chat_id, driver, clock)
-    await replay.llm.endpoint.start()
+    model: AbstractAsyncContextManager[object]
+    if gateway:
+        from larkbot.llm_gateway.app import GatewayService
+
+        model = running(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url)
+    else:
+        model = _serving(replay.llm.endpoint)
     await replay.platform.endpoint.start()
     try:
-        async with running(Service.PIPELINE, pipeline, config, nats_url=nats_url):
+        async with model, running(Service.PIPELINE, pipeline, config, nats_url=nats_url):
             await asyncio.wait_for(pipeline.ready.wait(), WAIT_S)
             async with running(Service.DRIVER, driver, config, nats_url=nats_url):
                 await driver.until(lambda: driver.holds(PARTITIONS), WAIT_S)
                 yield replay
     finally:
         await replay.platform.endpoint.stop()
-        await replay.llm.endpoint.stop()
         await _purge(bus, chat_id)
+
+
+@asynccontextmanager
+async def _serving(endpoint: Endpoint[Any]) -> AsyncIterator[Endpoint[Any]]:
+    await endpoint.start()
+    try:
+        yield endpoint
+    finally:
+        await endpoint.stop()
 
 
 async def _purge(bus: Bus, chat_id: str) -> None:
