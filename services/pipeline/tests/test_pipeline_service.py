@@ -305,7 +305,8 @@ async def test_residency_archives_telegram_and_drops_unconfigured_feishu(
         assert await app.repo.count("telegram", "-200") == 1
         assert {u.chat_id for u in updates.items} == {"-100"}
         assert updates.xml("-100") == [
-            '<message id="6" sender="Alice" t="01-02 11:04:05" maintainer="true">projected</message>'
+            '<message id="6" sender="Alice" uid="ou_alice" t="01-02 11:04:05" maintainer="true">'
+            "projected</message>"
         ]
 
 

@@ -117,6 +117,10 @@ class IC:
     by_message: dict[str, int] = field(default_factory=dict)
     #: user id → the display name last seen on one of their messages.
     users: dict[str, str] = field(default_factory=dict)
+    #: username (lower case, no ``@``) → the id of the user last seen with it on a message, and the
+    #: reverse: what a bare ``@username`` mention resolves to.
+    usernames: dict[str, str] = field(default_factory=dict)
+    username_of: dict[str, str] = field(default_factory=dict)
     title: str | None = None
     #: forum topic (thread id) → its name as last seen.
     topics: dict[str, str] = field(default_factory=dict)

@@ -10,6 +10,8 @@ existing ones changed, so rendering stays incremental. Rules:
   from the context's copy of the target, else from the copy the event embedded (``reply_target``). A
   message in a forum topic snapshots the topic's name: the one the context knows, else the one the event
   carries (which the context then learns), else ``#<thread id>``.
+- A message's bare ``@username`` mentions are resolved to the user the context knows by that username
+  (:mod:`.handles`).
 - ``edit`` / ``delete``: change the target in place; unknown targets (and edits of deleted messages) are
   ignored.
 - ``reaction`` / ``service`` / ``runtime``: append a node. A rename also sets the IC's title. A pin
@@ -36,6 +38,7 @@ from larkbot.canonical.events import (
     TopicChanged,
 )
 
+from .handles import learn, resolve
 from .model import (
     IC,
     MessageNode,
@@ -137,7 +140,8 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
         assert isinstance(node, MessageNode)
         if node.synthetic and not event.is_self_sent:
             node.sender = event.sender
-            node.content = event.content
+            learn(ic, event.sender)
+            node.content = resolve(event.content, ic.usernames)
             node.attachments = event.attachments
             node.reply = _reply(ic, event)
             node.forward_info = event.forward_info
@@ -150,39 +154,44 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
             node.is_self_sent = True
             change.changed.append(index)
         return
-    sender = event.sender
+    _new_message(
+        ic,
+        MessageNode(
+            event_seq=event_seq,
+            message_id=event.message_id,
+            sender=event.sender,
+            content=event.content,
+            attachments=event.attachments,
+            reply=_reply(ic, event),
+            forward_info=event.forward_info,
+            received_at_ms=event.received_at_ms,
+            timestamp_sec=event.timestamp_sec,
+            utc_offset_min=event.utc_offset_min,
+            is_self_sent=event.is_self_sent,
+            topic=_topic(ic, event),
+            synthetic=event.is_self_sent,
+        ),
+        change,
+    )
+
+
+def _new_message(ic: IC, node: MessageNode, change: Change) -> None:
+    """Append ``node`` (its sender's rename first), learning its sender and resolving its mentions."""
+    sender = node.sender
     last_name = ic.users.get(sender.id)
     if last_name is not None and last_name != sender.display_name:
         rename = NameChange(sender.id, last_name, sender.display_name)
         _append(
             ic,
             SystemNode(
-                event_seq,
-                "rename",
-                rename,
-                event.received_at_ms,
-                event.timestamp_sec,
-                event.utc_offset_min,
+                node.event_seq, "rename", rename, node.received_at_ms, node.timestamp_sec, node.utc_offset_min
             ),
             change,
         )
     ic.users[sender.id] = sender.display_name
-    node = MessageNode(
-        event_seq=event_seq,
-        message_id=event.message_id,
-        sender=sender,
-        content=event.content,
-        attachments=event.attachments,
-        reply=_reply(ic, event),
-        forward_info=event.forward_info,
-        received_at_ms=event.received_at_ms,
-        timestamp_sec=event.timestamp_sec,
-        utc_offset_min=event.utc_offset_min,
-        is_self_sent=event.is_self_sent,
-        topic=_topic(ic, event),
-        synthetic=event.is_self_sent,
-    )
-    ic.by_message[event.message_id] = len(ic.nodes)
+    learn(ic, sender)
+    node.content = resolve(node.content, ic.usernames)
+    ic.by_message[node.message_id] = len(ic.nodes)
     _append(ic, node, change)
 
 
@@ -194,7 +203,9 @@ def _edit(ic: IC, event: EditEvent, change: Change) -> None:
     assert isinstance(node, MessageNode)
     if node.deleted:
         return
-    node.content = event.content
+    if event.sender is not None:
+        learn(ic, event.sender)
+    node.content = resolve(event.content, ic.usernames)
     node.attachments = event.attachments
     node.edited_at_sec = event.edited_at_sec
     node.edited_offset_min = event.utc_offset_min
