@@ -53,7 +53,7 @@ def events(draw: st.DrawFn) -> list[CanonicalEvent]:
     out: list[CanonicalEvent] = []
     at = float(s.BASE_SEC)
     for n in range(draw(st.integers(0, 40))):
-        at += draw(st.integers(0, 400))
+        at += draw(st.sampled_from([0, 1, 30, 400, -1, -200]))  # re-pushes arrive with earlier times
         kind = draw(
             st.sampled_from(["msg", "msg", "msg", "self", "edit", "delete", "react", "svc", "rt", "dup"])
         )

@@ -524,3 +524,33 @@ def test_message_provenance_travels_beside_the_xml() -> None:
     assert by_id["om_blocked"].xml.endswith('blocked="true"/>')
     (reaction,) = (seg for seg in projection.segments if seg.node_type == "event")
     assert (reaction.is_forwarded, reaction.reply_to_message_id) == (False, None)
+
+
+@pytest.mark.parametrize(("params", "chat", "ids"), [(FEISHU, "oc_chat", "om_"), (TELEGRAM, "-100", "")])
+def test_a_message_arriving_after_a_later_one_carries_received_whatever_the_delay(
+    params: RenderParams, chat: str, ids: str
+) -> None:
+    """Feishu re-pushed A after B and C (an ingress restart), 30 s late: arrival order stays, and A says
+    when it was received so the times going backwards are explained. Same-second disorder shows nothing."""
+
+    def at(message_id: str, sent: float, received: float) -> MessageEvent:
+        return s.message(
+            ids + message_id,
+            message_id,
+            sender=ALICE,
+            chat=chat,
+            platform=params.platform,
+            at=s.BASE_SEC + sent,
+            received_ms=int((s.BASE_SEC + received) * 1000),
+        )
+
+    uid = ' uid="ou_alice"'
+    assert rendered(
+        [at("B", 10, 10.2), at("C", 20.7, 21), at("A", 0, 30), at("D", 20.1, 31), at("E", 25, 32)], params
+    ) == [
+        f'<message id="{ids}B" sender="Alice"{uid} t="01-02 11:04:15">B</message>',
+        f'<message id="{ids}C" sender="Alice"{uid} t="01-02 11:04:25">C</message>',
+        f'<message id="{ids}A" sender="Alice"{uid} {T} received="01-02 11:04:35">A</message>',
+        f'<message id="{ids}D" sender="Alice"{uid} t="01-02 11:04:25">D</message>',
+        f'<message id="{ids}E" sender="Alice"{uid} t="01-02 11:04:30">E</message>',
+    ]

@@ -11,7 +11,8 @@ existing ones changed, so rendering stays incremental. Rules:
   message in a forum topic snapshots the topic's name: the one the context knows, else the one the event
   carries (which the context then learns), else ``#<thread id>``.
 - A message's bare ``@username`` mentions are resolved to the user the context knows by that username
-  (:mod:`.handles`).
+  (:mod:`.handles`). A message that arrives after one with a later platform time (to the second) is
+  marked ``out_of_order``: it keeps its place in arrival order and renders ``received``.
 - ``edit`` / ``delete``: change the target in place; unknown targets (and edits of deleted messages) are
   ignored.
 - ``reaction`` / ``service`` / ``runtime``: append a node. A rename also sets the IC's title. A pin
@@ -21,6 +22,7 @@ existing ones changed, so rendering stays incremental. Rules:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from larkbot.canonical.content import AttachmentType, Content
@@ -191,6 +193,11 @@ def _new_message(ic: IC, node: MessageNode, change: Change) -> None:
     ic.users[sender.id] = sender.display_name
     learn(ic, sender)
     node.content = resolve(node.content, ic.usernames)
+    second = math.floor(node.timestamp_sec)
+    if ic.latest_sec is not None and second < ic.latest_sec:
+        node.out_of_order = True
+    else:
+        ic.latest_sec = second
     ic.by_message[node.message_id] = len(ic.nodes)
     _append(ic, node, change)
 
