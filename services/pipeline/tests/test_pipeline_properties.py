@@ -98,6 +98,7 @@ def events(draw: st.DrawFn) -> list[CanonicalEvent]:
                 at=at,
                 dedup=f"e{n}",
                 sender=draw(st.sampled_from([None, who])),
+                sent_at=draw(st.sampled_from([None, at - 500])),
                 nodes=draw(st.sampled_from([None, MENTIONS[1]])),
             )
         elif kind == "delete":

@@ -23,6 +23,7 @@ from larkbot.canonical.content import (
     Text,
     Underline,
 )
+from larkbot.canonical.context import AppendOp
 from larkbot.canonical.events import (
     BotAdded,
     BotRemoved,
@@ -554,3 +555,42 @@ def test_a_message_arriving_after_a_later_one_carries_received_whatever_the_dela
         f'<message id="{ids}D" sender="Alice"{uid} t="01-02 11:04:25">D</message>',
         f'<message id="{ids}E" sender="Alice"{uid} t="01-02 11:04:30">E</message>',
     ]
+
+
+@pytest.mark.parametrize(("params", "chat", "ids"), [(FEISHU, "oc_chat", "om_"), (TELEGRAM, "-100", "")])
+def test_an_edit_of_a_message_never_seen_renders_as_that_message_marked_edited(
+    params: RenderParams, chat: str, ids: str
+) -> None:
+    platform = params.platform
+    bob = s.person("ou_bob", "Bob")
+    projection = Projection(params)
+    after = s.message(ids + "2", "after", sender=bob, chat=chat, platform=platform, at=s.BASE_SEC + 600)
+    projection.apply(after)
+    (op,) = projection.apply(
+        s.edit(
+            ids + "1",
+            "fixed typo",
+            chat=chat,
+            platform=platform,
+            sender=ALICE,
+            sent_at=s.BASE_SEC,
+            at=s.BASE_SEC + 900,
+            received_ms=(s.BASE_SEC + 901) * 1000,
+        )
+    )
+    assert isinstance(op, AppendOp)
+    (segment,) = op.segments
+    assert segment.xml == (
+        f'<message id="{ids}1" sender="Alice" uid="ou_alice" {T} received="01-02 11:19:06" '
+        'edited="01-02 11:19:05">fixed typo</message>'
+    )
+    assert (segment.segment_id, segment.sender_id) == (f"msg:{ids}1", "ou_alice")
+    # Without the send time the edit's own time stands for it.
+    (op,) = projection.apply(
+        s.edit(ids + "3", "v2", chat=chat, platform=platform, sender=bob, at=s.BASE_SEC + 960)
+    )
+    assert isinstance(op, AppendOp)
+    assert op.segments[0].xml == (
+        f'<message id="{ids}3" sender="Bob" uid="ou_bob" t="01-02 11:20:05" edited="01-02 11:20:05">'
+        "v2</message>"
+    )

@@ -96,14 +96,17 @@ def edit(
     offset: int = OFFSET_MIN,
     dedup: str | None = None,
     sender: Sender | None = None,
+    sent_at: float | None = None,
+    received_ms: int | None = None,
     nodes: tuple[Inline, ...] | None = None,
 ) -> EditEvent:
     return EditEvent(
-        **_common(platform, chat, dedup or f"edit:{message_id}:{at}", at, None, offset),
+        **_common(platform, chat, dedup or f"edit:{message_id}:{at}", at, received_ms, offset),
         message_id=message_id,
         sender=sender,
         content=Content(nodes=nodes) if nodes is not None else Content.from_text(text),
         edited_at_sec=at,
+        sent_at_sec=sent_at,
     )
 
 

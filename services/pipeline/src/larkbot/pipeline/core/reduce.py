@@ -13,8 +13,13 @@ existing ones changed, so rendering stays incremental. Rules:
 - A message's bare ``@username`` mentions are resolved to the user the context knows by that username
   (:mod:`.handles`). A message that arrives after one with a later platform time (to the second) is
   marked ``out_of_order``: it keeps its place in arrival order and renders ``received``.
-- ``edit`` / ``delete``: change the target in place; unknown targets (and edits of deleted messages) are
-  ignored.
+- ``edit``: changes the target in place (edits of deleted messages are ignored). An edit of a message
+  the context does not hold (never seen, or before the cursor) is appended as that message, marked
+  edited, with its new state, the editor as sender (on Telegram only the author edits) and the send time
+  when the edit carries it; a sender-less edit of an unknown message is ignored (it names nobody to show).
+  The message itself arriving afterwards is a repeat of its id: the first arrival wins, so it changes
+  nothing (a self-sent copy only ORs the flag, as for any message).
+- ``delete``: marks the target deleted; unknown targets are ignored.
 - ``reaction`` / ``service`` / ``runtime``: append a node. A rename also sets the IC's title. A pin
   snapshots the pinned message like a reply its target; a topic change snapshots the topic's name
   before the change and records the new one.
@@ -36,6 +41,7 @@ from larkbot.canonical.events import (
     QuotedMessage,
     ReactionEvent,
     RuntimeEvent,
+    Sender,
     ServiceEvent,
     TopicChanged,
 )
@@ -202,9 +208,11 @@ def _new_message(ic: IC, node: MessageNode, change: Change) -> None:
     _append(ic, node, change)
 
 
-def _edit(ic: IC, event: EditEvent, change: Change) -> None:
+def _edit(ic: IC, event: EditEvent, event_seq: int, change: Change) -> None:
     index = ic.by_message.get(event.message_id)
     if index is None:
+        if event.sender is not None:
+            _unseen_edited(ic, event, event.sender, event_seq, change)
         return
     node = ic.nodes[index]
     assert isinstance(node, MessageNode)
@@ -217,6 +225,31 @@ def _edit(ic: IC, event: EditEvent, change: Change) -> None:
     node.edited_at_sec = event.edited_at_sec
     node.edited_offset_min = event.utc_offset_min
     change.changed.append(index)
+
+
+def _unseen_edited(ic: IC, event: EditEvent, sender: Sender, event_seq: int, change: Change) -> None:
+    """The edited message the context never held, as members now see it."""
+    _new_message(
+        ic,
+        MessageNode(
+            event_seq=event_seq,
+            message_id=event.message_id,
+            sender=sender,
+            content=event.content,
+            attachments=event.attachments,
+            reply=None,
+            forward_info=None,
+            received_at_ms=event.received_at_ms,
+            timestamp_sec=event.sent_at_sec if event.sent_at_sec is not None else event.edited_at_sec,
+            utc_offset_min=event.utc_offset_min,
+            is_self_sent=False,
+            topic=None,
+            synthetic=False,
+            edited_at_sec=event.edited_at_sec,
+            edited_offset_min=event.utc_offset_min,
+        ),
+        change,
+    )
 
 
 def _delete(ic: IC, event: DeleteEvent, change: Change) -> None:
@@ -238,7 +271,7 @@ def reduce(ic: IC, event: CanonicalEvent, event_seq: int) -> Change:
     if isinstance(event, MessageEvent):
         _message(ic, event, event_seq, change)
     elif isinstance(event, EditEvent):
-        _edit(ic, event, change)
+        _edit(ic, event, event_seq, change)
     elif isinstance(event, DeleteEvent):
         _delete(ic, event, change)
     elif isinstance(event, ReactionEvent):
