@@ -151,7 +151,10 @@ def test_the_whole_corpus_of_both_platforms_replays_refusing_only_what_means_not
         "[poll: Where do we eat? — Noodles / Rice / Skip lunch]",
         "[dice 🎲 4]",
         '<in-reply-to id="480" sender="Carol">the venue map</in-reply-to>',  # embedded: not in the window
-        'message_id="501" sender="Alice Liddell">hello everyone second line</event>',  # what was pinned
+        # What was pinned, as the context held it: the corpus replays in file order, so the edit of 501
+        # comes first and stands for the message (its later original repeats the id and changes nothing).
+        'message_id="501" sender="Alice Liddell">hello everyone (edited) 🎉 now bold</event>',
+        '<message id="501" sender="Alice Liddell" uid="111111111" t="01-01 08:00:00" edited="01-01 08:02:00"',
     ):
         assert snippet in telegram, snippet
     # The bot's own join arrives as my_chat_member and as a service message listing it: one bot_added.

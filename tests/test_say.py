@@ -65,7 +65,8 @@ async def test_silence_is_reported_with_the_models_reason_as_soon_as_it_decides(
                 {"role": "system", "content": "Decide whether to act."},
                 {
                     "role": "user",
-                    "content": '<message id="m1" sender="You" t="01-01 00:00:00">just chatting</message>',
+                    "content": '<message id="m1" sender="You" uid="100000" t="01-01 00:00:00">'
+                    "just chatting</message>",
                 },
             ],
             "tools": [{"type": "function", "function": {"name": "decide", "parameters": decide}}],

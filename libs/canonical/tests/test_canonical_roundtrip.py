@@ -352,6 +352,7 @@ CASES: dict[str, BaseModel] = {
         sender=BOB_TG,
         content=Content.from_text("lol, fixed"),
         edited_at_sec=1_760_683_950.0,
+        sent_at_sec=1_760_683_900.0,
     ),
     "delete": DeleteEvent(**_fs(dedup_key=f"recall:{FS_MSG}"), message_ids=(FS_MSG,), actor_id=FS_ALICE),
     "reaction": ReactionEvent(

@@ -7,7 +7,7 @@ from xml.etree import ElementTree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from larkbot.canonical.content import Content
+from larkbot.canonical.content import Bold, Content, Mention, Text
 from larkbot.canonical.context import AppendOp, ContextOp, ReplaceOp, ResetOp, Segment
 from larkbot.canonical.events import (
     CanonicalEvent,
@@ -32,7 +32,17 @@ PARAMS = RenderParams(
     alias_message_ids=True,
     deployment_utc_offset_min=480,
 )
-USERS = [s.person("ou_bot", "Lark", is_bot=True)] + [s.person(f"ou_u{i}", f"U{i}") for i in range(1, 5)]
+USERS = [s.person("ou_bot", "Lark", is_bot=True, username="lark_bot")] + [
+    s.person(f"ou_u{i}", f"U{i}", username=f"u{i}" if i % 2 else None) for i in range(1, 5)
+]
+USERNAMES = [None, "u1", "u2", "U3", "taken"]
+MENTIONS = [
+    (),
+    (Mention(text="@u1"), Text(text=" hi")),
+    (Mention(text="@U2"),),
+    (Bold(children=(Mention(text="@taken"),)),),
+    (Mention(user_id="ou_u4", text="U4"), Text(text=" and "), Mention(text="@lark_bot")),
+]
 IDS = [f"om_{i}" for i in range(8)]
 EMBEDDED = [None, QuotedMessage(sender=USERS[2], content=Content.from_text("embedded"))]
 FORWARDS = [None, ForwardInfo(from_name="Zed"), ForwardInfo(from_chat_id="-100", from_chat_title="News")]
@@ -43,22 +53,28 @@ def events(draw: st.DrawFn) -> list[CanonicalEvent]:
     out: list[CanonicalEvent] = []
     at = float(s.BASE_SEC)
     for n in range(draw(st.integers(0, 40))):
-        at += draw(st.integers(0, 400))
+        at += draw(st.sampled_from([0, 1, 30, 400, -1, -200]))  # re-pushes arrive with earlier times
         kind = draw(
             st.sampled_from(["msg", "msg", "msg", "self", "edit", "delete", "react", "svc", "rt", "dup"])
         )
         mid = draw(st.sampled_from(IDS))
         who = draw(st.sampled_from(USERS))
-        if draw(st.booleans()) and kind == "msg":
-            who = s.person(who.id, draw(st.sampled_from(["Renamed", who.display_name])), is_bot=who.is_bot)
+        if draw(st.booleans()) and kind in ("msg", "edit"):
+            who = s.person(
+                who.id,
+                draw(st.sampled_from(["Renamed", who.display_name])),
+                is_bot=who.is_bot,
+                username=draw(st.sampled_from(USERNAMES)),
+            )
         late = draw(st.sampled_from([None, int(at * 1000) + 500_000]))
         event: CanonicalEvent
         if kind == "dup" and out:
             event = draw(st.sampled_from(out))
         elif kind in ("msg", "dup"):
+            text = draw(st.sampled_from(["hi", "", "a <b>", "long " * 30]))
             event = s.message(
                 mid,
-                draw(st.sampled_from(["hi", "", "a <b>", "long " * 30])),
+                Content(nodes=(*draw(st.sampled_from(MENTIONS)), *Content.from_text(text).nodes)),
                 sender=who,
                 at=at,
                 received_ms=late,
@@ -76,7 +92,15 @@ def events(draw: st.DrawFn) -> list[CanonicalEvent]:
         elif kind == "self":
             event = s.message(mid, "mine", sender=USERS[0], at=at, self_sent=True, dedup=f"s{n}")
         elif kind == "edit":
-            event = s.edit(mid, draw(st.sampled_from(["edited", "x"])), at=at, dedup=f"e{n}")
+            event = s.edit(
+                mid,
+                draw(st.sampled_from(["edited", "x"])),
+                at=at,
+                dedup=f"e{n}",
+                sender=draw(st.sampled_from([None, who])),
+                sent_at=draw(st.sampled_from([None, at - 500])),
+                nodes=draw(st.sampled_from([None, MENTIONS[1]])),
+            )
         elif kind == "delete":
             event = s.delete(mid, dedup=f"d{n}", at=at)
         elif kind == "react":

@@ -6,7 +6,7 @@ from larkbot.canonical.context import AppendOp, ReplaceOp
 from larkbot.canonical.events import ChatRenamed
 from larkbot.canonical.names import Platform
 from larkbot.pipeline import synthetic as s
-from larkbot.pipeline.core import IC, MessageNode, Projection, RenderParams, reduce
+from larkbot.pipeline.core import IC, MessageNode, Projection, RenderParams, reduce, replay
 
 PARAMS = RenderParams(Platform.FEISHU, "oc_chat", bot_user_id="ou_bot", deployment_utc_offset_min=480)
 BOT = s.person("ou_bot", "Lark", is_bot=True)
@@ -52,6 +52,7 @@ def test_authoritative_echo_replaces_synthetic_payload_but_keeps_its_place() -> 
 
 
 def test_edits_and_deletes_mutate_in_place_and_unknown_targets_are_ignored() -> None:
+    """Unknown targets of a delete, and of an edit that names no sender (nobody to show it from)."""
     projection = Projection(PARAMS)
     projection.apply(s.message("om_1", "v1"))
     assert projection.apply(s.edit("om_404", "nope")) == []
@@ -65,6 +66,36 @@ def test_edits_and_deletes_mutate_in_place_and_unknown_targets_are_ignored() -> 
     assert op.segment.is_deleted
     assert projection.apply(s.edit("om_1", "v3", dedup="late-edit")) == []
     assert projection.apply(s.delete("om_1", dedup="again")) == []
+
+
+def test_an_unseen_edited_message_then_its_original_the_first_arrival_wins() -> None:
+    """The edit is the first the context hears of om_1: it becomes the message, with the newest text. The
+    original arriving afterwards (a late re-push) repeats the id and changes nothing, so the model never
+    sees the stale text and replay (same order of record) gives the same context; later edits and the
+    delete apply to the node as to any message."""
+    alice = s.person("ou_alice", "Alice")
+    edit = s.edit("om_1", "v2", sender=alice, sent_at=s.BASE_SEC, at=s.BASE_SEC + 60)
+    events = [
+        (3, edit),
+        (5, s.message("om_1", "v1", sender=alice, received_ms=(s.BASE_SEC + 90) * 1000)),
+        (6, s.message("om_1", "v1", sender=alice, dedup="another-copy")),
+        (8, s.edit("om_1", "v3", sender=alice, sent_at=s.BASE_SEC, at=s.BASE_SEC + 70, dedup="e3")),
+    ]
+    projection = Projection(PARAMS)
+    ops = [projection.apply(event, seq) for seq, event in events]
+    assert [[type(op) for op in o] for o in ops] == [[AppendOp], [], [], [ReplaceOp]]
+    (segment,) = projection.segments
+    assert segment.event_seq == 3
+    assert segment.xml == (
+        '<message id="om_1" sender="Alice" uid="ou_alice" t="01-02 11:04:05" edited="01-02 11:05:15">'
+        "v3</message>"
+    )
+    replayed = replay(events, PARAMS)
+    assert replayed.ic == projection.ic
+    assert replayed.segments == projection.segments
+    (op,) = projection.apply(s.delete("om_1"), 9)
+    assert isinstance(op, ReplaceOp)
+    assert op.segment.is_deleted
 
 
 def test_reactions_service_and_runtime_append() -> None:

@@ -13,6 +13,7 @@ from larkbot.canonical.content import (
     Bold,
     Code,
     CustomEmoji,
+    Inline,
     Italic,
     Link,
     Mention,
@@ -22,6 +23,7 @@ from larkbot.canonical.content import (
     Text,
     Underline,
 )
+from larkbot.canonical.context import AppendOp
 from larkbot.canonical.events import (
     BotAdded,
     BotRemoved,
@@ -31,7 +33,9 @@ from larkbot.canonical.events import (
     ForwardInfo,
     MemberLeft,
     MembersJoined,
+    MessageEvent,
     MessagePinned,
+    Sender,
 )
 from larkbot.canonical.names import Platform
 from larkbot.pipeline import synthetic as s
@@ -94,15 +98,108 @@ def test_inline_elements(nodes: tuple[object, ...], body: str) -> None:
     assert xml == f'<message id="om_1" sender="Alice" uid="ou_alice" {T}>{body}</message>'
 
 
-def test_telegram_renders_no_uid_anywhere() -> None:
-    event = s.message(
-        "7",
-        nodes=(Mention(user_id="99", text="@Bob"), Text(text=" hi")),
-        sender=s.person("5", "Eve"),
-        chat="-100",
-        platform=Platform.TELEGRAM,
+def tg(message_id: str, sender: Sender, *nodes: Inline, at: float = s.BASE_SEC) -> MessageEvent:
+    return s.message(message_id, nodes=nodes, sender=sender, chat="-100", platform=Platform.TELEGRAM, at=at)
+
+
+EVE = s.person("5", "Eve", username="eve_5")
+XAVIER_A = s.person("1001", "Xavier", username="xav")
+XAVIER_B = s.person("1002", "Xavier")
+
+
+def test_telegram_renders_uid_by_the_feishu_rules() -> None:
+    """Two members of one name told apart; ``text_mention`` carries its user; a self-mention omits it."""
+    assert rendered(
+        [
+            tg("7", EVE, Mention(user_id="1001", text="Xavier"), Text(text=" hi")),
+            tg("8", XAVIER_A, Text(text="a")),
+            tg("9", XAVIER_B, Text(text="b")),
+            tg("10", EVE, Mention(user_id="5", text="me"), Text(text="+"), Mention(user_id="1002", text="X")),
+            tg("11", s.person("-1009", ""), Text(text="anonymous")),
+        ],
+        TELEGRAM,
+    ) == [
+        f'<message id="7" sender="Eve" uid="5" {T}><mention uid="1001">Xavier</mention> hi</message>',
+        f'<message id="8" sender="Xavier" uid="1001" {T}>a</message>',
+        f'<message id="9" sender="Xavier" uid="1002" {T}>b</message>',
+        f'<message id="10" sender="Eve" uid="5" {T}><mention>me</mention>+<mention uid="1002">X</mention>'
+        "</message>",
+        f'<message id="11" sender="-1009" {T}>anonymous</message>',
+    ]
+
+
+def test_telegram_events_carry_the_uid_too() -> None:
+    renamed = s.person("5", "Eve Q", username="eve_5")
+    xml = rendered(
+        [
+            tg("7", EVE, Text(text="a")),
+            s.reaction("7", "👍", actor=XAVIER_A, chat="-100", platform=Platform.TELEGRAM),
+            s.service(MembersJoined(actor=EVE, members=(XAVIER_B,)), chat="-100", platform=Platform.TELEGRAM),
+            tg("8", renamed, Text(text="b"), at=s.BASE_SEC + 50),
+        ],
+        TELEGRAM,
     )
-    assert last([event], TELEGRAM) == f'<message id="7" sender="Eve" {T}><mention>@Bob</mention> hi</message>'
+    assert xml[1:4] == [
+        '<event type="reaction" t="01-02 11:04:35" emoji="👍" actor="Xavier" uid="1001" message_id="7"/>',
+        '<event type="members_joined" t="01-02 11:04:45" actor="Eve" uid="5" members="Xavier"/>',
+        '<event type="name_change" t="01-02 11:04:55" from_name="Eve" to_name="Eve Q" uid="5"/>',
+    ]
+
+
+def test_a_bare_username_mention_resolves_to_the_user_earlier_messages_showed_with_it() -> None:
+    """Resolved from the chat's user table as it stood when the message arrived, and kept: a later message
+    that teaches a username never rewrites an earlier segment, and a full re-render gives the same bytes."""
+    projection = Projection(TELEGRAM)
+    events = [
+        tg("20", EVE, Mention(text="@xav"), Text(text=" are you there?")),  # nobody seen as @xav yet
+        tg("21", XAVIER_A, Text(text="yes")),
+        tg("22", EVE, Bold(children=(Mention(text="@XAV"),)), Text(text=" ok")),  # case-insensitive, nested
+        tg("23", XAVIER_A, Mention(text="@xav"), Text(text=" is me")),  # a self-mention omits the uid
+        tg("24", s.person("1001", "Xavier", username="xavier_new"), Text(text="renamed my handle")),
+        tg("25", EVE, Mention(text="@xav"), Text(text=" still?")),  # no longer held by anyone seen
+        tg("26", EVE, Mention(text="@xavier_new"), Text(text=" hi")),
+    ]
+    seen: list[str] = []
+    for event in events:
+        projection.apply(event)
+        assert [seg.xml for seg in projection.segments[: len(seen)]] == seen
+        seen = [seg.xml for seg in projection.segments]
+    assert seen == [
+        f'<message id="20" sender="Eve" uid="5" {T}><mention>@xav</mention> are you there?</message>',
+        f'<message id="21" sender="Xavier" uid="1001" {T}>yes</message>',
+        f'<message id="22" sender="Eve" uid="5" {T}><b><mention uid="1001">@XAV</mention></b> ok</message>',
+        f'<message id="23" sender="Xavier" uid="1001" {T}><mention>@xav</mention> is me</message>',
+        f'<message id="24" sender="Xavier" uid="1001" {T}>renamed my handle</message>',
+        f'<message id="25" sender="Eve" uid="5" {T}><mention>@xav</mention> still?</message>',
+        f'<message id="26" sender="Eve" uid="5" {T}><mention uid="1001">@xavier_new</mention> hi</message>',
+    ]
+    assert [seg.xml for seg in projection.rerender().segments] == seen
+
+
+def test_a_username_taken_over_resolves_to_its_new_holder_and_edits_resolve_at_edit_time() -> None:
+    projection = Projection(TELEGRAM)
+    for event in [
+        tg("30", XAVIER_A, Text(text="a")),
+        tg("31", EVE, Mention(text="@xav"), Text(text=" x")),
+        tg("32", s.person("1003", "Zed", username="Xav"), Text(text="I am @xav now")),
+        tg("33", EVE, Mention(text="@xav"), Text(text=" y")),
+        s.edit(
+            "30",
+            "",
+            chat="-100",
+            platform=Platform.TELEGRAM,
+            sender=s.person("1001", "Xavier"),  # its username now released
+            nodes=(Mention(text="@xav"),),
+        ),
+    ]:
+        projection.apply(event)
+    xml = [seg.xml for seg in projection.segments]
+    assert '<mention uid="1001">@xav</mention> x' in xml[1]
+    assert '<mention uid="1003">@xav</mention> y' in xml[3]
+    assert xml[0] == (
+        f'<message id="30" sender="Xavier" uid="1001" {T} edited="01-02 11:05:05">'
+        '<mention uid="1003">@xav</mention></message>'
+    )
 
 
 def test_uid_is_omitted_when_the_sender_renders_as_its_id() -> None:
@@ -428,3 +525,72 @@ def test_message_provenance_travels_beside_the_xml() -> None:
     assert by_id["om_blocked"].xml.endswith('blocked="true"/>')
     (reaction,) = (seg for seg in projection.segments if seg.node_type == "event")
     assert (reaction.is_forwarded, reaction.reply_to_message_id) == (False, None)
+
+
+@pytest.mark.parametrize(("params", "chat", "ids"), [(FEISHU, "oc_chat", "om_"), (TELEGRAM, "-100", "")])
+def test_a_message_arriving_after_a_later_one_carries_received_whatever_the_delay(
+    params: RenderParams, chat: str, ids: str
+) -> None:
+    """Feishu re-pushed A after B and C (an ingress restart), 30 s late: arrival order stays, and A says
+    when it was received so the times going backwards are explained. Same-second disorder shows nothing."""
+
+    def at(message_id: str, sent: float, received: float) -> MessageEvent:
+        return s.message(
+            ids + message_id,
+            message_id,
+            sender=ALICE,
+            chat=chat,
+            platform=params.platform,
+            at=s.BASE_SEC + sent,
+            received_ms=int((s.BASE_SEC + received) * 1000),
+        )
+
+    uid = ' uid="ou_alice"'
+    assert rendered(
+        [at("B", 10, 10.2), at("C", 20.7, 21), at("A", 0, 30), at("D", 20.1, 31), at("E", 25, 32)], params
+    ) == [
+        f'<message id="{ids}B" sender="Alice"{uid} t="01-02 11:04:15">B</message>',
+        f'<message id="{ids}C" sender="Alice"{uid} t="01-02 11:04:25">C</message>',
+        f'<message id="{ids}A" sender="Alice"{uid} {T} received="01-02 11:04:35">A</message>',
+        f'<message id="{ids}D" sender="Alice"{uid} t="01-02 11:04:25">D</message>',
+        f'<message id="{ids}E" sender="Alice"{uid} t="01-02 11:04:30">E</message>',
+    ]
+
+
+@pytest.mark.parametrize(("params", "chat", "ids"), [(FEISHU, "oc_chat", "om_"), (TELEGRAM, "-100", "")])
+def test_an_edit_of_a_message_never_seen_renders_as_that_message_marked_edited(
+    params: RenderParams, chat: str, ids: str
+) -> None:
+    platform = params.platform
+    bob = s.person("ou_bob", "Bob")
+    projection = Projection(params)
+    after = s.message(ids + "2", "after", sender=bob, chat=chat, platform=platform, at=s.BASE_SEC + 600)
+    projection.apply(after)
+    (op,) = projection.apply(
+        s.edit(
+            ids + "1",
+            "fixed typo",
+            chat=chat,
+            platform=platform,
+            sender=ALICE,
+            sent_at=s.BASE_SEC,
+            at=s.BASE_SEC + 900,
+            received_ms=(s.BASE_SEC + 901) * 1000,
+        )
+    )
+    assert isinstance(op, AppendOp)
+    (segment,) = op.segments
+    assert segment.xml == (
+        f'<message id="{ids}1" sender="Alice" uid="ou_alice" {T} received="01-02 11:19:06" '
+        'edited="01-02 11:19:05">fixed typo</message>'
+    )
+    assert (segment.segment_id, segment.sender_id) == (f"msg:{ids}1", "ou_alice")
+    # Without the send time the edit's own time stands for it.
+    (op,) = projection.apply(
+        s.edit(ids + "3", "v2", chat=chat, platform=platform, sender=bob, at=s.BASE_SEC + 960)
+    )
+    assert isinstance(op, AppendOp)
+    assert op.segments[0].xml == (
+        f'<message id="{ids}3" sender="Bob" uid="ou_bob" t="01-02 11:20:05" edited="01-02 11:20:05">'
+        "v2</message>"
+    )

@@ -56,7 +56,7 @@ def test_a_reply_to_a_message_outside_the_context_shows_the_embedded_target() ->
         ]
     ).segments
     assert first.xml == (
-        f'<message id="9" sender="Alice" {T}><in-reply-to id="3" sender="Bob">the plan &lt;v2&gt;'
+        f'<message id="9" sender="Alice" uid="5" {T}><in-reply-to id="3" sender="Bob">the plan &lt;v2&gt;'
         "</in-reply-to>\nagreed</message>"
     )
     assert not first.replies_to_me
@@ -86,8 +86,10 @@ def test_a_pin_shows_what_was_pinned() -> None:
         ]
     )
     assert xml[1:] == [
-        f'<event type="message_pinned" {TS} actor="Bob" message_id="3" sender="Alice">in the window</event>',
-        f'<event type="message_pinned" {TS} actor="Bob" message_id="1" sender="Bob">rules: be kind</event>',
+        f'<event type="message_pinned" {TS} actor="Bob" uid="6" message_id="3" sender="Alice">'
+        "in the window</event>",
+        f'<event type="message_pinned" {TS} actor="Bob" uid="6" message_id="1" sender="Bob">'
+        "rules: be kind</event>",
         f'<event type="message_pinned" {TS} message_id="2"/>',
     ]
 
@@ -109,17 +111,17 @@ def test_messages_show_their_topic_as_named_when_they_arrived() -> None:
     projection = rendered(events)
     xml = [segment.xml for segment in projection.segments]
     assert xml == [
-        f'<event type="topic_created" {TS} actor="Alice" topic="Bugs"/>',
-        f'<message id="8" sender="Alice" {T} topic="Bugs">crash on start</message>',
-        f'<message id="9" sender="Alice" {T} topic="Ideas">from an old topic</message>',
-        f'<message id="10" sender="Alice" {T} topic="Ideas">again</message>',
-        f'<message id="11" sender="Alice" {T} topic="#5">unknown</message>',
-        f'<event type="topic_renamed" {TS} actor="Bob" from="Bugs" to="Bugs &amp; crashes"/>',
-        f'<message id="12" sender="Alice" {T} topic="Bugs &amp; crashes">still crashing</message>',
-        f'<event type="topic_closed" {TS} actor="Bob" topic="Bugs &amp; crashes"/>',
+        f'<event type="topic_created" {TS} actor="Alice" uid="5" topic="Bugs"/>',
+        f'<message id="8" sender="Alice" uid="5" {T} topic="Bugs">crash on start</message>',
+        f'<message id="9" sender="Alice" uid="5" {T} topic="Ideas">from an old topic</message>',
+        f'<message id="10" sender="Alice" uid="5" {T} topic="Ideas">again</message>',
+        f'<message id="11" sender="Alice" uid="5" {T} topic="#5">unknown</message>',
+        f'<event type="topic_renamed" {TS} actor="Bob" uid="6" from="Bugs" to="Bugs &amp; crashes"/>',
+        f'<message id="12" sender="Alice" uid="5" {T} topic="Bugs &amp; crashes">still crashing</message>',
+        f'<event type="topic_closed" {TS} actor="Bob" uid="6" topic="Bugs &amp; crashes"/>',
         f'<event type="topic_reopened" {TS} topic="#5"/>',
         f'<event type="topic_renamed" {TS} to="Help"/>',
-        f'<message id="13" sender="Alice" {T}>general chat</message>',
+        f'<message id="13" sender="Alice" uid="5" {T}>general chat</message>',
     ]
     # A rename never rewrites what was rendered before it (prefix stability).
     assert projection.segments[1].xml == xml[1]
@@ -155,8 +157,8 @@ def test_notices_render_their_type_people_attributes_and_text_escaped() -> None:
     )
     (xml,) = xmls([tg_service(notice)])
     assert xml == (
-        f'<event type="video_chat_participants_invited" {TS} actor="Alice" members="Bob, Lark" x-t="clash" '
-        'bad_key="a&quot;b" duration="1h">Alice &lt;b&gt;invited&lt;/b&gt; Bob</event>'
+        f'<event type="video_chat_participants_invited" {TS} actor="Alice" uid="5" members="Bob, Lark" '
+        'x-t="clash" bad_key="a&quot;b" duration="1h">Alice &lt;b&gt;invited&lt;/b&gt; Bob</event>'
     )
     assert xmls([tg_service(ChatNotice(type="video_chat_started"))]) == [
         f'<event type="video_chat_started" {TS}/>'

@@ -216,6 +216,39 @@ async def test_history_resolves_aliases_and_cursor_moves_reset_the_context(
     assert after_restart.segments == moved.segments
 
 
+async def test_an_edit_of_an_unseen_message_is_rendered_and_found_by_its_alias_after_compaction(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    cfg = config(database_url)
+    alice = s.person("ou_alice", "Alice")
+    edited = s.edit("om_7", "the fixed text", sender=alice, sent_at=s.BASE_SEC - 3600)
+    later = s.message("om_8", "after", sender=s.person("ou_bob", "Bob"), at=s.BASE_SEC + 90)
+    async with watching(bus) as updates, pipeline(bus, nats_url, cfg):
+        await publish(bus, edited, later)
+        await updates.until(lambda: len(updates.xml("oc_chat")) == 2)
+        shown = updates.xml("oc_chat")[0]
+        assert shown.startswith(f'<message id="{alias_for("oc_chat", "om_7")}" sender="Alice" uid="ou_alice"')
+        assert shown.endswith('edited="01-02 11:05:05" maintainer="true">the fixed text</message>')
+        cursor = (await snapshot(bus)).segments[1].event_seq  # both leave the live context
+        await bus.request(
+            SUBJECT_PIPELINE_CURSOR,
+            CursorMove(platform=Platform.FEISHU, chat_id="oc_chat", cursor=cursor, reason="compaction"),
+            ContextSnapshot,
+            timeout_s=TIMEOUT,
+        )
+        history = await bus.request(
+            SUBJECT_PIPELINE_HISTORY,
+            HistoryRequest(
+                platform=Platform.FEISHU, chat_id="oc_chat", message_ids=(alias_for("oc_chat", "om_7"),)
+            ),
+            HistoryResponse,
+            timeout_s=TIMEOUT,
+        )
+    assert history.missing == ()
+    (item,) = history.found
+    assert (item.message_id, item.sender_id, item.xml) == ("om_7", "ou_alice", shown)
+
+
 async def test_history_items_carry_the_sender_and_flags_of_their_segments(
     bus: Bus, nats_url: str, database_url: str
 ) -> None:
@@ -305,7 +338,8 @@ async def test_residency_archives_telegram_and_drops_unconfigured_feishu(
         assert await app.repo.count("telegram", "-200") == 1
         assert {u.chat_id for u in updates.items} == {"-100"}
         assert updates.xml("-100") == [
-            '<message id="6" sender="Alice" t="01-02 11:04:05" maintainer="true">projected</message>'
+            '<message id="6" sender="Alice" uid="ou_alice" t="01-02 11:04:05" maintainer="true">'
+            "projected</message>"
         ]
 
 

@@ -114,7 +114,10 @@ class MessageEvent(_Event):
 
 
 class EditEvent(_Event):
-    """The full new state of an edited message. ``sender`` is the editor when the platform says."""
+    """The full new state of an edited message. ``sender`` is the editor when the platform says (on
+    Telegram only the author edits). ``sent_at_sec`` is when the message itself was sent, when the
+    platform says (Telegram's ``date``): an edit of a message the pipeline never saw is shown as that
+    message, at that time."""
 
     kind: Literal["edit"] = "edit"
     message_id: Id
@@ -122,6 +125,7 @@ class EditEvent(_Event):
     content: Content = Content()
     attachments: tuple[Attachment, ...] = ()
     edited_at_sec: EpochSec
+    sent_at_sec: EpochSec | None = None
 
 
 class DeleteEvent(_Event):

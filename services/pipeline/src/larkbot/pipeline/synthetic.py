@@ -30,8 +30,15 @@ BASE_SEC = 1_767_323_045
 OFFSET_MIN = 480
 
 
-def person(user_id: str, name: str | None = None, *, is_bot: bool = False) -> Sender:
-    return Sender(id=user_id, display_name=name if name is not None else user_id.upper(), is_bot=is_bot)
+def person(
+    user_id: str, name: str | None = None, *, is_bot: bool = False, username: str | None = None
+) -> Sender:
+    return Sender(
+        id=user_id,
+        display_name=name if name is not None else user_id.upper(),
+        username=username,
+        is_bot=is_bot,
+    )
 
 
 def _common(
@@ -88,12 +95,18 @@ def edit(
     at: float = BASE_SEC + 60,
     offset: int = OFFSET_MIN,
     dedup: str | None = None,
+    sender: Sender | None = None,
+    sent_at: float | None = None,
+    received_ms: int | None = None,
+    nodes: tuple[Inline, ...] | None = None,
 ) -> EditEvent:
     return EditEvent(
-        **_common(platform, chat, dedup or f"edit:{message_id}:{at}", at, None, offset),
+        **_common(platform, chat, dedup or f"edit:{message_id}:{at}", at, received_ms, offset),
         message_id=message_id,
-        content=Content.from_text(text),
+        sender=sender,
+        content=Content(nodes=nodes) if nodes is not None else Content.from_text(text),
         edited_at_sec=at,
+        sent_at_sec=sent_at,
     )
 
 

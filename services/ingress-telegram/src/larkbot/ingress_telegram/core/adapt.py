@@ -245,6 +245,7 @@ class TelegramAdapter:
             content=content,
             attachments=media,
             edited_at_sec=float(edit_date),
+            sent_at_sec=float(msg.int_("date")),
         )
         return Adapted(update_id, (event,))
 

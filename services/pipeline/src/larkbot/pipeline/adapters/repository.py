@@ -17,7 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from larkbot.canonical.codec import decode_as, encode
 from larkbot.canonical.errors import RetryableError
-from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent, DeleteEvent, MessageEvent, Sender
+from larkbot.canonical.events import (
+    EVENT_ADAPTER,
+    CanonicalEvent,
+    DeleteEvent,
+    EditEvent,
+    MessageEvent,
+    Sender,
+)
 
 from ..core.aliases import alias_for
 from .tables import alt_texts, chat_cursors, events, partition_offsets, users
@@ -73,8 +80,9 @@ def _row(item: NewEvent) -> dict[str, object]:
         "timestamp_sec": event.timestamp_sec,
         "payload": (item.payload if item.payload is not None else encode(event)).decode(),
         "stream_seq": item.stream_seq,
+        # An edit of a message the context never held renders as that message, under its alias.
         "message_alias": alias_for(event.chat_id, event.message_id)
-        if isinstance(event, MessageEvent)
+        if isinstance(event, MessageEvent | EditEvent)
         else None,
         "sender_id": event.sender.id if isinstance(event, MessageEvent) else None,
     }

@@ -50,9 +50,7 @@ def event_xml(r: Renderer, node: SystemNode) -> tuple[str, str | None]:
     pairs: Pairs = [("type", kind), ("t", r.time(node.timestamp_sec, node.utc_offset_min))]
     body: str | None = None
     if isinstance(payload, NameChange):
-        pairs += [("from_name", payload.from_name), ("to_name", payload.to_name)]
-        if r.params.renders_uid:
-            pairs.append(("uid", payload.user_id))
+        pairs += [("from_name", payload.from_name), ("to_name", payload.to_name), ("uid", payload.user_id)]
         return xml.element("event", pairs, None), payload.user_id
     actor: Sender | None = payload.actor
     pairs += r.person("actor", actor)

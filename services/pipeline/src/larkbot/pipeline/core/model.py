@@ -45,6 +45,9 @@ class MessageNode:
     topic: str | None
     #: Only the synthetic self-sent copy has been seen; the platform's echo will replace its payload.
     synthetic: bool
+    #: Arrived after a message whose platform time is a later second (a re-push, a late delivery):
+    #: rendered with ``received`` whatever the delay. Decided when the node is created.
+    out_of_order: bool = False
     edited_at_sec: float | None = None
     edited_offset_min: int | None = None
     deleted: bool = False
@@ -117,6 +120,12 @@ class IC:
     by_message: dict[str, int] = field(default_factory=dict)
     #: user id → the display name last seen on one of their messages.
     users: dict[str, str] = field(default_factory=dict)
+    #: username (lower case, no ``@``) → the id of the user last seen with it on a message, and the
+    #: reverse: what a bare ``@username`` mention resolves to.
+    usernames: dict[str, str] = field(default_factory=dict)
+    username_of: dict[str, str] = field(default_factory=dict)
+    #: The latest platform time (whole seconds) of a message node so far.
+    latest_sec: int | None = None
     title: str | None = None
     #: forum topic (thread id) → its name as last seen.
     topics: dict[str, str] = field(default_factory=dict)

@@ -27,11 +27,6 @@ class RenderParams:
     chat_utc_offset_min: int | None = None
     chat_title: str | None = None
 
-    @property
-    def renders_uid(self) -> bool:
-        """Feishu renders open_ids (outgoing ``<at user_id>`` needs them); Telegram renders none."""
-        return self.platform is Platform.FEISHU
-
     def name_of(self, user_id: str, display_name: str | None) -> str:
         """Contact-name override, else the snapshot name, else the id itself."""
         override = self.contact_names.get(user_id)

@@ -10,8 +10,16 @@ existing ones changed, so rendering stays incremental. Rules:
   from the context's copy of the target, else from the copy the event embedded (``reply_target``). A
   message in a forum topic snapshots the topic's name: the one the context knows, else the one the event
   carries (which the context then learns), else ``#<thread id>``.
-- ``edit`` / ``delete``: change the target in place; unknown targets (and edits of deleted messages) are
-  ignored.
+- A message's bare ``@username`` mentions are resolved to the user the context knows by that username
+  (:mod:`.handles`). A message that arrives after one with a later platform time (to the second) is
+  marked ``out_of_order``: it keeps its place in arrival order and renders ``received``.
+- ``edit``: changes the target in place (edits of deleted messages are ignored). An edit of a message
+  the context does not hold (never seen, or before the cursor) is appended as that message, marked
+  edited, with its new state, the editor as sender (on Telegram only the author edits) and the send time
+  when the edit carries it; a sender-less edit of an unknown message is ignored (it names nobody to show).
+  The message itself arriving afterwards is a repeat of its id: the first arrival wins, so it changes
+  nothing (a self-sent copy only ORs the flag, as for any message).
+- ``delete``: marks the target deleted; unknown targets are ignored.
 - ``reaction`` / ``service`` / ``runtime``: append a node. A rename also sets the IC's title. A pin
   snapshots the pinned message like a reply its target; a topic change snapshots the topic's name
   before the change and records the new one.
@@ -19,6 +27,7 @@ existing ones changed, so rendering stays incremental. Rules:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from larkbot.canonical.content import AttachmentType, Content
@@ -32,10 +41,12 @@ from larkbot.canonical.events import (
     QuotedMessage,
     ReactionEvent,
     RuntimeEvent,
+    Sender,
     ServiceEvent,
     TopicChanged,
 )
 
+from .handles import learn, resolve
 from .model import (
     IC,
     MessageNode,
@@ -137,7 +148,8 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
         assert isinstance(node, MessageNode)
         if node.synthetic and not event.is_self_sent:
             node.sender = event.sender
-            node.content = event.content
+            learn(ic, event.sender)
+            node.content = resolve(event.content, ic.usernames)
             node.attachments = event.attachments
             node.reply = _reply(ic, event)
             node.forward_info = event.forward_info
@@ -150,55 +162,94 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
             node.is_self_sent = True
             change.changed.append(index)
         return
-    sender = event.sender
+    _new_message(
+        ic,
+        MessageNode(
+            event_seq=event_seq,
+            message_id=event.message_id,
+            sender=event.sender,
+            content=event.content,
+            attachments=event.attachments,
+            reply=_reply(ic, event),
+            forward_info=event.forward_info,
+            received_at_ms=event.received_at_ms,
+            timestamp_sec=event.timestamp_sec,
+            utc_offset_min=event.utc_offset_min,
+            is_self_sent=event.is_self_sent,
+            topic=_topic(ic, event),
+            synthetic=event.is_self_sent,
+        ),
+        change,
+    )
+
+
+def _new_message(ic: IC, node: MessageNode, change: Change) -> None:
+    """Append ``node`` (its sender's rename first), learning its sender and resolving its mentions."""
+    sender = node.sender
     last_name = ic.users.get(sender.id)
     if last_name is not None and last_name != sender.display_name:
         rename = NameChange(sender.id, last_name, sender.display_name)
         _append(
             ic,
             SystemNode(
-                event_seq,
-                "rename",
-                rename,
-                event.received_at_ms,
-                event.timestamp_sec,
-                event.utc_offset_min,
+                node.event_seq, "rename", rename, node.received_at_ms, node.timestamp_sec, node.utc_offset_min
             ),
             change,
         )
     ic.users[sender.id] = sender.display_name
-    node = MessageNode(
-        event_seq=event_seq,
-        message_id=event.message_id,
-        sender=sender,
-        content=event.content,
-        attachments=event.attachments,
-        reply=_reply(ic, event),
-        forward_info=event.forward_info,
-        received_at_ms=event.received_at_ms,
-        timestamp_sec=event.timestamp_sec,
-        utc_offset_min=event.utc_offset_min,
-        is_self_sent=event.is_self_sent,
-        topic=_topic(ic, event),
-        synthetic=event.is_self_sent,
-    )
-    ic.by_message[event.message_id] = len(ic.nodes)
+    learn(ic, sender)
+    node.content = resolve(node.content, ic.usernames)
+    second = math.floor(node.timestamp_sec)
+    if ic.latest_sec is not None and second < ic.latest_sec:
+        node.out_of_order = True
+    else:
+        ic.latest_sec = second
+    ic.by_message[node.message_id] = len(ic.nodes)
     _append(ic, node, change)
 
 
-def _edit(ic: IC, event: EditEvent, change: Change) -> None:
+def _edit(ic: IC, event: EditEvent, event_seq: int, change: Change) -> None:
     index = ic.by_message.get(event.message_id)
     if index is None:
+        if event.sender is not None:
+            _unseen_edited(ic, event, event.sender, event_seq, change)
         return
     node = ic.nodes[index]
     assert isinstance(node, MessageNode)
     if node.deleted:
         return
-    node.content = event.content
+    if event.sender is not None:
+        learn(ic, event.sender)
+    node.content = resolve(event.content, ic.usernames)
     node.attachments = event.attachments
     node.edited_at_sec = event.edited_at_sec
     node.edited_offset_min = event.utc_offset_min
     change.changed.append(index)
+
+
+def _unseen_edited(ic: IC, event: EditEvent, sender: Sender, event_seq: int, change: Change) -> None:
+    """The edited message the context never held, as members now see it."""
+    _new_message(
+        ic,
+        MessageNode(
+            event_seq=event_seq,
+            message_id=event.message_id,
+            sender=sender,
+            content=event.content,
+            attachments=event.attachments,
+            reply=None,
+            forward_info=None,
+            received_at_ms=event.received_at_ms,
+            timestamp_sec=event.sent_at_sec if event.sent_at_sec is not None else event.edited_at_sec,
+            utc_offset_min=event.utc_offset_min,
+            is_self_sent=False,
+            topic=None,
+            synthetic=False,
+            edited_at_sec=event.edited_at_sec,
+            edited_offset_min=event.utc_offset_min,
+        ),
+        change,
+    )
 
 
 def _delete(ic: IC, event: DeleteEvent, change: Change) -> None:
@@ -220,7 +271,7 @@ def reduce(ic: IC, event: CanonicalEvent, event_seq: int) -> Change:
     if isinstance(event, MessageEvent):
         _message(ic, event, event_seq, change)
     elif isinstance(event, EditEvent):
-        _edit(ic, event, change)
+        _edit(ic, event, event_seq, change)
     elif isinstance(event, DeleteEvent):
         _delete(ic, event, change)
     elif isinstance(event, ReactionEvent):

@@ -6,6 +6,11 @@ appending a node never changes an earlier segment's bytes. Vocabulary, attribute
 - ``<message id sender uid? t received? edited? forwarded_from? maintainer? bot? myself? deleted?
   blocked?>``: body is an optional ``<in-reply-to id sender? quoted?>preview</in-reply-to>``, the content,
   then one line per attachment. Deleted and blocked messages are self-closing.
+- ``uid`` (both platforms: the open_id, the Telegram user id) is omitted when the rendered sender already
+  is that id; ``<mention uid>`` omits it for the message's own sender (and for a mention nobody resolved);
+- ``received`` appears when the message arrived more than 120 s after its platform time, or after a
+  message with a later platform time (``MessageNode.out_of_order``): arrival order stays, the model sees
+  why the times go backwards;
 - inline ``<b> <i> <u> <s> <spoiler> <code> <pre lang?> <a href> <blockquote> <mention uid?>
   <custom-emoji pack?>``;
 - attachments ``<image|sticker|animation|attachment type? mime? name? size? duration? pack? file-id>alt
@@ -97,7 +102,7 @@ class Renderer:
             return []
         shown = self.params.name_of(sender.id, sender.display_name)
         pairs = [(name, shown)]
-        if self.params.renders_uid and shown != sender.id:
+        if shown != sender.id:
             pairs.append(("uid", sender.id))
         return pairs
 
@@ -109,7 +114,7 @@ class Renderer:
                 out.append(xml.text(node.text))
             elif isinstance(node, Mention):
                 pairs = []
-                if self.params.renders_uid and node.user_id is not None and node.user_id != sender_id:
+                if node.user_id is not None and node.user_id != sender_id:
                     pairs.append(("uid", node.user_id))
                 out.append(xml.element("mention", pairs, xml.text(node.text) or None))
             elif isinstance(node, Code):
@@ -162,7 +167,7 @@ class Renderer:
         shown_id = self.aliases.render(node.message_id)
         pairs: list[tuple[str, str]] = [("id", shown_id), *self.person("sender", sender)]
         pairs.append(("t", self.time(node.timestamp_sec, node.utc_offset_min)))
-        if is_late(node.received_at_ms, node.timestamp_sec):
+        if node.out_of_order or is_late(node.received_at_ms, node.timestamp_sec):
             pairs.append(("received", self.time(node.received_at_ms / 1000.0, node.utc_offset_min)))
         if node.edited_at_sec is not None:
             offset = node.edited_offset_min if node.edited_offset_min is not None else node.utc_offset_min
