@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -69,13 +70,39 @@ class ServiceSettings(_Section):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+def _service_field(service: Service) -> Any:
+    """A service's settings, under its name (``ingress-feishu``) or its field's (``ingress_feishu``); a
+    problem is reported under the key as written."""
+    field = service.value.replace("-", "_")
+    return Field(default=ServiceSettings(), validation_alias=AliasChoices(service.value, field))
+
+
 class ServicesSettings(_Section):
-    ingress_feishu: ServiceSettings = ServiceSettings()
-    ingress_telegram: ServiceSettings = ServiceSettings()
+    """``services.<name>``: each service under its own name (``ingress-feishu``, the name the CLI, the
+    compose file, the logs and the docs use) or its field's spelling (``ingress_feishu``, so files written
+    that way keep working). Both spellings of one service at once is an error naming the key, never a
+    silent choice between two settings."""
+
+    ingress_feishu: ServiceSettings = _service_field(Service.INGRESS_FEISHU)
+    ingress_telegram: ServiceSettings = _service_field(Service.INGRESS_TELEGRAM)
     pipeline: ServiceSettings = ServiceSettings()
     driver: ServiceSettings = ServiceSettings()
     media: ServiceSettings = ServiceSettings()
-    llm_gateway: ServiceSettings = ServiceSettings()
+    llm_gateway: ServiceSettings = _service_field(Service.LLM_GATEWAY)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value  # let validation name the section
+        found: list[tuple[tuple[str | int, ...], str, Any]] = [
+            ((s.value,), f"given twice, as {s.value!r} and as {field!r}: keep one", None)
+            for s in Service
+            if (field := s.value.replace("-", "_")) != s.value and s.value in value and field in value
+        ]
+        if found:
+            raise _problems("services", found)
+        return value
 
     def for_service(self, service: str) -> ServiceSettings:
         settings: ServiceSettings = getattr(self, service.replace("-", "_"))
