@@ -216,6 +216,24 @@ def test_a_bad_services_key_is_named_as_written(services: dict[str, object], pat
     assert message in info.value.message
 
 
+@pytest.mark.parametrize(
+    ("chats", "path"),
+    [
+        ({"default": {"direct_with": "ou_a"}, "feishu:oc_1": {}}, "chats.default.direct_with"),
+        ({"telegram:-1001234": {"direct_with": "42"}}, "chats.telegram:-1001234.direct_with"),
+        ({"telegram:42": {"direct_with": "43"}}, "chats.telegram:42.direct_with"),
+    ],
+)
+def test_direct_with_names_the_person_of_one_direct_chat(chats: dict[str, object], path: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"chats": chats}, {})
+    assert info.value.path == path
+    ok = parse_config(
+        {"chats": {"telegram:42": {"direct_with": "42"}, "feishu:oc_1": {"direct_with": "ou_a"}}}, {}
+    )
+    assert [c.direct_with for k, c in ok.chats.items() if k != "default"] == ["42", "ou_a"]
+
+
 def test_maintainer_and_blocked_ids_are_trimmed() -> None:
     config = parse_config(
         {"maintainers": [" ou_m ", "123"], "chats": {"feishu:oc_x": {"blocked_users": ["\tou_spam\n"]}}}, {}

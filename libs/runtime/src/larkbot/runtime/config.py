@@ -563,6 +563,30 @@ class LarkbotConfig(_Section):
             raise _problems("maintainers", found)
         return self
 
+    @model_validator(mode="after")
+    def _direct_chats(self) -> LarkbotConfig:
+        # ``direct_with`` opens a person's private memories to a chat: it names one direct chat's person.
+        # In chats.default it would open them to every chat; on Telegram a private chat's id is its
+        # person's user id, so any other value names a group (or someone else).
+        default = self.chats.get("default")
+        if default is not None and default.direct_with is not None:
+            where = ("chats", "default", "direct_with")
+            msg = "names the person of one direct chat: set it on that chat, not in chats.default"
+            raise _problems("chats", [(where, msg, None)])
+        found: list[tuple[tuple[str | int, ...], str, Any]] = []
+        for key, chat in self.chats.items():
+            platform, _, chat_id = key.partition(":")
+            if platform != Platform.TELEGRAM.value or chat.direct_with in (None, chat_id):
+                continue
+            if chat_id.isdigit():
+                msg = f"a Telegram private chat's id is its person's user id: {chat_id}, or leave it unset"
+            else:
+                msg = "a Telegram group (negative id) is never a direct chat: leave it unset"
+            found.append((("chats", key, "direct_with"), msg, None))
+        if found:
+            raise _problems("chats", found)
+        return self
+
     def chat(self, platform: str, chat_id: str) -> ChatSettings | None:
         """Settings of a configured chat, or ``None`` when the chat is not on the whitelist."""
         return self.chats.get(f"{platform}:{chat_id}")
