@@ -93,6 +93,7 @@ EXPECTED = [
     "Sender",
     "Service",
     "ServiceAction",
+    "ServiceError",
     "ServiceEvent",
     "SnapshotRequest",
     "Spoiler",

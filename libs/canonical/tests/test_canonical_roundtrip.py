@@ -90,6 +90,7 @@ from larkbot.canonical import (
     SendImageAction,
     SendMessageAction,
     ServiceAction,
+    ServiceError,
     ServiceEvent,
     SnapshotRequest,
     Spoiler,
@@ -621,6 +622,11 @@ CASES: dict[str, BaseModel] = {
         attachment_type=AttachmentType.PHOTO,
         detail="high",
         deadline_ms=1_760_683_827_000,
+    ),
+    "service_error": ServiceError(
+        code="owner_unavailable",
+        message="partition 3 is held by replica b, which does not answer",
+        retryable=True,
     ),
     "read_image_response": ReadImageResponse(
         request_id="ri-1",

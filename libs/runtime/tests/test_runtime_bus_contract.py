@@ -11,6 +11,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 from pydantic import BaseModel
 
 from larkbot.canonical.codec import decode, encode
+from larkbot.canonical.context import SnapshotRequest
 from larkbot.canonical.errors import PermanentError, RetryableError
 from larkbot.canonical.events import TypingSignal
 from larkbot.canonical.names import (
@@ -18,10 +19,19 @@ from larkbot.canonical.names import (
     HEADER_DL_SEQUENCE,
     HEADER_SCHEMA,
     STREAM_DEAD_LETTER,
+    Platform,
     dead_letter_subject,
 )
-from larkbot.runtime.bus import Bus, PayloadTooLarge
+from larkbot.runtime.bus import (
+    Bus,
+    BusUnavailable,
+    NoResponders,
+    PayloadTooLarge,
+    ServiceRefused,
+    ServiceUnavailable,
+)
 from larkbot.runtime.consume import Delivery, ErrorPolicy, PullConsumer
+from larkbot.runtime.serve import Endpoint, model_decoder, service_error_reply
 
 WAIT = 30.0
 
@@ -240,3 +250,40 @@ async def test_a_message_over_max_payload_is_refused_before_it_can_close_the_con
     assert bus.connected
     ack = await bus.publish(f"{prefix}.small", _signal(1), timeout_s=WAIT)
     assert ack.seq == 1
+
+
+async def test_a_request_nobody_answers_fails_as_no_responders(bus: Bus) -> None:
+    subject = f"pipeline.replica.gone-{secrets.token_hex(3)}.snapshot"
+    with pytest.raises(NoResponders) as info:
+        await bus.request(subject, _signal(1), TypingSignal, timeout_s=WAIT)
+    assert info.value.subject == subject
+    assert isinstance(info.value, BusUnavailable)  # retryable, as every caller of the bus expects
+
+
+async def test_a_service_error_reply_is_raised_as_the_error_it_is(bus: Bus) -> None:
+    """An endpoint's ``ServiceError`` reaches the requester typed — code, retryable or not — never as a
+    reply "declared as another type" than the one asked for."""
+    subject = f"t{secrets.token_hex(4)}.lookup"
+
+    async def handler(request: TypingSignal) -> TypingSignal:
+        if request.user_id == "1":
+            raise RetryableError("partition 3 is changing hands")
+        raise PermanentError("that chat is gone")
+
+    endpoint = Endpoint(bus, subject, "q", model_decoder(TypingSignal), handler, service_error_reply)
+    await endpoint.start()
+    try:
+        with pytest.raises(ServiceUnavailable) as unavailable:
+            await bus.request(subject, _signal(1), TypingSignal, timeout_s=WAIT)
+        assert (unavailable.value.error.code, unavailable.value.error.retryable) == ("unavailable", True)
+        assert "partition 3 is changing hands" in str(unavailable.value)
+        with pytest.raises(ServiceRefused) as refused:
+            await bus.request(subject, _signal(2), TypingSignal, timeout_s=WAIT)
+        assert (refused.value.error.code, refused.value.error.retryable) == ("refused", False)
+        # A request that does not fit the contract: refused as such (not retried).
+        wrong = SnapshotRequest(platform=Platform.TELEGRAM, chat_id="-100123")
+        with pytest.raises(ServiceRefused) as bad:
+            await bus.request(subject, wrong, TypingSignal, timeout_s=WAIT)
+        assert bad.value.error.code == "bad_request"
+    finally:
+        await endpoint.stop()

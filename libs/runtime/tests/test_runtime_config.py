@@ -203,6 +203,53 @@ def test_operations_endpoints_listen_on_loopback_unless_configured() -> None:
             assert (settings.http_host, config.services.http_port(service.value)) == ("127.0.0.1", port)
 
 
+def test_services_are_configured_under_the_names_the_docs_use() -> None:
+    from larkbot.canonical.names import Service
+
+    hyphenated = {s.value: {"http_port": 9200 + i, "log_level": "DEBUG"} for i, s in enumerate(Service)}
+    config = parse_config({"services": hyphenated}, {})
+    for i, service in enumerate(Service):
+        assert config.services.http_port(service.value) == 9200 + i
+        assert config.services.for_service(service.value).log_level == "DEBUG"
+    # The field's spelling keeps working.
+    legacy = parse_config({"services": {"ingress_feishu": {"http_port": 9300}}}, {})
+    assert legacy.services.http_port("ingress-feishu") == 9300
+
+
+@pytest.mark.parametrize(
+    ("services", "path", "message"),
+    [
+        ({"ingress-feishu": {}, "ingress_feishu": {}}, "services.ingress-feishu", "given twice"),
+        ({"llm-gateway": {"http_port": "x"}}, "services.llm-gateway.http_port", "integer"),
+        ({"ingress-feishu": {"port": 1}}, "services.ingress-feishu.port", "Extra inputs"),
+        ({"ingres-feishu": {}}, "services.ingres-feishu", "Extra inputs"),
+    ],
+)
+def test_a_bad_services_key_is_named_as_written(services: dict[str, object], path: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"services": services}, {})
+    assert info.value.path == path
+    assert message in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("chats", "path"),
+    [
+        ({"default": {"direct_with": "ou_a"}, "feishu:oc_1": {}}, "chats.default.direct_with"),
+        ({"telegram:-1001234": {"direct_with": "42"}}, "chats.telegram:-1001234.direct_with"),
+        ({"telegram:42": {"direct_with": "43"}}, "chats.telegram:42.direct_with"),
+    ],
+)
+def test_direct_with_names_the_person_of_one_direct_chat(chats: dict[str, object], path: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"chats": chats}, {})
+    assert info.value.path == path
+    ok = parse_config(
+        {"chats": {"telegram:42": {"direct_with": "42"}, "feishu:oc_1": {"direct_with": "ou_a"}}}, {}
+    )
+    assert [c.direct_with for k, c in ok.chats.items() if k != "default"] == ["42", "ou_a"]
+
+
 def test_maintainer_and_blocked_ids_are_trimmed() -> None:
     config = parse_config(
         {"maintainers": [" ou_m ", "123"], "chats": {"feishu:oc_x": {"blocked_users": ["\tou_spam\n"]}}}, {}

@@ -5,12 +5,15 @@ doubled turns."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from larkbot.canonical.codec import encode, headers_for
 from larkbot.canonical.context import AppendOp, ContextUpdate
+from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.canonical.names import PARTITIONS, partition_of
 from larkbot.driver.adapters.ownership import NotHeld
@@ -197,3 +200,44 @@ async def test_an_update_of_a_chat_held_elsewhere_is_left_for_its_owner(
             await a.host.on_context(delivery(update))
         await a.host.on_context(delivery(unconfigured))  # acknowledged: nobody drives that chat
         assert a.chats.keys() == {_key(c) for c in EVEN}
+
+
+def _takeover_retries() -> float:
+    labels = {"outcome": "retried"}
+    return REGISTRY.get_sample_value("larkbot_driver_takeover_snapshots_total", labels) or 0.0
+
+
+def _in_distinct_partitions(n: int) -> list[str]:
+    found: dict[int, str] = {}
+    for i in range(10_000):
+        found.setdefault(partition_of(PLATFORM.value, f"oc_tk{i}"), f"oc_tk{i}")
+        if len(found) == n:
+            break
+    return list(found.values())
+
+
+async def test_take_overs_failing_for_one_cause_log_it_once_and_its_end_once(
+    bus: Bus, nats_url: str, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While the pipeline cannot answer snapshots (a replica of it killed, say), every chat of every
+    partition taken over retries: the cause is logged once, not once per chat and retry."""
+    chats = _in_distinct_partitions(6)
+    async with world(bus, nats_url, database_url, chats=chats, replicas=()) as w:
+        w.pipeline.snapshot_failure = RetryableError("partition 3 is held by a replica that does not answer")
+        before = _takeover_retries()
+        with caplog.at_level(logging.DEBUG, logger="larkbot.driver.adapters.ownership"):
+            await w.start_replica("a")
+            deadline = asyncio.get_running_loop().time() + 60
+            # Every chat failed, and most of them more than once.
+            while _takeover_retries() - before < 3 * len(chats):
+                assert asyncio.get_running_loop().time() < deadline, "the take-overs did not retry"
+                await asyncio.sleep(0.05)
+            w.pipeline.snapshot_failure = None
+            await w.balanced()
+        lines = [r for r in caplog.records if "take-over" in r.getMessage()]
+        warnings = [r.getMessage() for r in lines if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1
+        assert "unavailable: RetryableError: partition 3 is held by a replica" in warnings[0]
+        assert [r.getMessage() for r in lines if r.levelno == logging.INFO] == [
+            "snapshots for the take-over: no longer failing with unavailable"
+        ]

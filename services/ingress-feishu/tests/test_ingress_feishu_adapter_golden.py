@@ -15,14 +15,17 @@ import pytest
 from larkbot.canonical.codec import encode
 from larkbot.canonical.errors import ContractError
 from larkbot.ingress_feishu.core import Adapted, Dropped, FeishuAdapter, NeedsChat
-from larkbot.ingress_feishu.fake.samples import ALICE, APP_ID, BOT, CHAT, payload, payload_names
+from larkbot.ingress_feishu.fake.samples import ALICE, APP_ID, BOT, CHAT, P2P_CHAT, payload, payload_names
 
 GOLDEN = Path(__file__).parent / "golden"
 RECEIVED_AT_MS = 1_715_000_000_999
 
 
 def _adapter() -> FeishuAdapter:
-    adapter = FeishuAdapter(BOT, frozenset({CHAT}), 480, bot_app_id=APP_ID)
+    # The group and Alice's direct chat with the bot are configured; OTHER_CHAT is not.
+    adapter = FeishuAdapter(
+        BOT, frozenset({CHAT, P2P_CHAT}), 480, bot_app_id=APP_ID, direct_chats={P2P_CHAT: ALICE}
+    )
     adapter.remember("om_dc13264520392913993dd051dba21dcf", CHAT)
     return adapter
 

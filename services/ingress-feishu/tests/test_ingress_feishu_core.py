@@ -45,7 +45,7 @@ from larkbot.ingress_feishu.core.webhook import (
     signature,
     verify,
 )
-from larkbot.ingress_feishu.fake.samples import ALICE, BOB, BOT, CHAT, FIRST_MESSAGE, payload
+from larkbot.ingress_feishu.fake.samples import ALICE, BOB, BOT, CHAT, FIRST_MESSAGE, P2P_CHAT, payload
 
 
 def adapter(chats: frozenset[str] | None = frozenset({CHAT})) -> FeishuAdapter:
@@ -289,3 +289,54 @@ def test_verify_rules() -> None:
 )
 def test_openapi_error_classes(code: int, status: int, failure: ApiFailure) -> None:
     assert classify(code, status) is failure
+
+
+# -- direct chats ----------------------------------------------------------------------------------------
+def direct(person: str = ALICE) -> FeishuAdapter:
+    return FeishuAdapter(BOT, frozenset({CHAT, P2P_CHAT}), 0, direct_chats={P2P_CHAT: person})
+
+
+def test_a_configured_direct_chat_is_served_with_its_events() -> None:
+    a = direct()
+    private = payload("message_private")
+    adapted = a.adapt(private, 1)
+    assert isinstance(adapted, Adapted)
+    [event] = adapted.events
+    assert isinstance(event, MessageEvent)
+    assert (event.chat_id, event.chat_type, event.sender.id) == (P2P_CHAT, "private", ALICE)
+    # The person's reactions and recalls in it are served too, and carry the chat type.
+    reaction = copy.deepcopy(payload("reaction_created"))
+    reaction["event"]["message_id"] = event.message_id
+    reaction["event"]["user_id"]["open_id"] = ALICE
+    recall = copy.deepcopy(payload("message_recalled"))
+    recall["event"].update(message_id=event.message_id, chat_id=P2P_CHAT)
+    for later in (reaction, recall):
+        result = a.adapt(later, 2)
+        assert isinstance(result, Adapted), later["header"]["event_type"]
+        assert [(e.chat_id, e.chat_type) for e in result.events] == [(P2P_CHAT, "private")]
+    # Without direct_with a configured direct chat is served as well (no private memories there).
+    plain = FeishuAdapter(BOT, frozenset({P2P_CHAT}), 0).adapt(private, 1)
+    assert isinstance(plain, Adapted)
+    assert plain.events[0].chat_type == "private"
+
+
+def test_a_direct_chat_the_configuration_does_not_name_is_dropped_naming_the_person() -> None:
+    dropped = adapter().adapt(payload("message_private"), 1)
+    assert dropped == Dropped(
+        "im.message.receive_v1", "ev8c9d0e1f2a3b4c5d6e7f8a9b0c1d2e3f", "private_chat", P2P_CHAT, ALICE
+    )
+    unconfigured = adapter().adapt(payload("message_unconfigured"), 1)
+    assert isinstance(unconfigured, Dropped)
+    assert (unconfigured.reason, unconfigured.person) == ("unconfigured_chat", None)
+
+
+def test_a_chat_configured_as_direct_that_is_not_one_with_that_person_is_dropped() -> None:
+    # direct_with names someone else than the person writing in the direct chat.
+    other = direct(person=BOB).adapt(payload("message_private"), 1)
+    assert isinstance(other, Dropped)
+    assert (other.reason, other.chat_id, other.person) == ("not_direct", P2P_CHAT, ALICE)
+    # direct_with set on a group.
+    group = FeishuAdapter(BOT, frozenset({CHAT}), 0, direct_chats={CHAT: ALICE})
+    in_group = group.adapt(payload("message_text"), 1)
+    assert isinstance(in_group, Dropped)
+    assert (in_group.reason, in_group.chat_id) == ("not_direct", CHAT)

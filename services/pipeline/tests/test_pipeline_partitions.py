@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -15,7 +16,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import nats
+import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from larkbot.canonical.codec import encode, headers_for
 from larkbot.canonical.context import ContextSnapshot, SnapshotRequest
@@ -32,11 +36,13 @@ from larkbot.canonical.names import (
     partition_of,
 )
 from larkbot.pipeline import synthetic as s
+from larkbot.pipeline.adapters.partitions import lease_key
 from larkbot.pipeline.adapters.repository import EventRepository, decode_event
+from larkbot.pipeline.adapters.routing import direct_subject
 from larkbot.pipeline.app import MIGRATIONS, PipelineService
 from larkbot.pipeline.core import replay_chat
 from larkbot.pipeline.fakes import FakeMediaWorker, fail, succeed
-from larkbot.runtime.bus import Bus
+from larkbot.runtime.bus import Bus, NoResponders, ServiceUnavailable
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.service import ServiceContext, running
@@ -327,3 +333,103 @@ async def test_a_failing_partition_restarts_from_its_resume_point(
         assert reader.restarts >= 1
         for chat in chats:
             assert await stored(app.repo, chat) == first_occurrences(everything, chat)
+
+
+async def lease_holder(bus: Bus, partition: int) -> str | None:
+    kv = await bus.js.key_value(KV_LEASES)
+    try:
+        entry = await kv.get(lease_key(partition))
+    except nats.js.errors.KeyNotFoundError:
+        return None
+    return entry.value.decode() if entry.value else None
+
+
+def forwarded(outcome: str) -> float:
+    labels = {"op": "snapshot", "outcome": outcome}
+    return REGISTRY.get_sample_value("larkbot_pipeline_forwarded_requests_total", labels) or 0.0
+
+
+async def test_a_killed_replicas_partitions_answer_a_typed_error_until_they_move(
+    bus: Bus, nats_url: str, database_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While a SIGKILLed replica's leases live on, a request for its partitions gets the typed
+    ``owner_unavailable`` error (not a reply that fails to decode), the silent replica is addressed once and
+    logged once, and once the leases expire the partitions are served by the survivor."""
+    ttl_s = 12.0  # renewed every 4 s: the dead replica's leases outlive it by 8 to 12 s
+    await bus.js.delete_key_value(KV_LEASES)
+    await bus.js.create_key_value(bucket=KV_LEASES, ttl=ttl_s)
+    raw = {
+        "utc_offset_min": 480,
+        "services": {"pipeline": {"database_url": database_url, "http_host": "127.0.0.1"}},
+        "chats": {"default": {}, "feishu:oc_chat": {}},
+    }
+    engine = create_engine(database_url)
+    await migrate(engine, MIGRATIONS)
+    await engine.dispose()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-m", "larkbot.cli", "run", "pipeline"),
+        env=_subprocess_env(tmp_path, raw, nats_url),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while (doomed := await lease_holder(bus, PARTITIONS - 1)) is None:
+            assert proc.returncode is None, "the pipeline subprocess exited"
+            assert loop.time() < deadline, "the pipeline subprocess took no partition"
+            await asyncio.sleep(0.05)
+        async with replica(nats_url, chats_config(database_url, ["oc_chat"]), "survivor") as (survivor, _):
+            assert survivor.ownership is not None
+            theirs = [p for p in range(PARTITIONS) if await lease_holder(bus, p) == doomed]
+            assert theirs
+            assert not set(theirs) & set(survivor.ownership.owned())
+            chat = next(f"oc_d{i}" for i in range(10_000) if partition_of("feishu", f"oc_d{i}") == theirs[0])
+            assert (await snapshot(bus, chat)).seq == 0  # forwarded to its owner, who answers
+
+            proc.send_signal(signal.SIGKILL)
+            await asyncio.wait_for(proc.wait(), TIMEOUT)
+            # Its subscriptions are gone once the server saw the connection close: no responders.
+            direct = direct_subject(doomed, "snapshot")
+            request = SnapshotRequest(platform=FEISHU, chat_id=chat)
+            while True:
+                try:
+                    await bus.request(direct, request, ContextSnapshot, timeout_s=TIMEOUT)
+                except NoResponders:
+                    break
+            # Only the survivor answers now; the dead replica still holds the lease.
+            addressed, skipped = forwarded("no_responders"), forwarded("owner_silent")
+            with caplog.at_level(logging.INFO, logger="larkbot.pipeline.adapters.routing"):
+                for _ in range(5):
+                    with pytest.raises(ServiceUnavailable) as info:
+                        await snapshot(bus, chat)
+                    assert info.value.error.code == "owner_unavailable"
+                    assert doomed in info.value.error.message
+            assert await lease_holder(bus, theirs[0]) == doomed  # all five within the lease's life
+            assert (forwarded("no_responders"), forwarded("owner_silent")) == (addressed + 1, skipped + 4)
+            warned = [r for r in caplog.records if r.levelno == logging.WARNING and doomed in r.getMessage()]
+            assert len(warned) == 1
+            assert "no service answers on" in warned[0].getMessage()
+
+            # The leases expire and the survivor takes the partitions: the chat is served again.
+            meanwhile: set[str] = set()
+
+            async def served() -> bool:
+                try:
+                    await snapshot(bus, chat)
+                except ServiceUnavailable as exc:
+                    meanwhile.add(exc.error.code)
+                    return False
+                return True
+
+            deadline = loop.time() + ttl_s + TIMEOUT
+            while not await served():
+                assert loop.time() < deadline, "the dead replica's partitions never moved"
+                await asyncio.sleep(0.2)
+            assert meanwhile <= {"owner_unavailable", "not_served"}
+            assert survivor.ownership.owned() == list(range(PARTITIONS))
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await asyncio.wait_for(proc.wait(), TIMEOUT)

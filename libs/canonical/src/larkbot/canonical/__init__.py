@@ -13,6 +13,7 @@ Modules:
 - ``actions`` — requests to an ingress on ``actions.<platform>`` and their results.
 - ``llm``     — the provider-independent LLM IR and the ``llm.generate`` request/reply.
 - ``media``   — media transform jobs/results and ``media.read_image``.
+- ``replies`` — ``ServiceError``, the error reply of the request/reply services without their own.
 """
 
 from __future__ import annotations
@@ -146,6 +147,7 @@ from .names import (
     typing_subject,
     unescape_subject_token,
 )
+from .replies import ServiceError
 
 __all__ = [
     "ACTION_ADAPTER",
@@ -236,6 +238,7 @@ __all__ = [
     "Sender",
     "Service",
     "ServiceAction",
+    "ServiceError",
     "ServiceEvent",
     "SnapshotRequest",
     "Spoiler",

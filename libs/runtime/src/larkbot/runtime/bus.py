@@ -4,6 +4,19 @@ Bounded connect, unbounded reconnect: nats-py either gives up on the first failu
 connect forever inside ``connect()``. We make each initial attempt fail fast (``allow_reconnect=False``),
 retry it here with exponential backoff (so start-up order of NATS and services does not matter), and
 switch the live client to unlimited reconnects once it is connected.
+
+A request fails in one of these typed ways, each carrying what a caller acts on::
+
+    BusUnavailable (RetryableError)   NATS did not answer
+    ├── NoResponders                  nobody subscribes to the subject (``subject``): the service, or the
+    │                                 replica addressed, is not running
+    ├── RequestTimedOut               a subscriber exists but no reply came within the timeout
+    └── ServiceUnavailable            the service answered with a retryable ``ServiceError`` (``error``)
+    ServiceRefused (PermanentError)   the service answered with a ``ServiceError`` that is not retryable
+
+A reply declared (``Larkbot-Type``) as :class:`~larkbot.canonical.replies.ServiceError` is decoded as the
+error it is, never as the model asked for: a caller learns the service's own reason, not that the reply
+"is declared as another type".
 """
 
 from __future__ import annotations
@@ -23,7 +36,8 @@ from pydantic import BaseModel, TypeAdapter
 
 from larkbot.canonical.codec import decode, decode_as, encode, headers_for
 from larkbot.canonical.errors import PermanentError, RetryableError
-from larkbot.canonical.names import HEADER_MSG_ID, HEADER_TRACE
+from larkbot.canonical.names import HEADER_MSG_ID, HEADER_TRACE, HEADER_TYPE
+from larkbot.canonical.replies import ServiceError
 
 from .config import NatsSettings
 from .logs import current_trace, mask
@@ -36,6 +50,49 @@ T = TypeVar("T")
 
 class BusUnavailable(RetryableError):
     """NATS did not answer (connect, publish or request timed out)."""
+
+
+class NoResponders(BusUnavailable):
+    """No subscriber on ``subject``: the service (or the replica addressed) is not running."""
+
+    def __init__(self, subject: str) -> None:
+        super().__init__(f"no service answers on {subject}")
+        self.subject = subject
+
+
+class RequestTimedOut(BusUnavailable):
+    """A request on ``subject`` got no reply within its timeout."""
+
+    def __init__(self, subject: str, timeout_s: float) -> None:
+        super().__init__(f"request on {subject} timed out after {timeout_s:g} s")
+        self.subject = subject
+
+
+class ServiceUnavailable(BusUnavailable):
+    """The service answered with a retryable :class:`ServiceError` (``error``; act on ``error.code``)."""
+
+    def __init__(self, subject: str, error: ServiceError) -> None:
+        super().__init__(f"{subject}: {error.code}: {error.message}")
+        self.subject = subject
+        self.error = error
+
+
+class ServiceRefused(PermanentError):
+    """The service answered with a :class:`ServiceError` that is not retryable (``error``)."""
+
+    def __init__(self, subject: str, error: ServiceError) -> None:
+        super().__init__(f"{subject}: {error.code}: {error.message}")
+        self.subject = subject
+        self.error = error
+
+
+def raise_service_error(subject: str, msg: Msg) -> None:
+    """Raise the service's error when the reply is a :class:`ServiceError`; return otherwise."""
+    headers = dict(msg.headers or {})
+    if headers.get(HEADER_TYPE) != ServiceError.__name__:
+        return
+    error = decode(msg.data, ServiceError, headers)
+    raise (ServiceUnavailable if error.retryable else ServiceRefused)(subject, error)
 
 
 class PayloadTooLarge(PermanentError):
@@ -106,12 +163,14 @@ class Bus:
 
     async def request(self, subject: str, model: BaseModel, reply: type[M], *, timeout_s: float) -> M:
         msg = await self._request(subject, model, timeout_s)
+        raise_service_error(subject, msg)
         return decode(msg.data, reply, dict(msg.headers or {}))
 
     async def request_as(
         self, subject: str, model: BaseModel, adapter: TypeAdapter[T], *, timeout_s: float
     ) -> T:
         msg = await self._request(subject, model, timeout_s)
+        raise_service_error(subject, msg)
         return decode_as(msg.data, adapter, dict(msg.headers or {}))
 
     async def _request(self, subject: str, model: BaseModel, timeout_s: float) -> Msg:
@@ -120,9 +179,9 @@ class Bus:
             _propagate_trace(hdrs)
             return await self.nc.request(subject, encode(model), timeout=timeout_s, headers=hdrs)
         except nats.errors.NoRespondersError:
-            raise BusUnavailable(f"no service answers on {subject}") from None
+            raise NoResponders(subject) from None
         except nats.errors.TimeoutError:
-            raise BusUnavailable(f"request on {subject} timed out after {timeout_s:g} s") from None
+            raise RequestTimedOut(subject, timeout_s) from None
 
     async def close(self, drain_timeout_s: float = 10.0) -> None:
         if self.nc.is_closed:

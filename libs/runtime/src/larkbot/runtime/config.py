@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -69,13 +70,39 @@ class ServiceSettings(_Section):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+def _service_field(service: Service) -> Any:
+    """A service's settings, under its name (``ingress-feishu``) or its field's (``ingress_feishu``); a
+    problem is reported under the key as written."""
+    field = service.value.replace("-", "_")
+    return Field(default=ServiceSettings(), validation_alias=AliasChoices(service.value, field))
+
+
 class ServicesSettings(_Section):
-    ingress_feishu: ServiceSettings = ServiceSettings()
-    ingress_telegram: ServiceSettings = ServiceSettings()
+    """``services.<name>``: each service under its own name (``ingress-feishu``, the name the CLI, the
+    compose file, the logs and the docs use) or its field's spelling (``ingress_feishu``, so files written
+    that way keep working). Both spellings of one service at once is an error naming the key, never a
+    silent choice between two settings."""
+
+    ingress_feishu: ServiceSettings = _service_field(Service.INGRESS_FEISHU)
+    ingress_telegram: ServiceSettings = _service_field(Service.INGRESS_TELEGRAM)
     pipeline: ServiceSettings = ServiceSettings()
     driver: ServiceSettings = ServiceSettings()
     media: ServiceSettings = ServiceSettings()
-    llm_gateway: ServiceSettings = ServiceSettings()
+    llm_gateway: ServiceSettings = _service_field(Service.LLM_GATEWAY)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value  # let validation name the section
+        found: list[tuple[tuple[str | int, ...], str, Any]] = [
+            ((s.value,), f"given twice, as {s.value!r} and as {field!r}: keep one", None)
+            for s in Service
+            if (field := s.value.replace("-", "_")) != s.value and s.value in value and field in value
+        ]
+        if found:
+            raise _problems("services", found)
+        return value
 
     def for_service(self, service: str) -> ServiceSettings:
         settings: ServiceSettings = getattr(self, service.replace("-", "_"))
@@ -554,6 +581,30 @@ class LarkbotConfig(_Section):
         ]
         if found:
             raise _problems("maintainers", found)
+        return self
+
+    @model_validator(mode="after")
+    def _direct_chats(self) -> LarkbotConfig:
+        # ``direct_with`` opens a person's private memories to a chat: it names one direct chat's person.
+        # In chats.default it would open them to every chat; on Telegram a private chat's id is its
+        # person's user id, so any other value names a group (or someone else).
+        default = self.chats.get("default")
+        if default is not None and default.direct_with is not None:
+            where = ("chats", "default", "direct_with")
+            msg = "names the person of one direct chat: set it on that chat, not in chats.default"
+            raise _problems("chats", [(where, msg, None)])
+        found: list[tuple[tuple[str | int, ...], str, Any]] = []
+        for key, chat in self.chats.items():
+            platform, _, chat_id = key.partition(":")
+            if platform != Platform.TELEGRAM.value or chat.direct_with in (None, chat_id):
+                continue
+            if chat_id.isdigit():
+                msg = f"a Telegram private chat's id is its person's user id: {chat_id}, or leave it unset"
+            else:
+                msg = "a Telegram group (negative id) is never a direct chat: leave it unset"
+            found.append((("chats", key, "direct_with"), msg, None))
+        if found:
+            raise _problems("chats", found)
         return self
 
     def chat(self, platform: str, chat_id: str) -> ChatSettings | None:

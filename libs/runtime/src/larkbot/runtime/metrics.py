@@ -45,7 +45,7 @@ CONSUMER_ACK_PENDING = Gauge(
 )
 REQUESTS = Counter(
     "larkbot_bus_requests_total",
-    "Request/reply requests served, by outcome (ok, error)",
+    "Request/reply requests served, by outcome (ok, bad_request, retryable, error)",
     ["endpoint", "outcome"],
 )
 REQUEST_SECONDS = Histogram(

@@ -2,8 +2,14 @@
 
 Each endpoint decodes its request model, runs the handler and replies with a model. Every request gets a
 reply: a request that does not decode, or a handler that raises, is answered by the endpoint's
-``error_reply`` (each endpoint has its own typed error shape, e.g. ``ActionResult`` or ``LLMError``), so a
+``error_reply`` (each endpoint has its own typed error shape, e.g. ``ActionResult`` or ``LLMError``; the
+others answer a :class:`~larkbot.canonical.replies.ServiceError`, :func:`service_error_reply`), so a
 caller never waits for a timeout to learn that its request was bad.
+
+Logging: a bad request or a failed handler is logged at WARNING each time. A retryable failure (the
+service cannot answer *now*, e.g. a partition changing hands) is logged at DEBUG only: the caller receives
+it typed and retries, and whatever raised it logs its cause once — a restart must not turn every retried
+request into a warning.
 """
 
 from __future__ import annotations
@@ -21,17 +27,34 @@ from nats.aio.subscription import Subscription
 from pydantic import BaseModel, TypeAdapter
 
 from larkbot.canonical.codec import decode, decode_as, encode, headers_for
-from larkbot.canonical.errors import ContractError, LarkbotError
+from larkbot.canonical.errors import ContractError, LarkbotError, RetryableError
 from larkbot.canonical.names import HEADER_TRACE
+from larkbot.canonical.replies import ServiceError
 
 from . import metrics
-from .bus import Bus
+from .bus import Bus, ServiceRefused, ServiceUnavailable
 from .logs import log_context, mask
 
 log = logging.getLogger(__name__)
 
 Req = TypeVar("Req")
 M = TypeVar("M", bound=BaseModel)
+
+
+def service_error_reply(_data: bytes, exc: BaseException) -> ServiceError:
+    """The ``error_reply`` of an endpoint without an error shape of its own. A :class:`ServiceError` a
+    handler received while forwarding the request is relayed as it came."""
+    if isinstance(exc, ServiceUnavailable | ServiceRefused):
+        return exc.error
+    message = f"{type(exc).__name__}: {exc}"[:500]
+    if isinstance(exc, ContractError):
+        return ServiceError(code="bad_request", message=message, retryable=False)
+    if isinstance(exc, RetryableError):
+        return ServiceError(code="unavailable", message=message, retryable=True)
+    if isinstance(exc, LarkbotError):
+        return ServiceError(code="refused", message=message, retryable=False)
+    # An unexpected failure (logged with its traceback here): the same request may well succeed later.
+    return ServiceError(code="internal", message=message, retryable=True)
 
 
 def model_decoder(model: type[M]) -> Callable[[bytes, dict[str, str]], M]:
@@ -97,6 +120,10 @@ class Endpoint(Generic[Req]):
                 except ContractError as exc:
                     outcome = "bad_request"
                     log.warning("rejected request: %s", mask(str(exc)))
+                    reply = self.error_reply(msg.data, exc)
+                except RetryableError as exc:
+                    outcome = "retryable"
+                    log.debug("request not answered now: %s", mask(f"{type(exc).__name__}: {exc}"))
                     reply = self.error_reply(msg.data, exc)
                 except LarkbotError as exc:
                     outcome = "error"

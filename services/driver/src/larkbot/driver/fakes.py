@@ -65,7 +65,7 @@ from larkbot.canonical.names import (
     context_subject,
 )
 from larkbot.runtime.bus import Bus
-from larkbot.runtime.serve import Endpoint, adapter_decoder, model_decoder
+from larkbot.runtime.serve import Endpoint, adapter_decoder, model_decoder, service_error_reply
 
 from .synthetic import runtime_segment, segment
 
@@ -134,15 +134,15 @@ class FakePipeline:
         self.chat_id = chat_id
         self.chats: dict[str, ChatLog] = {}
         self.snapshots = 0
+        #: While set, every snapshot request fails with it (answered with the pipeline's error reply).
+        self.snapshot_failure: Exception | None = None
         snapshot: Endpoint[SnapshotRequest] = Endpoint(
             bus,
             SUBJECT_PIPELINE_SNAPSHOT,
             QUEUE_PIPELINE,
             model_decoder(SnapshotRequest),
             self._snapshot,
-            lambda _d, _e: ContextSnapshot(
-                platform=self.platform, chat_id=self.chat_id, seq=0, cursor=0, segments=()
-            ),
+            service_error_reply,
         )
         history: Endpoint[HistoryRequest] = Endpoint(
             bus,
@@ -150,7 +150,7 @@ class FakePipeline:
             QUEUE_PIPELINE,
             model_decoder(HistoryRequest),
             self._history,
-            lambda _d, _e: HistoryResponse(found=()),
+            service_error_reply,
         )
         cursor: Endpoint[CursorMove] = Endpoint(
             bus,
@@ -158,9 +158,7 @@ class FakePipeline:
             QUEUE_PIPELINE,
             model_decoder(CursorMove),
             self._cursor,
-            lambda _d, _e: ContextSnapshot(
-                platform=self.platform, chat_id=self.chat_id, seq=0, cursor=0, segments=()
-            ),
+            service_error_reply,
         )
         member: Endpoint[MemberRequest] = Endpoint(
             bus,
@@ -168,7 +166,7 @@ class FakePipeline:
             QUEUE_PIPELINE,
             model_decoder(MemberRequest),
             self._member,
-            lambda _d, _e: MemberResponse(user_id="unknown", message_count=0),
+            service_error_reply,
         )
         self.endpoints: list[Endpoint[Any]] = [snapshot, history, cursor, member]
         #: Runtime events published on ``events.<platform>.>`` (every copy, duplicates included), and
@@ -288,6 +286,8 @@ class FakePipeline:
 
     async def _snapshot(self, request: SnapshotRequest) -> BaseModel:
         self.snapshots += 1
+        if self.snapshot_failure is not None:
+            raise self.snapshot_failure
         return self.context(request.chat_id)
 
     def context(self, chat_id: str) -> ContextSnapshot:

@@ -77,6 +77,16 @@ class FeishuOptions:
         )
 
 
+def direct_chats(config: LarkbotConfig) -> dict[str, str]:
+    """Configured Feishu chats that are direct chats: chat id → the person (``direct_with``)."""
+    found: dict[str, str] = {}
+    for chat_id in config.chat_ids(Platform.FEISHU.value):
+        settings = config.chat(Platform.FEISHU.value, chat_id)
+        if settings is not None and settings.direct_with is not None:
+            found[chat_id] = settings.direct_with
+    return found
+
+
 def local_utc_offset_min() -> int:
     return time.localtime().tm_gmtoff // 60
 
@@ -123,7 +133,11 @@ class IngressFeishuService:
             offset = self.config.utc_offset_min
             offset = local_utc_offset_min() if offset is None else offset
             self.adapter = FeishuAdapter(
-                info.open_id, self.config.chat_ids(Platform.FEISHU.value), offset, bot_app_id=feishu.app_id
+                info.open_id,
+                self.config.chat_ids(Platform.FEISHU.value),
+                offset,
+                bot_app_id=feishu.app_id,
+                direct_chats=direct_chats(self.config),
             )
             self.contacts = Contacts(ctx.bus, api, opts.name_ttl_s, wait_s=opts.name_wait_s)
             await self.contacts.start()

@@ -14,11 +14,8 @@ import gc
 import logging
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel
-
-from larkbot.canonical._base import WireModel
 from larkbot.canonical.context import (
     ContextSnapshot,
     CursorMove,
@@ -37,10 +34,11 @@ from larkbot.canonical.names import (
     Platform,
     Service,
 )
+from larkbot.canonical.replies import ServiceError
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.http import Check
-from larkbot.runtime.serve import Endpoint, model_decoder
+from larkbot.runtime.serve import Endpoint, model_decoder, service_error_reply
 from larkbot.runtime.service import ServiceContext, run
 
 from .adapters.chats import ResidentChats
@@ -48,7 +46,7 @@ from .adapters.identity import Identities
 from .adapters.intake import Intake
 from .adapters.partitions import Ownership, replica_id
 from .adapters.repository import EventRepository
-from .adapters.routing import Router, direct_subject
+from .adapters.routing import NotServedHere, OwnerUnavailable, Router, direct_subject
 from .core import RenderParams
 from .settings import render_params
 
@@ -58,16 +56,13 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 GC_THRESHOLDS = (50_000, 20, 20)
 
 
-class PipelineError(WireModel):
-    """Reply to a ``pipeline.*`` request that failed. Its ``Larkbot-Type`` header makes a caller's
-    typed decode fail loudly instead of reading an empty snapshot as a real one."""
-
-    kind: Literal["pipeline_error"] = "pipeline_error"
-    message: str
-
-
-def _error_reply(_data: bytes, exc: BaseException) -> BaseModel:
-    return PipelineError(message=f"{type(exc).__name__}: {exc}"[:500])
+def _error_reply(data: bytes, exc: BaseException) -> ServiceError:
+    """The reply to a ``pipeline.*`` request that failed: a :class:`ServiceError`, which a requester's
+    ``Bus.request`` raises as the typed error it is (codes in :mod:`larkbot.canonical.replies`)."""
+    if isinstance(exc, NotServedHere | OwnerUnavailable):
+        code = "not_served" if isinstance(exc, NotServedHere) else "owner_unavailable"
+        return ServiceError(code=code, message=str(exc)[:500], retryable=True)
+    return service_error_reply(data, exc)
 
 
 def local_offset_min() -> int:

@@ -75,3 +75,13 @@ PARTITION_RESTARTS = Counter(
     "larkbot_pipeline_partition_restarts_total",
     "Partitions restarted from their resume point after an unexpected failure",
 )
+FORWARDED = Counter(
+    "larkbot_pipeline_forwarded_requests_total",
+    "Requests forwarded to the replica owning the chat's partition, by operation and outcome (ok; error: "
+    "the owner's error reply; no_responders / timeout: the owner did not answer; owner_silent: not sent, "
+    "the owner did not answer before and still holds the lease)",
+    ["op", "outcome"],
+)
+for _op in ("snapshot", "history", "cursor"):
+    for _outcome in ("ok", "error", "no_responders", "timeout", "owner_silent"):
+        FORWARDED.labels(_op, _outcome)

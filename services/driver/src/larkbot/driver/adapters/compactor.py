@@ -27,6 +27,7 @@ from larkbot.canonical.context import CursorMove
 from larkbot.canonical.errors import ContractError, RetryableError
 from larkbot.canonical.llm import LLMError, LLMRequest, TextPart
 from larkbot.canonical.names import Platform
+from larkbot.runtime.bus import ServiceRefused
 from larkbot.runtime.logs import log_context
 
 from .. import metrics
@@ -230,9 +231,9 @@ class Compactor:
         )
         try:
             snapshot = await self.clients.move_cursor(move)
-        except (RetryableError, ContractError) as exc:
-            # ContractError: the pipeline's error reply (its partition changing hands). The summary
-            # holds; the driver shows only what follows its cursor. Tried again next time.
+        except (RetryableError, ContractError, ServiceRefused) as exc:
+            # The pipeline could not answer (its partition changing hands: retryable) or refused. The
+            # summary holds; the driver shows only what follows its cursor. Tried again next time.
             log.warning("moving the pipeline's cursor failed (%s); trying again at the next compaction", exc)
             return
         chat.adopt(from_snapshot(snapshot, chat.settings.max_segment_est_tokens))

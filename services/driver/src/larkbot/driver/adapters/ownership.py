@@ -44,6 +44,7 @@ from larkbot.canonical.names import (
     partition_filter,
     partition_of,
 )
+from larkbot.runtime.bus import ServiceRefused, ServiceUnavailable
 from larkbot.runtime.config import ChatSettings, LarkbotConfig
 from larkbot.runtime.consume import Delivery, PullConsumer
 from larkbot.runtime.logs import log_context
@@ -63,6 +64,47 @@ DEFAULT_NAME = "LarkBot"
 SNAPSHOT_RETRY_S = (0.5, 10.0)
 
 Spawn = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
+
+
+class Trouble:
+    """Failures of one kind of request shared by many tasks (every chat of every partition taken over),
+    logged once per cause while any task still meets it: a pipeline restart is one warning and one
+    recovery line, not one warning per chat and retry."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        #: cause → tasks currently failing with it
+        self._failing: dict[str, int] = {}
+
+    def failed(self, previous: str | None, exc: Exception, delay_s: float) -> str:
+        """A task failed with ``exc`` (its previous cause ``previous``); returns its cause now."""
+        cause = _cause(exc)
+        if cause != previous:
+            self.ended(previous)
+            self._failing[cause] = self._failing.get(cause, 0) + 1
+            if self._failing[cause] == 1:
+                log.warning("%s fail (%s); asking again in %.1f s, then backing off", self.what, exc, delay_s)
+                return cause
+        log.debug("%s: still failing (%s); asking again in %.1f s", self.what, exc, delay_s)
+        return cause
+
+    def ended(self, cause: str | None) -> None:
+        """A task that failed with ``cause`` stopped failing (it succeeded or was cancelled)."""
+        if cause is None:
+            return
+        left = self._failing.get(cause, 0) - 1
+        if left > 0:
+            self._failing[cause] = left
+            return
+        self._failing.pop(cause, None)
+        log.info("%s: no longer failing with %s", self.what, cause)
+
+
+def _cause(exc: Exception) -> str:
+    """What a failure is, for telling failures apart (not the message: it names chats and partitions)."""
+    if isinstance(exc, ServiceUnavailable | ServiceRefused):
+        return exc.error.code
+    return type(exc).__name__
 
 
 class NotHeld(RetryableError):
@@ -108,6 +150,7 @@ class ChatHost:
         self.fetch_timeout_s = fetch_timeout_s
         self.held: dict[str, ChatState] = {}
         self.partitions: dict[int, _Partition] = {}
+        self._snapshot_trouble = Trouble("snapshots for the take-over")
         self.by_partition: dict[int, list[tuple[str, str, ChatSettings]]] = {}
         for key, settings in config.chats.items():
             if key == "default":
@@ -215,19 +258,25 @@ class ChatHost:
 
     async def _snapshot(self, state: ChatState) -> ContextSnapshot:
         delay, cap = SNAPSHOT_RETRY_S
-        while True:
-            try:
-                snapshot = await self.clients.snapshot(state.platform, state.chat_id)
-            except (RetryableError, ContractError) as exc:
-                # ContractError: the pipeline answered with its error reply (e.g. while the chat's
-                # partition is changing hands) instead of a snapshot; ask again, never crash the take-over.
-                metrics.TAKEOVER_SNAPSHOTS.labels("retried").inc()
-                log.warning("snapshot for the take-over failed (%s); asking again in %.1f s", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(cap, delay * 2)
-                continue
-            metrics.TAKEOVER_SNAPSHOTS.labels("ok").inc()
-            return snapshot
+        cause: str | None = None
+        try:
+            while True:
+                try:
+                    snapshot = await self.clients.snapshot(state.platform, state.chat_id)
+                except (RetryableError, ContractError, ServiceRefused) as exc:
+                    # The pipeline cannot answer now (a partition changing hands, a replica killed and
+                    # its lease not yet expired, the bus down) or refused: ask again, never crash the
+                    # take-over. Refusals are retried too: a take-over that gave up would leave the
+                    # chat without a loop.
+                    metrics.TAKEOVER_SNAPSHOTS.labels("retried").inc()
+                    cause = self._snapshot_trouble.failed(cause, exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(cap, delay * 2)
+                    continue
+                metrics.TAKEOVER_SNAPSHOTS.labels("ok").inc()
+                return snapshot
+        finally:
+            self._snapshot_trouble.ended(cause)
 
     # -- context updates ------------------------------------------------------------------------------
     async def on_context(self, delivery: Delivery) -> None:
@@ -252,9 +301,9 @@ class ChatHost:
                 log.info("context gap (%s); fetching a snapshot", gap)
                 try:
                     snapshot = await self.clients.snapshot(platform, update.chat_id)
-                except ContractError as exc:
-                    # The pipeline's error reply (its partition changing hands): the update is fine,
-                    # ask again later instead of dead-lettering it.
+                except (ContractError, ServiceRefused) as exc:
+                    # The pipeline refused (its contract or its own error): the update is fine, ask
+                    # again later instead of dead-lettering it. (Retryable failures propagate as such.)
                     raise RetryableError(f"snapshot for the gap failed: {exc}", delay_s=0.5) from exc
                 context = from_snapshot(snapshot, state.settings.max_segment_est_tokens)
                 metrics.CONTEXT_UPDATES.labels("gap").inc()

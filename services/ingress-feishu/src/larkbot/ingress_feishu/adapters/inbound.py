@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 
 import nats
@@ -55,6 +56,8 @@ log = logging.getLogger(__name__)
 MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
 #: How long a group's name (asked for a shared group card) is kept before Feishu is asked again.
 CHAT_NAME_TTL_S = 6 * 3600.0
+#: Direct chats remembered as explained in the log (each is explained once while remembered).
+EXPLAINED_CHATS = 10_000
 
 
 class EventRefused(Exception):
@@ -84,6 +87,8 @@ class Inbound:
         self._lock = asyncio.Lock()
         #: chat_id → (name or None, when asked): the groups shared cards named.
         self._chat_names: dict[str, tuple[str | None, float]] = {}
+        #: Direct chats whose drop was explained in the log (newest last, bounded).
+        self._explained: OrderedDict[str, None] = OrderedDict()
 
     async def start(self) -> None:
         self._kv = await self.bus.js.key_value(KV_INGRESS_DEDUP)
@@ -116,7 +121,7 @@ class Inbound:
             return
         if isinstance(result, Dropped):
             metrics.EVENTS.labels(result.event_type, f"dropped_{result.reason}").inc()
-            log.debug("dropped %s: %s", result.event_type, result.reason)
+            self._explain(result)
             return
         await self.contacts.seed(result.seen_names)
         if await self.contacts.resolve(result.user_ids):
@@ -135,6 +140,36 @@ class Inbound:
             except PayloadTooLarge as exc:
                 await self._dead_letter(body, EventRefused("too_large", str(exc), result.event_type))
                 return
+
+    def _explain(self, dropped: Dropped) -> None:
+        """Log a drop; once per chat at a visible level when it concerns a direct chat, since serving one
+        takes its chat id, which only this event discloses (a Feishu direct chat's id looks like a
+        group's)."""
+        chat = dropped.chat_id
+        if dropped.reason not in ("private_chat", "not_direct") or chat is None or chat in self._explained:
+            log.debug("dropped %s: %s", dropped.event_type, dropped.reason)
+            return
+        self._explained[chat] = None
+        while len(self._explained) > EXPLAINED_CHATS:
+            self._explained.popitem(last=False)
+        if dropped.reason == "private_chat":
+            log.info(
+                "direct chat %s (with %s) is not configured: its events are dropped; to serve it, "
+                'configure chats."feishu:%s" with direct_with: %s',
+                chat,
+                dropped.person or "an unknown sender",
+                chat,
+                dropped.person or "<the person's open_id>",
+            )
+        else:
+            log.error(
+                'chats."feishu:%s" is configured as a direct chat with %s (direct_with), but a message in '
+                "it shows a group or another sender (%s): its messages are dropped until the configuration "
+                "names the right chat and person",
+                chat,
+                self.adapter.direct_chats.get(chat),
+                dropped.person or "none",
+            )
 
     def _names(self) -> Mapping[str, str]:
         """Contact names, and the names of groups shared cards named."""

@@ -4,8 +4,9 @@
 
 - :class:`Adapted` — the canonical events to publish (usually one; a chat update that both renames the
   chat and changes its photo gives two);
-- :class:`Dropped` — a well-formed event that is not projected (private chat, unconfigured group, or an
-  event with no canonical form); it is acknowledged and not archived;
+- :class:`Dropped` — a well-formed event that is not projected (a chat the configuration does not name —
+  a direct chat or a group —, a chat configured as a direct chat that is not one, or an event with no
+  canonical form); it is acknowledged and not archived;
 - :class:`NeedsChat` — a reaction on a message this adapter has not seen: reaction events carry no chat
   id, so the caller looks the message up (message GET API), calls :meth:`FeishuAdapter.remember` and adapts
   the same payload again.
@@ -24,6 +25,12 @@ Decisions:
 - ``timestamp_sec`` is Feishu's time of the action (message ``create_time``, ``recall_time``,
   ``action_time``; the envelope's ``create_time`` for member and chat events), in seconds;
   ``received_at_ms`` is the caller's arrival time, captured before any await.
+- A direct chat (Feishu ``chat_type`` ``p2p``: the bot and one person, under an ``oc_`` chat id like a
+  group's) is served when the configuration names it, like a group; its events carry ``chat_type``
+  ``private`` (a recall or reaction: when its message was seen in a direct chat, or the chat is
+  configured with ``direct_with``). A chat configured with ``direct_with`` must be a direct chat with that
+  person: a message showing otherwise is dropped (``not_direct``), never shown that person's private
+  memories.
 - The message → chat memory is filled from every message seen (also dropped ones, so a reaction in an
   unconfigured chat is dropped without an API call) and from the bot's own sends (:meth:`remember`). It
   keeps the last ``memory_size`` messages.
@@ -87,9 +94,10 @@ __all__ = ["EVENT_TYPES", "AdaptResult", "Adapted", "Dropped", "FeishuAdapter", 
 class FeishuAdapter(AdapterBase):
     """The pure adapter; one instance per process (it holds the message → chat memory).
 
-    ``FeishuAdapter(bot_open_id, configured_chats, utc_offset_min, *, bot_app_id=None,
-    memory_size=100_000)``: ``configured_chats=None`` accepts every group (replay of an archive); private
-    chats are always dropped."""
+    ``FeishuAdapter(bot_open_id, configured_chats, utc_offset_min, *, bot_app_id=None, direct_chats=None,
+    memory_size=100_000)``: ``configured_chats`` are served, groups and direct chats alike (``None``: every
+    group and no direct chat, for the replay of an archive); ``direct_chats`` maps a configured chat to
+    the person it is a direct chat with (:meth:`~.envelope.AdapterBase.direct_gate`)."""
 
     def handlers(self) -> dict[str, Callable[[Envelope], AdaptResult]]:
         return {
@@ -113,14 +121,17 @@ class FeishuAdapter(AdapterBase):
         chat_id = message.req("chat_id")
         private = message.req("chat_type") == "p2p"
         self.remember(message_id, chat_id, private=private)
-        if dropped := self.gate(env, chat_id, private):
+        sender = env.event.opt_obj("sender")
+        sender_ids = sender.opt_obj("sender_id") if sender is not None else None
+        open_id = sender_ids.opt("open_id") if sender_ids is not None else None
+        if dropped := self.gate(env, chat_id, private, open_id) or self.direct_gate(
+            env, chat_id, private, open_id
+        ):
             return dropped
         sender = env.event.obj("sender")
-        sender_ids = sender.opt_obj("sender_id")
-        open_id = sender_ids.opt("open_id") if sender_ids is not None else None
         message_type = message.req("message_type")
         if message_type == "system":
-            return self._system(env, chat_id, message_id, message, open_id)
+            return self._system(env, chat_id, message_id, message, open_id, private)
         if open_id is None:
             raise MalformedPayload("$.event.sender.sender_id.open_id: missing", event_type=env.event_type)
         mentions: dict[str, MentionRef] = {}
@@ -145,7 +156,7 @@ class FeishuAdapter(AdapterBase):
         if sender.opt("sender_type") == "app":
             author = author.model_copy(update={"is_bot": True})
         event = MessageEvent(
-            **self.common(env, chat_id, message_id, message.millis("create_time")),
+            **self.common(env, chat_id, message_id, message.millis("create_time"), private=private),
             message_id=message_id,
             sender=author,
             content=content,
@@ -158,24 +169,36 @@ class FeishuAdapter(AdapterBase):
         return Adapted(env.event_type, env.event_id, (event,), users, tuple(seen), chats)
 
     def _system(
-        self, env: Envelope, chat_id: str, message_id: str, message: Fields, open_id: str | None
+        self,
+        env: Envelope,
+        chat_id: str,
+        message_id: str,
+        message: Fields,
+        open_id: str | None,
+        private: bool,
     ) -> Adapted:
         content = Fields(_json(message.req("content")), "$.event.message.content", env.event_type)
         actor = self.person(env, open_id) if open_id else None
         notice = ChatNotice(type="system", actor=actor, text=system_text(content.data) or None)
-        event = ServiceEvent(
-            **self.common(env, chat_id, message_id, message.millis("create_time")), action=notice
-        )
+        at_ms = message.millis("create_time")
+        event = ServiceEvent(**self.common(env, chat_id, message_id, at_ms, private=private), action=notice)
         return Adapted(env.event_type, env.event_id, (event,), (open_id,) if open_id else ())
 
     def _recalled(self, env: Envelope) -> AdaptResult:
         message_id = env.event.req("message_id")
         chat_id = env.event.req("chat_id")
         known = self._chats.get(message_id)
-        if dropped := self.gate(env, chat_id, bool(known and known[1])):
+        private = bool(known and known[1])
+        if dropped := self.gate(env, chat_id, private):
             return dropped
         event = DeleteEvent(
-            **self.common(env, chat_id, f"recall:{message_id}", env.event.millis("recall_time")),
+            **self.common(
+                env,
+                chat_id,
+                f"recall:{message_id}",
+                env.event.millis("recall_time"),
+                private=private or chat_id in self.direct_chats,
+            ),
             message_ids=(message_id,),
         )
         return Adapted(env.event_type, env.event_id, (event,))
@@ -205,6 +228,7 @@ class FeishuAdapter(AdapterBase):
                 chat_id,
                 f"reaction:{message_id}:{emoji_type}:{actor.id}:{action}",
                 env.event.millis("action_time"),
+                private=private or chat_id in self.direct_chats,
             ),
             message_id=message_id,
             actor=actor,

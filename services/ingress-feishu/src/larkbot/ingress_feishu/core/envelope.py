@@ -68,9 +68,13 @@ class Adapted:
 class Dropped:
     event_type: str
     event_id: str
-    #: ``private_chat`` | ``unconfigured_chat`` | ``no_canonical_form``
+    #: ``private_chat`` (a direct chat the configuration does not name) | ``unconfigured_chat`` (a group it
+    #: does not name) | ``not_direct`` (a chat configured with ``direct_with`` that is not a direct chat
+    #: with that person) | ``no_canonical_form``
     reason: str
     chat_id: str | None = None
+    #: The sender of a dropped message, when the payload names one (the person of a direct chat).
+    person: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +108,16 @@ class AdapterBase:
         utc_offset_min: int,
         *,
         bot_app_id: str | None = None,
+        direct_chats: Mapping[str, str] | None = None,
         memory_size: int = 100_000,
     ) -> None:
-        """``configured_chats=None`` accepts every group (replay of an archive); private chats are
-        always dropped."""
+        """``configured_chats``: the chats served, groups and direct chats alike; ``None`` accepts every
+        group and no direct chat (replay of an archive). ``direct_chats``: chat id → the open_id of the
+        person a configured chat is a direct chat with (its ``direct_with``)."""
         self.bot_open_id = bot_open_id
         self.bot_app_id = bot_app_id
         self.configured_chats = configured_chats
+        self.direct_chats: Mapping[str, str] = direct_chats or {}
         self.utc_offset_min = utc_offset_min
         self.memory_size = memory_size
         # message_id → (chat_id, is_private)
@@ -172,20 +179,37 @@ class AdapterBase:
         return handler(envelope)
 
     # -- helpers ---------------------------------------------------------------------------------------
-    def gate(self, env: Envelope, chat_id: str, private: bool) -> Dropped | None:
-        if private:
-            return Dropped(env.event_type, env.event_id, "private_chat", chat_id)
-        if self.configured_chats is not None and chat_id not in self.configured_chats:
-            return Dropped(env.event_type, env.event_id, "unconfigured_chat", chat_id)
-        return None
+    def gate(self, env: Envelope, chat_id: str, private: bool, person: str | None = None) -> Dropped | None:
+        """Residency: a chat the configuration names is served, a group or a direct (``p2p``) chat alike;
+        any other is dropped, the reason telling which kind it was. Without a whitelist (replay of an
+        archive) every group is served and no direct chat: which direct chats to serve is configuration."""
+        whitelist = self.configured_chats
+        if (not private) if whitelist is None else chat_id in whitelist:
+            return None
+        reason = "private_chat" if private else "unconfigured_chat"
+        return Dropped(env.event_type, env.event_id, reason, chat_id, person if private else None)
 
-    def common(self, env: Envelope, chat_id: str, dedup_key: str, at_ms: int) -> dict[str, Any]:
+    def direct_gate(self, env: Envelope, chat_id: str, private: bool, sender: str | None) -> Dropped | None:
+        """A chat configured with ``direct_with`` has that person's private memories in its prompts, so
+        its messages are served only while it is what the configuration says: a direct chat, written in
+        by that person (or the bot). Anything else is a configuration naming the wrong chat or person:
+        its messages are dropped (``not_direct``) rather than shown a private memory in the wrong chat."""
+        person = self.direct_chats.get(chat_id)
+        if person is None:
+            return None
+        if private and sender in (None, person, self.bot_open_id):
+            return None
+        return Dropped(env.event_type, env.event_id, "not_direct", chat_id, sender)
+
+    def common(
+        self, env: Envelope, chat_id: str, dedup_key: str, at_ms: int, *, private: bool = False
+    ) -> dict[str, Any]:
         return {
             "platform": Platform.FEISHU,
             "chat_id": chat_id,
             "dedup_key": dedup_key,
             "event_id": env.event_id,
-            "chat_type": "group",
+            "chat_type": "private" if private else "group",
             "received_at_ms": env.received_at_ms,
             "timestamp_sec": at_ms / 1000,
             "utc_offset_min": self.utc_offset_min,

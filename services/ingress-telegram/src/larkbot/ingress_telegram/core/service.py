@@ -3,9 +3,10 @@
 Every service field of the Bot API's ``Message`` is decided here (the table in docs/ingress-telegram.md
 lists them): what a group member sees in the chat becomes an action — members, title, photo, pins and
 forum topics have kinds of their own, the rest a :class:`ChatNotice` named after the field — and what
-only exists in a private chat with the bot (shared users, web-app data, passport data…) is dropped,
-because in a group it cannot happen. The bot's own arrival and departure are the ``my_chat_member``
-update's to report (one ``bot_added``), so the service message drops the bot from its member list.
+only exists in a private chat with the bot (shared users, web-app data, passport data…) is dropped: it
+answers bot features LarkBot does not use (request buttons, web apps, Passport, login). The bot's own
+arrival and departure are the ``my_chat_member`` update's to report (one ``bot_added``), so the service
+message drops the bot from its member list.
 """
 
 from __future__ import annotations
