@@ -42,7 +42,7 @@ from larkbot.pipeline.adapters.routing import direct_subject
 from larkbot.pipeline.app import MIGRATIONS, PipelineService
 from larkbot.pipeline.core import replay_chat
 from larkbot.pipeline.fakes import FakeMediaWorker, fail, succeed
-from larkbot.runtime.bus import Bus, NoResponders, ServiceUnavailable
+from larkbot.runtime.bus import Bus, NoResponders, RequestTimedOut, ServiceUnavailable
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.service import ServiceContext, running
@@ -390,14 +390,19 @@ async def test_a_killed_replicas_partitions_answer_a_typed_error_until_they_move
 
             proc.send_signal(signal.SIGKILL)
             await asyncio.wait_for(proc.wait(), TIMEOUT)
-            # Its subscriptions are gone once the server saw the connection close: no responders.
+            # Its subscriptions are gone once the server saw the connection close: no responders. Until
+            # then a request can still be routed to the dead connection and go unanswered.
             direct = direct_subject(doomed, "snapshot")
             request = SnapshotRequest(platform=FEISHU, chat_id=chat)
+            deadline = loop.time() + TIMEOUT
             while True:
                 try:
-                    await bus.request(direct, request, ContextSnapshot, timeout_s=TIMEOUT)
+                    await bus.request(direct, request, ContextSnapshot, timeout_s=1.0)
                 except NoResponders:
                     break
+                except RequestTimedOut:
+                    pass
+                assert loop.time() < deadline, "the server never saw the killed replica's connection close"
             # Only the survivor answers now; the dead replica still holds the lease.
             addressed, skipped = forwarded("no_responders"), forwarded("owner_silent")
             with caplog.at_level(logging.INFO, logger="larkbot.pipeline.adapters.routing"):
