@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.test_cli_memory import larkbot, write_config
+from tests.test_cli_memory import larkbot, tables, write_config
 
 from larkbot.canonical.llm import Usage
 from larkbot.cli.audit import since_ms
@@ -85,3 +85,15 @@ def test_since_reads_durations_and_iso_times() -> None:
     assert since_ms("1970-01-01T00:00:05+00:00", 0) == 5000
     with pytest.raises(ValueError, match="--since"):
         since_ms("yesterday", 0)
+
+
+async def test_audit_show_before_the_driver_created_its_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "driver.db"
+    config = str(write_config(tmp_path, f"sqlite+aiosqlite:///{db}"))
+    chat = f"feishu:{CHAT_ID}"
+    status, out, err = await larkbot(capsys, "audit", "show", "--chat", chat, "--config", config)
+    assert (status, out) == (1, "")
+    assert "larkbot audit: the driver's database is not ready" in err
+    assert tables(db) == []  # only the driver migrates its database

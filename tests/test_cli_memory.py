@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -173,11 +175,22 @@ async def test_the_commands_find_the_driver_database_under_the_data_dir(
     status, out, _ = await larkbot(capsys, "memory", "stats", "--config", str(config))
     assert (status, json.loads(out)["total"]) == (0, 4)
 
-    # A fresh data directory is migrated first, as the service would.
+    # A fresh data directory: only the driver creates its tables (at start-up); the commands say so.
     monkeypatch.setenv("LARKBOT_DATA_DIR", str(tmp_path / "fresh"))
-    status, out, _ = await larkbot(capsys, "memory", "export", "--person", "ou_x", "--config", str(config))
-    assert (status, json.loads(out)["memories"]) == (0, [])
-    assert (tmp_path / "fresh" / "driver.db").exists()
+    for command in (["export", "--person", "ou_x"], ["forget", "--person", "ou_x", "--yes"], ["stats"]):
+        status, out, err = await larkbot(capsys, "memory", *command, "--config", str(config))
+        assert (status, out) == (1, ""), command
+        assert "larkbot memory: the driver's database is not ready" in err
+        assert "start the driver" in err
+    assert tables(tmp_path / "fresh" / "driver.db") == []
+
+
+def tables(sqlite_file: Path) -> list[str]:
+    """The tables of a SQLite file (none when it does not exist)."""
+    if not sqlite_file.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(sqlite_file)) as db:
+        return [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
 
 
 async def test_a_broken_configuration_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

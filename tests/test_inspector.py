@@ -16,15 +16,16 @@ from tests.harness.web import serving as serve_app
 
 from larkbot.canonical.llm import Usage
 from larkbot.cli.inspector import Inspector
-from larkbot.cli.memory import MIGRATIONS
 from larkbot.cli.web import CSP, FAVICON
 from larkbot.driver.adapters.memories import MemoryStore
 from larkbot.driver.adapters.repository import DriverRepository
 from larkbot.driver.adapters.tables import sent_messages
+from larkbot.driver.app import MIGRATIONS
 from larkbot.driver.core import tools
 from larkbot.driver.core.compaction import Summary
 from larkbot.driver.core.memory import NewMemory
 from larkbot.driver.harness import CHAT_ID, decide, world
+from larkbot.driver.read import DriverReads
 from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
@@ -35,7 +36,7 @@ RLO = "\u202e"
 
 
 def serving(config: LarkbotConfig, engine: AsyncEngine) -> AbstractAsyncContextManager[str]:
-    return serve_app(Inspector(config, engine).app())
+    return serve_app(Inspector(config, DriverReads(engine)).app())
 
 
 async def _get(http: aiohttp.ClientSession, url: str, status: int = 200) -> str:

@@ -26,13 +26,14 @@ from tests.harness.web import serving
 from tests.harness.world import until
 
 from larkbot.cli.inspector import Inspector
-from larkbot.cli.memory import MIGRATIONS
 from larkbot.cli.playground import PLAYGROUND_CHAT_ID, Playground
 from larkbot.cli.playground_group import MAX_NAME
 from larkbot.driver.adapters.audit import AuditStore
 from larkbot.driver.adapters.repository import DriverRepository
+from larkbot.driver.app import MIGRATIONS
 from larkbot.driver.core.audit import ContextRange, Tokens, WakeAudit
 from larkbot.driver.core.records import ProbeRecord
+from larkbot.driver.read import DriverReads
 from larkbot.runtime.config import parse_config
 from larkbot.runtime.db import create_engine, migrate
 
@@ -462,7 +463,7 @@ async def test_a_reason_with_a_bidi_control_and_a_long_word_is_shown_as_stored_w
     shown = f"{RLO_SHOWN}<b/>dlob<b> desrever {LONG_WORD}"
     engine = create_engine(url)
     try:
-        async with serving(Inspector(parse_config({}, {}), engine).app()) as base:
+        async with serving(Inspector(parse_config({}, {}), DriverReads(engine)).app()) as base:
             await page.goto(base + "/")  # the first page a browser opens: it asks for the icon
             await page.click("table.chats a")
             assert await page.locator("table.wakeups .reason").inner_text() == shown

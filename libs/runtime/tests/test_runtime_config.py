@@ -296,3 +296,13 @@ def test_maintainer_and_blocked_id_problems_name_their_keys(
     with pytest.raises(ConfigError) as info:
         parse_config(raw, {})
     assert list(info.value.problems) == problems
+
+
+def test_the_package_exports_exactly_its_public_names() -> None:
+    # Derived from the package's namespace, never a copied list: a name imported into
+    # ``larkbot.runtime.config`` is public only through ``__all__``, and every name there resolves.
+    import larkbot.runtime.config as config
+
+    public = {name for name, value in vars(config).items() if not name.startswith("_")}
+    assert sorted(config.__all__) == sorted(public)
+    assert all(getattr(config, name) is not None for name in config.__all__)

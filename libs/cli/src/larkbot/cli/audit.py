@@ -3,8 +3,9 @@
 
 larkbot audit show --chat PLATFORM:CHAT_ID [--since ISO-TIME|2h|30m|7d] [--json]
 
-Opens the driver's database as ``larkbot memory`` does (``services.driver.database_url``, else SQLite
-under the data directory) and brings it to the current migration first. Times print in local time.
+Reads the driver's database as ``larkbot memory`` does (``services.driver.database_url``, else SQLite
+under the data directory, through ``larkbot.driver.read``), and never migrates it: before the driver has
+created its tables it says so and exits 1. Times print in local time.
 """
 
 from __future__ import annotations
@@ -20,13 +21,11 @@ from datetime import datetime
 
 from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.names import Service
-from larkbot.driver.adapters.audit import AuditStore
-from larkbot.driver.core.audit import Tokens, WakeAudit
+from larkbot.driver.read import DriverNotReady, Tokens, WakeAudit, open_reads
 from larkbot.runtime.config import load_config
-from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.service import database_url
 
-from .memory import MIGRATIONS
+from .memory import not_ready
 
 _RELATIVE = re.compile(r"^(\d+)([smhd])$")
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -61,7 +60,10 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc.report(), file=sys.stderr)
         return 2
-    records = asyncio.run(_load(database_url(config, Service.DRIVER), platform, chat_id, since))
+    try:
+        records = asyncio.run(_load(database_url(config, Service.DRIVER), platform, chat_id, since))
+    except DriverNotReady as exc:
+        return not_ready("audit", exc)
     if args.json:
         print(json.dumps([asdict(r) for r in records], ensure_ascii=False, indent=2))
     elif not records:
@@ -72,12 +74,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 async def _load(url: str, platform: str, chat_id: str, since: int) -> tuple[WakeAudit, ...]:
-    engine = create_engine(url)
-    try:
-        await migrate(engine, MIGRATIONS)
-        return await AuditStore(engine).of_chat(platform, chat_id, since_ms=since)
-    finally:
-        await engine.dispose()
+    async with open_reads(url) as reads:
+        return await reads.wakeups_since(platform, chat_id, since_ms=since)
 
 
 def _time(ms: int) -> str:

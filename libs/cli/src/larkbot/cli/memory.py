@@ -6,8 +6,10 @@ larkbot memory forget --person ID [--platform P] --yes
 larkbot memory stats                               counts, as JSON
 
 The commands open the driver's database as the driver does (``services.driver.database_url``, else SQLite
-under the data directory) and bring it to the current migration first. Without ``--platform`` they act on
-every platform. Person ids are platform user ids (Feishu open_id, Telegram user id), never names.
+under the data directory) through the driver's public API (``larkbot.driver.read``; the forget through
+``larkbot.driver.forget``), and never migrate it: before the driver has created its tables they say so and
+exit 1. Without ``--platform`` they act on every platform. Person ids are platform user ids (Feishu
+open_id, Telegram user id), never names.
 """
 
 from __future__ import annotations
@@ -17,20 +19,27 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
-import larkbot.driver
 from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.names import Platform, Service
-from larkbot.driver.adapters.memories import MemoryStore
+from larkbot.driver.forget import forget_person
+from larkbot.driver.read import DriverNotReady, open_reads
 from larkbot.runtime.config import load_config
-from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.service import database_url
 
-MIGRATIONS = Path(larkbot.driver.__file__).parent / "migrations"
+#: What a command says, and its exit status, when the driver's database is not there yet.
+NOT_READY_HINT = (
+    "it does not answer, or the driver has not created (or not migrated) its tables yet: "
+    "start the driver (or upgrade it to this version) and try again"
+)
+
+
+def not_ready(command: str, exc: DriverNotReady) -> int:
+    print(f"larkbot {command}: {exc}: {NOT_READY_HINT}", file=sys.stderr)
+    return 1
 
 
 def main(args: argparse.Namespace) -> int:
@@ -45,49 +54,42 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc.report(), file=sys.stderr)
         return 2
-    commands: dict[str, Callable[[MemoryStore, argparse.Namespace], Awaitable[int]]] = {
+    commands: dict[str, Callable[[str, argparse.Namespace], Coroutine[Any, Any, int]]] = {
         "export": _export,
         "forget": _forget,
         "stats": _stats,
     }
-    return asyncio.run(_with_store(database_url(config, Service.DRIVER), commands[args.memory_command], args))
-
-
-async def _with_store(
-    url: str, command: Callable[[MemoryStore, argparse.Namespace], Awaitable[int]], args: argparse.Namespace
-) -> int:
-    engine = create_engine(url)
     try:
-        await migrate(engine, MIGRATIONS)
-        return await command(MemoryStore(engine), args)
-    finally:
-        await engine.dispose()
+        return asyncio.run(commands[args.memory_command](database_url(config, Service.DRIVER), args))
+    except DriverNotReady as exc:
+        return not_ready("memory", exc)
 
 
 def _platforms(args: argparse.Namespace) -> list[str]:
     return [args.platform] if args.platform else [p.value for p in Platform]
 
 
-async def _export(store: MemoryStore, args: argparse.Namespace) -> int:
+async def _export(url: str, args: argparse.Namespace) -> int:
     out: list[dict[str, Any]] = []
-    for platform in _platforms(args):
-        patches: dict[int, list[dict[str, Any]]] = {}
-        for patch in await store.patches_for_person(platform, args.person):
-            patches.setdefault(patch["memory_id"], []).append(patch)
-        for memory in await store.for_person(platform, args.person):
-            out.append({**asdict(memory), "patches": patches.get(memory.id, [])})
+    async with open_reads(url) as reads:
+        for platform in _platforms(args):
+            for found in await reads.memories_of_person(platform, args.person):
+                patches = [patch.as_dict() for patch in found.patches]
+                out.append({**asdict(found.memory), "patches": patches})
     print(json.dumps({"person_id": args.person, "memories": out}, ensure_ascii=False, indent=2))
     return 0
 
 
-async def _forget(store: MemoryStore, args: argparse.Namespace) -> int:
+async def _forget(url: str, args: argparse.Namespace) -> int:
     now_ms = int(time.time() * 1000)
     for platform in _platforms(args):
-        count = await store.forget(platform, args.person, actor="operator", now_ms=now_ms)
+        count = await forget_person(url, platform, args.person, now_ms=now_ms)
         print(f"{platform}: forgot {count} memories of {args.person}")
     return 0
 
 
-async def _stats(store: MemoryStore, _args: argparse.Namespace) -> int:
-    print(json.dumps(asdict(await store.stats()), indent=2, sort_keys=True))
+async def _stats(url: str, _args: argparse.Namespace) -> int:
+    async with open_reads(url) as reads:
+        stats = await reads.memory_stats()
+    print(json.dumps(asdict(stats), indent=2, sort_keys=True))
     return 0

@@ -19,8 +19,8 @@ from aiohttp import web
 
 from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.names import Service
+from larkbot.driver.read import open_reads
 from larkbot.runtime.config import is_loopback, load_config
-from larkbot.runtime.db import create_engine
 from larkbot.runtime.service import database_url
 
 from .app import Inspector
@@ -51,11 +51,8 @@ async def _main(args: argparse.Namespace) -> int:
     if not is_loopback(host) and config.inspector.access_token is None:
         print(f"larkbot inspector: listening on {host!r} requires inspector.access_token", file=sys.stderr)
         return 2
-    engine = create_engine(database_url(config, Service.DRIVER))
-    try:
-        await serve(Inspector(config, engine), host, port)
-    finally:
-        await engine.dispose()
+    async with open_reads(database_url(config, Service.DRIVER)) as reads:
+        await serve(Inspector(config, reads), host, port)
     return 0
 
 

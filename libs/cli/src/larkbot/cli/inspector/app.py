@@ -13,15 +13,19 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from larkbot.driver.read import DriverNotReady, DriverReads
 from larkbot.runtime.config import ChatSettings, LarkbotConfig
 
 from ..web import join, secured_app
 from . import views, wakeview
-from .reads import NotReady, Reads
 
 log = logging.getLogger("larkbot.inspector")
+
+#: Wake-ups a chat page lists and plots (the newest).
+CHAT_WAKEUPS = 200
+#: Memories a chat page lists (the newest learnt in the chat).
+CHAT_MEMORIES = 200
 
 Page = Callable[[web.Request], Awaitable[web.Response]]
 
@@ -34,9 +38,9 @@ def _guarded(page: Page) -> Page:
     async def handler(request: web.Request) -> web.Response:
         try:
             return await page(request)
-        except NotReady as exc:
+        except DriverNotReady as exc:
             # A table the driver has not created yet (a fresh stack, or a driver older than the inspector).
-            log.warning("driver database not ready: %s", type(exc).__name__)
+            log.warning("driver database not ready: %s", exc.cause)
             return _html(
                 views.message(
                     "Driver database not ready",
@@ -50,10 +54,16 @@ def _guarded(page: Page) -> Page:
     return handler
 
 
+def _not_ready(cause: str) -> web.Response:
+    """``/readyz`` failing, the database's error named by its type only."""
+    check = {"ok": False, "detail": cause}
+    return web.json_response({"ok": False, "checks": {"database": check}}, status=503)
+
+
 class Inspector:
-    def __init__(self, config: LarkbotConfig, engine: AsyncEngine) -> None:
+    def __init__(self, config: LarkbotConfig, reads: DriverReads) -> None:
         self.config = config
-        self.reads = Reads(engine)
+        self.reads = reads
 
     def settings(self, platform: str, chat_id: str) -> ChatSettings:
         return self.config.chat(platform, chat_id) or self.config.chats.get("default") or ChatSettings()
@@ -78,9 +88,10 @@ class Inspector:
     async def readyz(self, _request: web.Request) -> web.Response:
         try:
             await self.reads.ping()
-        except Exception as exc:  # any failure to reach the database is "not ready", named by type only
-            check = {"ok": False, "detail": type(exc).__name__}
-            return web.json_response({"ok": False, "checks": {"database": check}}, status=503)
+        except DriverNotReady as exc:
+            return _not_ready(exc.cause)
+        except Exception as exc:  # any other failure to reach the database is "not ready" too
+            return _not_ready(type(exc).__name__)
         return web.json_response({"ok": True, "checks": {"database": {"ok": True}}})
 
     async def index(self, _request: web.Request) -> web.Response:
@@ -93,9 +104,9 @@ class Inspector:
             views.chat(
                 platform,
                 chat_id,
-                await reads.wakeups(platform, chat_id),
+                await reads.latest_wakeups(platform, chat_id, limit=CHAT_WAKEUPS),
                 await reads.compactions(platform, chat_id),
-                await reads.memories(platform, chat_id),
+                await reads.memories_of_chat(platform, chat_id, limit=CHAT_MEMORIES),
             )
         )
 

@@ -7,13 +7,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from urllib.parse import quote
 
-from larkbot.driver.adapters.audit import ChatActivity
-from larkbot.driver.core.audit import Tokens, WakeAudit
-from larkbot.driver.core.compaction import Summary
+from larkbot.driver.read import ChatActivity, Memory, Summary, Tokens, WakeAudit
 
 from ..web import Markup, el, join, page
 from .plots import LatencyPoint, TokenPoint, latency_plot, tokens_plot
-from .reads import ChatMemory
 
 STYLES = ("inspector.css",)
 
@@ -96,7 +93,7 @@ def chat(
     chat_id: str,
     wakeups: Sequence[WakeAudit],
     compactions: Sequence[Summary],
-    memories: Sequence[ChatMemory],
+    memories: Sequence[Memory],
 ) -> str:
     key = chat_key(platform, chat_id)
     tokens = [

@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 
 from larkbot.canonical.llm import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage
-from larkbot.driver.core.audit import Tokens
-from larkbot.driver.core.records import TurnRecord
-from larkbot.driver.core.requestlog import Block
+from larkbot.driver.read import Block, ShownRequest, Tokens, TurnRecord, WakeDetail
 from larkbot.runtime.config import ChatSettings
 
 from ..web import Markup, el, join
-from .reads import ShownRequest, WakeDetail
 from .views import badge, chat_href, chat_key, decision, layout, table, tokens_text, when
 
 

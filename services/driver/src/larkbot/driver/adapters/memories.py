@@ -294,8 +294,15 @@ class MemoryStore:
             loaded = await self._load(conn, ids)
         return [loaded[i] for i in ids]
 
-    async def patches_for_person(self, platform: str, person_id: str) -> list[dict[str, Any]]:
-        """Every patch of the person's memories, by id, JSON-ready (for export)."""
+    async def of_chat(self, platform: str, chat_id: str, *, limit: int) -> list[Memory]:
+        """The newest ``limit`` memories learnt in the chat (any scope, disabled ones included), newest
+        first (by id)."""
+        m = memories.c
+        where = (m.platform == platform, m.chat_id == chat_id)
+        return await self._select(select(m.id).where(*where).order_by(m.id.desc()).limit(limit), None)
+
+    async def patch_records_for_person(self, platform: str, person_id: str) -> list[MemoryPatch]:
+        """Every patch of the person's memories, by id."""
         m, p = memories.c, memory_patches.c
         stmt = (
             select(memory_patches)
@@ -304,19 +311,11 @@ class MemoryStore:
             .order_by(p.id)
         )
         async with self._tx() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return [
-            {
-                "id": int(row["id"]),
-                "memory_id": int(row["memory_id"]),
-                "change": json.loads(row["change"]),
-                "reason": row["reason"],
-                "actor": row["actor"],
-                "chat_id": row["chat_id"],
-                "created_at_ms": int(row["created_at_ms"]),
-            }
-            for row in rows
-        ]
+            return [_patch(row) for row in (await conn.execute(stmt)).mappings()]
+
+    async def patches_for_person(self, platform: str, person_id: str) -> list[dict[str, Any]]:
+        """Every patch of the person's memories, by id, JSON-ready (for export)."""
+        return [patch.as_dict() for patch in await self.patch_records_for_person(platform, person_id)]
 
     async def consolidation_groups(self, *, min_count: int) -> list[tuple[str, str, str, str, int]]:
         """``(platform, person_id, scope, chat_id, count)`` of enabled ``normal`` memories, for groups of

@@ -147,6 +147,18 @@ class MemoryPatch:
     chat_id: str | None
     created_at_ms: int
 
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready, the change as it is stored (how a patch is exported)."""
+        return {
+            "id": self.id,
+            "memory_id": self.memory_id,
+            "change": self.change.as_dict(),
+            "reason": self.reason,
+            "actor": self.actor,
+            "chat_id": self.chat_id,
+            "created_at_ms": self.created_at_ms,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Memory:

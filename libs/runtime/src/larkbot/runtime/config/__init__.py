@@ -1,0 +1,55 @@
+"""The one configuration file: loading, ``${ENV}`` interpolation, per-chat merge, validation.
+
+``config.yaml`` (path from ``LARKBOT_CONFIG``) is validated at start-up; problems raise one
+:class:`~larkbot.canonical.ConfigError` naming the file and every bad key by its dotted path, and the
+process exits non-zero. There are no silent defaults for invalid values.
+
+Interpolation: ``${NAME}`` is replaced by the environment variable (missing → error naming the key),
+``${NAME:-fallback}`` falls back when unset or empty. Interpolation happens on string scalars only and
+never re-expands its own output.
+
+Chats: the keys of ``chats`` other than ``default`` are the residency whitelist, written
+``<platform>:<chat_id>``; each is ``chats.default`` deep-merged with its own mapping.
+
+One private module per section, imported from here only (the names below are the public API):
+``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``), ``_llm``, ``_chats``,
+``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``; ``_root`` is the whole file and the checks
+spanning sections, ``_loading`` reads it.
+"""
+
+from ._base import UserIds
+from ._chats import ChatSettings
+from ._driver import AuditSettings, MemorySettings, ShellSettings
+from ._inspector import InspectorSettings, is_loopback
+from ._llm import LlmAccepts, LlmEndpoint, LlmSettings, MaxTokensField, ResolvedAccepts, family_accepts
+from ._loading import DEFAULT_CONFIG_PATH, interpolate, load_config, parse_config
+from ._platforms import FeishuSettings, TelegramSettings
+from ._process import NatsSettings, ServiceSettings, ServicesSettings
+from ._root import LarkbotConfig, deep_merge
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "AuditSettings",
+    "ChatSettings",
+    "FeishuSettings",
+    "InspectorSettings",
+    "LarkbotConfig",
+    "LlmAccepts",
+    "LlmEndpoint",
+    "LlmSettings",
+    "MaxTokensField",
+    "MemorySettings",
+    "NatsSettings",
+    "ResolvedAccepts",
+    "ServiceSettings",
+    "ServicesSettings",
+    "ShellSettings",
+    "TelegramSettings",
+    "UserIds",
+    "deep_merge",
+    "family_accepts",
+    "interpolate",
+    "is_loopback",
+    "load_config",
+    "parse_config",
+]

@@ -1,0 +1,139 @@
+"""The model endpoints and what each is used for (``llm``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from ._base import _Section
+
+MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
+#: OpenAI reasoning models (o1, o3, o4-mini, gpt-5 and its successors), also behind a ``vendor/`` prefix.
+_OPENAI_REASONING = re.compile(r"^(o[1-9]|gpt-[5-9])")
+_THINKING_TYPES = frozenset({"enabled", "adaptive"})
+
+
+class LlmAccepts(_Section):
+    """What the endpoint's model accepts; the gateway sends nothing else. An unset key takes the default
+    of the model's family (:meth:`LlmEndpoint.resolved_accepts`, table in ``docs/llm-gateway.md``).
+
+    - ``max_tokens_field``: how ``openai-chat`` names the output limit (reasoning models take only
+      ``max_completion_tokens``; vLLM, Ollama and most compatible servers read ``max_tokens``).
+    - ``temperature``: whether a temperature may be sent (OpenAI reasoning models and Anthropic models
+      with thinking refuse it).
+    - ``forced_tool_choice``: whether ``tool_choice`` may force a tool (Anthropic with thinking and
+      DeepSeek's thinking mode refuse it); when not, the gateway asks with ``auto``.
+    - ``replay_reasoning``: whether the model's own reasoning and provider fields are sent back to it
+      (Groq refuses ``reasoning`` / ``reasoning_content`` on input messages).
+    """
+
+    max_tokens_field: MaxTokensField | None = None
+    temperature: bool | None = None
+    forced_tool_choice: bool | None = None
+    replay_reasoning: bool | None = None
+
+
+class ResolvedAccepts(_Section):
+    """:class:`LlmAccepts` with every key decided (configuration first, then the family default)."""
+
+    max_tokens_field: MaxTokensField
+    temperature: bool
+    forced_tool_choice: bool
+    replay_reasoning: bool
+
+
+def family_accepts(
+    fmt: str, model: str, base_url: str, extra_body: Mapping[str, Any]
+) -> dict[str, bool | str]:
+    """The defaults of a known model family; anything unknown accepts everything (compatibility)."""
+    name = model.rsplit("/", 1)[-1].lower()
+    host = (urlsplit(base_url).hostname or "").lower()
+    thinking = extra_body.get("thinking")
+    thinking_on = isinstance(thinking, Mapping) and thinking.get("type") in _THINKING_TYPES
+    out: dict[str, bool | str] = {
+        "max_tokens_field": "max_tokens",
+        "temperature": True,
+        "forced_tool_choice": True,
+        "replay_reasoning": True,
+    }
+    if fmt in ("openai-chat", "responses") and _OPENAI_REASONING.match(name):
+        out["max_tokens_field"] = "max_completion_tokens"
+        out["temperature"] = False
+    if fmt == "anthropic-messages" and thinking_on:
+        out["temperature"] = False
+        out["forced_tool_choice"] = False
+    if name.startswith("deepseek-reasoner"):
+        out["temperature"] = False
+        out["forced_tool_choice"] = False
+    if host == "api.groq.com":
+        out["replay_reasoning"] = False
+    return out
+
+
+class LlmEndpoint(_Section):
+    format: Literal["openai-chat", "anthropic-messages", "responses"]
+    base_url: str
+    model: str
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    max_images: int = Field(default=8, ge=0)
+    supports_prompt_cache_key: bool = False
+    #: Reasoning parts are replayed to the same model for this many newest turns.
+    reasoning_replay_turns: int = Field(default=3, ge=0)
+    #: Used when a request names no limit (anthropic-messages requires one).
+    default_max_output_tokens: int = Field(default=4096, ge=1)
+    #: The model's context window in its own tokens (input + output). When set, the driver never sends a
+    #: request whose calibrated estimate plus ``default_max_output_tokens`` exceeds it: it compacts or
+    #: trims first.
+    context_window_tokens: int | None = Field(default=None, gt=0)
+    #: Merged into every request body (e.g. a thinking budget or reasoning effort).
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    #: What the model accepts; unset keys follow its family (see :class:`LlmAccepts`).
+    accepts: LlmAccepts = LlmAccepts()
+    fake: bool = False
+
+    @model_validator(mode="after")
+    def _accepts_fit_format(self) -> LlmEndpoint:
+        if self.accepts.max_tokens_field is not None and self.format != "openai-chat":
+            raise ValueError("accepts.max_tokens_field applies to format openai-chat only")
+        return self
+
+    def resolved_accepts(self) -> ResolvedAccepts:
+        """What to send: each configured key, else the family default."""
+        defaults = family_accepts(self.format, self.model, self.base_url, self.extra_body)
+        configured = self.accepts.model_dump(exclude_none=True)
+        return ResolvedAccepts.model_validate({**defaults, **configured})
+
+
+class LlmSettings(_Section):
+    endpoints: dict[str, LlmEndpoint] = Field(default_factory=dict)
+    probe: str | None = None
+    primary: str | None = None
+    compaction: str | None = None
+    vision: str | None = None
+    memory: str | None = None
+    dump_dir: str | None = None
+    #: Keys the ``prompt_cache_key`` the gateway sends to endpoints with ``supports_prompt_cache_key``
+    #: (an HMAC of the chat and the purpose: no chat id reaches the provider). One value for the whole
+    #: deployment, so every gateway replica, and a restarted one, sends the same key for a chat. Unset or
+    #: empty: no ``prompt_cache_key`` is sent at all (the gateway warns at start-up).
+    prompt_cache_key_salt: SecretStr | None = None
+
+    @field_validator("prompt_cache_key_salt", mode="before")
+    @classmethod
+    def _empty_salt_is_unset(cls, value: Any) -> Any:
+        # `${LLM_PROMPT_CACHE_KEY_SALT:-}` in a shared configuration file leaves it empty where unset.
+        return None if value == "" else value
+
+    @field_validator("prompt_cache_key_salt")
+    @classmethod
+    def _salt_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        # A short salt can be guessed, and with it every chat id behind the keys.
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("at least 16 characters (e.g. `openssl rand -hex 32`)")
+        return value

@@ -1,0 +1,79 @@
+"""The process: the bus connection and each service's own settings (``nats``, ``services``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+
+from larkbot.canonical.names import SERVICE_PORTS, Service
+
+from ._base import _problems, _Section
+
+
+class NatsSettings(_Section):
+    url: str = "nats://127.0.0.1:4222"
+    name_prefix: str = "larkbot"
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    reconnect_time_wait_s: float = Field(default=0.5, gt=0)
+    max_reconnect_wait_s: float = Field(default=10.0, gt=0)
+    drain_timeout_s: float = Field(default=10.0, gt=0)
+    user: str | None = None
+    password: SecretStr | None = None
+    token: SecretStr | None = None
+
+
+class ServiceSettings(_Section):
+    """Per-service process settings."""
+
+    #: The operations endpoint listens on loopback unless told otherwise: a container or pod sets
+    #: ``0.0.0.0`` (deploy/) so that probes and Prometheus reach it from outside.
+    http_host: str = "127.0.0.1"
+    http_port: int | None = Field(default=None, ge=0, le=65535)
+    database_url: SecretStr | None = None
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+def _service_field(service: Service) -> Any:
+    """A service's settings, under its name (``ingress-feishu``) or its field's (``ingress_feishu``); a
+    problem is reported under the key as written."""
+    field = service.value.replace("-", "_")
+    return Field(default=ServiceSettings(), validation_alias=AliasChoices(service.value, field))
+
+
+class ServicesSettings(_Section):
+    """``services.<name>``: each service under its own name (``ingress-feishu``, the name the CLI, the
+    compose file, the logs and the docs use) or its field's spelling (``ingress_feishu``, so files written
+    that way keep working). Both spellings of one service at once is an error naming the key, never a
+    silent choice between two settings."""
+
+    ingress_feishu: ServiceSettings = _service_field(Service.INGRESS_FEISHU)
+    ingress_telegram: ServiceSettings = _service_field(Service.INGRESS_TELEGRAM)
+    pipeline: ServiceSettings = ServiceSettings()
+    driver: ServiceSettings = ServiceSettings()
+    media: ServiceSettings = ServiceSettings()
+    llm_gateway: ServiceSettings = _service_field(Service.LLM_GATEWAY)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value  # let validation name the section
+        found: list[tuple[tuple[str | int, ...], str, Any]] = [
+            ((s.value,), f"given twice, as {s.value!r} and as {field!r}: keep one", None)
+            for s in Service
+            if (field := s.value.replace("-", "_")) != s.value and s.value in value and field in value
+        ]
+        if found:
+            raise _problems("services", found)
+        return value
+
+    def for_service(self, service: str) -> ServiceSettings:
+        settings: ServiceSettings = getattr(self, service.replace("-", "_"))
+        return settings
+
+    def http_port(self, service: str) -> int:
+        """The operations port of ``service``: configured, else its fixed default (DESIGN §6)."""
+        configured = self.for_service(service).http_port
+        return configured if configured is not None else SERVICE_PORTS[Service(service)]

@@ -1,0 +1,55 @@
+"""``larkbot.driver.read``: the driver's public read API, for operator tools (the web inspector,
+``larkbot audit``, ``larkbot memory``), which never import the driver's adapters, tables or migrations.
+
+::
+
+    async with open_reads(database_url(config, Service.DRIVER)) as reads:
+        for chat in await reads.chats():
+            ...
+
+A library over the driver's database, not a request to the driver on the bus: the inspector must work
+while the driver is down (that is when one looks), and the reads are the driver's own code, shipped in
+the same release as its migrations, so they always read the schema those create. :func:`open_reads`'s
+engine refuses writes (SQLite ``query_only``, PostgreSQL read-only transactions); nothing here migrates.
+Every read returns frozen records — the driver's own, re-exported here, and :class:`WakeDetail`,
+:class:`ShownRequest` and :class:`PersonMemory` — never database rows.
+
+Errors: :class:`DriverNotReady` (a :class:`~larkbot.canonical.errors.RetryableError`), when the database
+does not answer or the driver has not created its tables yet.
+
+The one write an operator makes, forgetting a person, is :func:`larkbot.driver.forget.forget_person`.
+"""
+
+from ..adapters.audit import ChatActivity
+from ..adapters.memories import MemoryStats
+from ..core.audit import ContextRange, Tokens, WakeAudit
+from ..core.compaction import Summary
+from ..core.memory import Memory, MemoryPatch, PatchChange
+from ..core.records import ProbeRecord, TurnRecord
+from ..core.requestlog import Block, RecordedRequest, SharedPrefix
+from ._errors import DriverNotReady
+from ._reads import DriverReads, open_reads
+from ._records import PersonMemory, ShownRequest, WakeDetail
+
+__all__ = [
+    "Block",
+    "ChatActivity",
+    "ContextRange",
+    "DriverNotReady",
+    "DriverReads",
+    "Memory",
+    "MemoryPatch",
+    "MemoryStats",
+    "PatchChange",
+    "PersonMemory",
+    "ProbeRecord",
+    "RecordedRequest",
+    "SharedPrefix",
+    "ShownRequest",
+    "Summary",
+    "Tokens",
+    "TurnRecord",
+    "WakeAudit",
+    "WakeDetail",
+    "open_reads",
+]
