@@ -33,20 +33,10 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from larkbot.canonical.errors import ContractError, PermanentError, RetryableError
-from larkbot.canonical.names import (
-    HEADER_DL_CONSUMER,
-    HEADER_DL_DELIVERIES,
-    HEADER_DL_ERROR,
-    HEADER_DL_REASON,
-    HEADER_DL_SEQUENCE,
-    HEADER_DL_STREAM,
-    HEADER_DL_SUBJECT,
-    HEADER_MSG_ID,
-    HEADER_TRACE,
-    dead_letter_subject,
-)
+from larkbot.canonical.names import HEADER_TRACE
 
 from . import metrics
+from .deadletter import DeadLetter, DeadLetterFailed, DeadLetters, describe
 from .logs import log_context, mask
 from .pull import PullStream
 
@@ -117,7 +107,7 @@ async def metrics_middleware(handler: Handler, delivery: Delivery) -> None:
 class ErrorPolicy:
     """Maps handler outcomes to acknowledgements (see the module docstring)."""
 
-    js: JetStreamContext
+    dead_letters: DeadLetters
     max_crashes: int = 5
     base_delay_s: float = 0.5
     max_delay_s: float = 60.0
@@ -157,37 +147,25 @@ class ErrorPolicy:
         delivery.outcome = "nak"
 
     async def _dead_letter(self, delivery: Delivery, reason: str, exc: BaseException) -> None:
-        error = mask(f"{type(exc).__name__}: {exc}")[:2000]
-        headers = {
-            HEADER_MSG_ID: f"dl:{delivery.stream}:{delivery.consumer}:{delivery.stream_seq}",
-            HEADER_DL_REASON: reason,
-            HEADER_DL_ERROR: error.replace("\r", " ").replace("\n", " "),
-            HEADER_DL_STREAM: delivery.stream,
-            HEADER_DL_CONSUMER: delivery.consumer,
-            HEADER_DL_SUBJECT: delivery.subject,
-            HEADER_DL_SEQUENCE: str(delivery.stream_seq),
-            HEADER_DL_DELIVERIES: str(delivery.num_delivered),
-        }
-        for key, value in delivery.headers.items():
-            headers.setdefault(f"Original-{key}", value)
+        letter = DeadLetter(
+            source=delivery.stream,
+            consumer=delivery.consumer,
+            reason=reason,
+            error=describe(exc),
+            data=delivery.data,
+            subject=delivery.subject,
+            sequence=delivery.stream_seq,
+            deliveries=delivery.num_delivered,
+            headers=delivery.headers,
+        )
         try:
-            await self.js.publish(
-                dead_letter_subject(delivery.stream, delivery.consumer),
-                delivery.data,
-                headers=headers,
-                timeout=5.0,
-            )
-        except (nats.errors.Error, TimeoutError) as dl_exc:
-            log.error(
-                "dead-letter record could not be written (%s); message kept for redelivery",
-                type(dl_exc).__name__,
-            )
+            await self.dead_letters.write(letter)
+        except DeadLetterFailed as dl_exc:
+            log.error("%s; message kept for redelivery", dl_exc)
             await self._nak(delivery, self.max_delay_s / 4)
             return
         await delivery.msg.term()
         delivery.outcome = "term"
-        metrics.DEAD_LETTERS.labels(delivery.consumer, reason).inc()
-        log.error("dead-lettered (%s): %s", reason, error)
 
 
 class PullConsumer:
@@ -210,7 +188,7 @@ class PullConsumer:
         self.durable = durable
         self.batch = batch
         self.fetch_timeout_s = fetch_timeout_s
-        self.policy = policy or ErrorPolicy(js)
+        self.policy = policy or ErrorPolicy(DeadLetters(js))
         stack = list(middlewares) if middlewares is not None else [log_context_middleware, metrics_middleware]
         self.handle = chain(handler, [*stack, self.policy])
         self._stopping = asyncio.Event()
