@@ -1,4 +1,5 @@
-"""The consume loop: durable pull consumers driven through one middleware chain.
+"""The acked pull consumer: a durable pull consumer (declared by the bootstrap) driven through the
+middleware chain (:mod:`.chain`)::
 
     log context → metrics → error policy → handler
 
@@ -15,18 +16,17 @@ any other exception           logged with its traceback and ``nak(delay)``; afte
                               ``max_crashes`` deliveries: dead-letter record, then ``term``
 ============================  =====================================================================
 
-The dead-letter record is published (and PubAck'ed) *before* the term, so a message is never lost: if
-the record cannot be written the message is nak'ed and comes back.
+The dead-letter record (:mod:`.deadletter`) is published (and PubAck'ed) *before* the term, so a message
+is never lost: if the record cannot be written the message is nak'ed and comes back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from functools import partial
 
 import nats
 from nats.aio.msg import Msg
@@ -36,6 +36,7 @@ from larkbot.canonical.errors import ContractError, PermanentError, RetryableErr
 from larkbot.canonical.names import HEADER_TRACE
 
 from . import metrics
+from .chain import build
 from .deadletter import DeadLetter, DeadLetterFailed, DeadLetters, describe
 from .logs import log_context, mask
 from .pull import PullStream
@@ -57,6 +58,18 @@ class Delivery:
     num_delivered: int
     outcome: str = field(default="", init=False)
 
+    def context(self) -> AbstractContextManager[None]:
+        return log_context(
+            subject=self.subject,
+            stream_seq=self.stream_seq,
+            consumer=self.consumer,
+            trace=self.headers.get(HEADER_TRACE),
+        )
+
+    def observe(self, seconds: float) -> None:
+        metrics.HANDLE_SECONDS.labels(self.consumer).observe(seconds)
+        metrics.MESSAGES.labels(self.consumer, self.outcome or "none").inc()
+
     @classmethod
     def of(cls, msg: Msg) -> Delivery:
         meta = msg.metadata
@@ -74,33 +87,6 @@ class Delivery:
 
 Handler = Callable[[Delivery], Awaitable[None]]
 Middleware = Callable[[Handler, Delivery], Awaitable[None]]
-
-
-def chain(handler: Handler, middlewares: Sequence[Middleware]) -> Handler:
-    """Compose so that ``middlewares[0]`` is outermost."""
-    wrapped = handler
-    for middleware in reversed(middlewares):
-        wrapped = partial(middleware, wrapped)
-    return wrapped
-
-
-async def log_context_middleware(handler: Handler, delivery: Delivery) -> None:
-    with log_context(
-        subject=delivery.subject,
-        stream_seq=delivery.stream_seq,
-        consumer=delivery.consumer,
-        trace=delivery.headers.get(HEADER_TRACE),
-    ):
-        await handler(delivery)
-
-
-async def metrics_middleware(handler: Handler, delivery: Delivery) -> None:
-    started = time.perf_counter()
-    try:
-        await handler(delivery)
-    finally:
-        metrics.HANDLE_SECONDS.labels(delivery.consumer).observe(time.perf_counter() - started)
-        metrics.MESSAGES.labels(delivery.consumer, delivery.outcome or "none").inc()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,8 +175,7 @@ class PullConsumer:
         self.batch = batch
         self.fetch_timeout_s = fetch_timeout_s
         self.policy = policy or ErrorPolicy(DeadLetters(js))
-        stack = list(middlewares) if middlewares is not None else [log_context_middleware, metrics_middleware]
-        self.handle = chain(handler, [*stack, self.policy])
+        self.handle = build(handler, self.policy, middlewares)
         self._stopping = asyncio.Event()
         self._pull: PullStream | None = None
         self.idle = asyncio.Event()

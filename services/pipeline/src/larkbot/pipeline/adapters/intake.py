@@ -34,6 +34,7 @@ from larkbot.canonical.media import MediaJob, MediaResult
 from larkbot.canonical.names import Platform, media_job_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.deadletter import DeadLetterFailed, DeadLetters
+from larkbot.runtime.reader import Record
 
 from .. import metrics
 from ..core.admission import Admission, Pending
@@ -47,18 +48,6 @@ log = logging.getLogger(__name__)
 
 #: Results of media workers (core NATS for now: see docs/pipeline.md, "media results").
 MEDIA_RESULTS = "media.results.>"
-
-
-class Delivered:
-    """One message of a partition as the reader hands it over."""
-
-    __slots__ = ("data", "headers", "stream_seq", "subject")
-
-    def __init__(self, stream_seq: int, subject: str, data: bytes, headers: dict[str, str] | None) -> None:
-        self.stream_seq = stream_seq
-        self.subject = subject
-        self.data = data
-        self.headers = headers
 
 
 class Intake:
@@ -133,7 +122,7 @@ class Intake:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), timeout=1.0)
 
-    async def feed(self, partition: int, messages: Sequence[Delivered]) -> None:
+    async def feed(self, partition: int, messages: Sequence[Record]) -> None:
         """Take a batch of ``partition``'s messages, in stream order."""
         if partition not in self.read:
             raise RuntimeError(f"partition {partition} is not open")
