@@ -110,21 +110,32 @@ class PartitionHandler(Protocol):
         ...
 
 
+class Meter:
+    """A reader's metric series, labelled once (a batch is the hot path: ``labels()`` costs ~3 µs)."""
+
+    __slots__ = ("name", "outcomes", "seconds")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seconds = metrics.HANDLE_SECONDS.labels(name)
+        self.outcomes = {outcome: metrics.MESSAGES.labels(name, outcome) for outcome in ("fed", "restart")}
+
+
 @dataclass(slots=True)
 class Batch:
     """One batch as the reader's chain sees it."""
 
-    reader: str
+    meter: Meter
     partition: int
     records: list[Record] = field(default_factory=list)
     outcome: str = "fed"
 
     def context(self) -> AbstractContextManager[None]:
-        return log_context(consumer=self.reader, partition=self.partition)
+        return log_context(consumer=self.meter.name, partition=self.partition)
 
     def observe(self, seconds: float) -> None:
-        metrics.HANDLE_SECONDS.labels(self.reader).observe(seconds)
-        metrics.MESSAGES.labels(self.reader, self.outcome).inc(len(self.records))
+        self.meter.seconds.observe(seconds)
+        self.meter.outcomes[self.outcome].inc(len(self.records))
 
 
 async def restart_policy(handler: Handler[Batch], batch: Batch) -> None:
@@ -185,6 +196,7 @@ class PartitionReader:
         self.sleep = sleep
         self.jitter = jitter
         self.handle = build(handler_of(handler), restart_policy)
+        self._meter = Meter(name)
         self.state = ReaderState.LOADING
         #: The last fetch came back empty: everything stored in the partition has been handed over.
         self.drained = False
@@ -250,7 +262,7 @@ class PartitionReader:
                         self.observer(self)
                     continue
                 self.drained = False
-                batch = Batch(self.name, self.partition)
+                batch = Batch(self._meter, self.partition)
                 records = batch.records
                 for msg in msgs:
                     stream_seq, consumer_seq = _sequences(msg)
