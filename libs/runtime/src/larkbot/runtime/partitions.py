@@ -26,7 +26,11 @@ from collections.abc import Awaitable, Callable
 import nats
 from nats.js.kv import KeyValue
 
+from .periodic import every
+
 log = logging.getLogger(__name__)
+
+_TRANSIENT = (nats.errors.Error, TimeoutError)
 
 Hook = Callable[[int], Awaitable[None]]
 
@@ -149,14 +153,8 @@ class PartitionLeases:
         log.info("released partition %d", partition)
 
     async def _every(self, duty: Callable[[], Awaitable[None]], name: str) -> None:
-        while not self._stop.is_set():
-            try:
-                await duty()
-            except (nats.errors.Error, TimeoutError) as exc:
-                # A reconnect or a slow server: retried next round; leases outlive a few missed rounds.
-                log.warning("partition %s round failed: %s", name, type(exc).__name__)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.heartbeat_s)
+        # A reconnect or a slow server: retried next round; leases outlive a few missed rounds.
+        await every(self.heartbeat_s, duty, self._stop, name=f"partition {name}", tolerate=_TRANSIENT)
 
     async def run(self) -> None:
         renewer = asyncio.create_task(self._every(self.renew, "renewal"))

@@ -203,17 +203,15 @@ async def serve(
         await app.start(ctx)
 
         async def ready_gauge() -> None:
-            while True:
-                ready, _ = await ops.readiness()
-                metrics.SERVICE_READY.labels(name.value).set(1 if ready else 0)
-                await asyncio.sleep(5)
+            ready, _ = await ops.readiness()
+            metrics.SERVICE_READY.labels(name.value).set(1 if ready else 0)
 
-        gauge = asyncio.create_task(ready_gauge())
+        gauge = asyncio.create_task(periodic.every(5.0, ready_gauge, stopping, name="readiness gauge"))
         log.info("%s started", name.value)
         if started is not None:
             started(ctx)
         await stop_wait
-        gauge.cancel()
+        await gauge
         log.info("%s stopping", name.value)
         try:
             await asyncio.wait_for(app.stop(), timeout=stop_timeout_s)
