@@ -31,6 +31,7 @@ from larkbot.runtime.bus import (
     ServiceUnavailable,
 )
 from larkbot.runtime.consume import Delivery, ErrorPolicy, PullConsumer
+from larkbot.runtime.deadletter import DeadLetters
 from larkbot.runtime.serve import Endpoint, model_decoder, service_error_reply
 
 WAIT = 30.0
@@ -169,7 +170,11 @@ async def test_poison_message_is_terminated_into_the_dead_letter_stream(
         good.set()
 
     consumer = PullConsumer(
-        bus.js, stream, durable, handler, policy=ErrorPolicy(bus.js, max_crashes=2, base_delay_s=0.05)
+        bus.js,
+        stream,
+        durable,
+        handler,
+        policy=ErrorPolicy(DeadLetters(bus.js), max_crashes=2, base_delay_s=0.05),
     )
     task = asyncio.create_task(consumer.run())
     try:

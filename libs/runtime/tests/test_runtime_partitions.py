@@ -12,8 +12,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig, SubjectTransfor
 from larkbot.canonical.events import TypingSignal
 from larkbot.canonical.names import KV_LEASES
 from larkbot.runtime.bus import Bus
-from larkbot.runtime.consume import Delivery
-from larkbot.runtime.partitions import PartitionedConsumer, PartitionLeases
+from larkbot.runtime.consume import Delivery, PullConsumer
+from larkbot.runtime.partitions import PartitionLeases
 
 WAIT = 60.0
 N = 4
@@ -43,16 +43,26 @@ class _Replica:
             signal = TypingSignal.model_validate_json(d.data)
             self.log[signal.chat_id].append((name, signal.at_ms))
 
-        self.consumer = PartitionedConsumer(
-            bus.js, stream, lambda p: f"{tag}-p{p}", handle, fetch_timeout_s=0.2
-        )
+        # Each held partition is consumed through its durable consumer, stopped (its batch in hand
+        # acknowledged) before the lease is handed over.
+        running: dict[int, tuple[PullConsumer, asyncio.Task[None]]] = {}
+
+        async def acquire(partition: int) -> None:
+            consumer = PullConsumer(bus.js, stream, f"{tag}-p{partition}", handle, fetch_timeout_s=0.2)
+            running[partition] = (consumer, asyncio.create_task(consumer.run()))
+
+        async def release(partition: int) -> None:
+            consumer, task = running.pop(partition)
+            consumer.stop()
+            await task
+
         self.leases = PartitionLeases(
             kv,  # type: ignore[arg-type]
             tag,
             name,
             N,
-            on_acquire=self.consumer.acquire,
-            on_release=self.consumer.release,
+            on_acquire=acquire,
+            on_release=release,
             heartbeat_s=0.2,
         )
         self.task = asyncio.create_task(self.leases.run())

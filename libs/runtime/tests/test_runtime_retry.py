@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from larkbot.runtime.retry import Backoff, Failure, RetryPolicy
+from larkbot.runtime.retry import Backoff, Failure, RetryPolicy, forever, retrying
 
 POLICY = RetryPolicy(
     Backoff(initial_s=0.5, max_s=8.0, factor=2.0, jitter=0.25), max_attempts=5, max_wait_s=60
@@ -50,3 +50,84 @@ def test_no_retry_past_the_deadline_the_attempt_count_or_the_longest_wait() -> N
 def test_an_invalid_backoff_is_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="invalid backoff"):
         Backoff(**bad)
+
+
+# -- the loop (tenacity under the policy) ----------------------------------------------------------------
+
+
+class Refused(Exception):
+    def __init__(self, failure: Failure | None, retry_after_s: float | None = None) -> None:
+        super().__init__(f"refused ({failure})")
+        self.failure = failure
+        self.retry_after_s = retry_after_s
+
+
+async def _run(
+    outcomes: list[Refused | str], *, left: float = 100.0, paced: bool = False
+) -> tuple[str | BaseException, list[float], list[tuple[Failure, int]]]:
+    slept: list[float] = []
+    retried: list[tuple[Failure, int]] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    attempts = iter(outcomes)
+    loop = retrying(
+        POLICY,
+        lambda exc: exc.failure if isinstance(exc, Refused) else None,
+        left_s=lambda: left,
+        retry_after=lambda exc: exc.retry_after_s if isinstance(exc, Refused) else None,
+        paced=paced,
+        on_retry=lambda failure, n, _wait, _exc: retried.append((failure, n)),
+        sleep=sleep,
+        jitter=lambda: 0.5,
+    )
+    try:
+        async for attempt in loop:
+            with attempt:
+                outcome = next(attempts)
+                if isinstance(outcome, Refused):
+                    raise outcome
+                return outcome, slept, retried
+    except Refused as exc:
+        return exc, slept, retried
+    raise AssertionError("the loop ended without an outcome")
+
+
+async def test_the_loop_waits_the_policy_s_backoff_and_returns_the_first_success() -> None:
+    result, slept, retried = await _run([Refused(Failure.TRANSIENT), Refused(Failure.LOST), "sent"])
+    assert result == "sent"
+    assert slept == pytest.approx([0.5, 1.0])
+    assert retried == [(Failure.TRANSIENT, 1), (Failure.LOST, 2)]
+
+
+async def test_a_final_failure_is_raised_at_once_and_the_last_one_when_the_policy_gives_up() -> None:
+    final = Refused(None)
+    result, slept, _ = await _run([Refused(Failure.TRANSIENT), final])
+    assert result is final
+    assert slept == pytest.approx([0.5])
+    five = [Refused(Failure.TRANSIENT) for _ in range(5)]
+    result, slept, _ = await _run([*five, "never reached"])
+    assert result is five[-1]
+    assert len(slept) == 4  # max_attempts=5
+    result, slept, _ = await _run([Refused(Failure.TRANSIENT), "never reached"], left=0.4)
+    assert isinstance(result, Refused)
+    assert slept == []  # the wait would end past the deadline
+
+
+async def test_a_paced_rate_limit_is_checked_against_the_bounds_but_left_to_the_pacer() -> None:
+    limited = Refused(Failure.RATE_LIMITED, retry_after_s=3.0)
+    _result, slept, _ = await _run([limited, "sent"], paced=True)
+    assert slept == [0.0]
+    _result, slept, _ = await _run([Refused(Failure.RATE_LIMITED, 3.0), "sent"])
+    assert slept == [3.0]
+    result, slept, _ = await _run([Refused(Failure.RATE_LIMITED, 61.0), "sent"], paced=True)
+    assert isinstance(result, Refused)
+    assert slept == []  # longer than max_wait_s: given up
+
+
+def test_a_policy_that_never_gives_up_allows_the_jittered_cap() -> None:
+    policy = forever(Backoff(initial_s=0.5, max_s=30.0, jitter=0.25))
+    assert policy.wait(Failure.TRANSIENT, 1000, left_s=float("inf"), u=0.999) == pytest.approx(
+        37.49, abs=0.01
+    )

@@ -333,7 +333,7 @@ async def test_residency_archives_telegram_and_drops_unconfigured_feishu(
         )
         await updates.until(lambda: "-100" in updates.copies)
         assert app.repo is not None
-        await eventually(app.caught_up)
+        await eventually(lambda: app.ownership is not None and app.ownership.progress().caught_up)
         assert await app.repo.count("feishu", "oc_other") == 0
         assert await app.repo.count("telegram", "-200") == 1
         assert {u.chat_id for u in updates.items} == {"-100"}

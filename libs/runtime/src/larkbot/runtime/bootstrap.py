@@ -2,10 +2,23 @@
 
 Run by ``larkbot up``, by the deployment's init job and at every service start-up: applying it twice is a
 no-op, and a changed declaration updates the existing stream in place.
+
+The one place consumers are declared. Besides the durable consumers of ``names.CONSUMERS``, two kinds
+start where their owner's state says, so their owner asks for them here at run time:
+
+- :func:`declare_reader` — an ordered reader without acknowledgements, from a start sequence: a
+  partition reader (:mod:`.reader`, resume point from the owner's database) or a one-off read of a
+  subject (:func:`.reader.read_subject`, an object's chunks);
+- :func:`declare_partition_consumer` — a partition's durable, acked consumer created on first take-over
+  with a deliver policy of its owner's choosing (the driver's ``driver-pNN``, ``deliver=new``).
+
+Services bind to what is declared (:class:`.consume.PullConsumer`, :class:`.reader.PartitionReader`);
+they never build a ``ConsumerConfig`` themselves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import nats
@@ -77,6 +90,64 @@ async def ensure_stream(js: JetStreamContext, spec: StreamSpec) -> None:
 
 async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> None:
     await js.add_consumer(spec.stream, consumer_config(spec))
+
+
+async def declare_reader(
+    js: JetStreamContext,
+    stream: str,
+    name: str,
+    filter_subject: str,
+    *,
+    start_seq: int | None = None,
+    inactive_threshold_s: float = 120.0,
+) -> None:
+    """(Re)declare the reader consumer ``name``: ``filter_subject`` of ``stream`` from ``start_seq`` (all
+    of it when ``None``), no acknowledgements. A consumer left by a previous run under the same name is
+    replaced, so reading starts exactly there. One whose reader died is removed by the server after
+    ``inactive_threshold_s``."""
+    with contextlib.suppress(nats.js.errors.NotFoundError):
+        await js.delete_consumer(stream, name)
+    await js.add_consumer(
+        stream,
+        ConsumerConfig(
+            name=name,
+            deliver_policy=DeliverPolicy.ALL if start_seq is None else DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=start_seq,
+            ack_policy=AckPolicy.NONE,
+            filter_subject=filter_subject,
+            inactive_threshold=inactive_threshold_s,
+        ),
+    )
+
+
+async def declare_partition_consumer(
+    js: JetStreamContext,
+    stream: str,
+    durable: str,
+    filter_subject: str,
+    *,
+    deliver_new: bool,
+    ack_wait_s: float = 30.0,
+    max_ack_pending: int = 1000,
+) -> None:
+    """Make sure the durable, acked consumer of one partition exists (kept as it is when it does). Two
+    replicas racing here declare the same configuration: the second add is a no-op."""
+    try:
+        await js.consumer_info(stream, durable)
+        return
+    except nats.js.errors.NotFoundError:
+        pass
+    await js.add_consumer(
+        stream,
+        ConsumerConfig(
+            durable_name=durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.NEW if deliver_new else DeliverPolicy.ALL,
+            filter_subject=filter_subject,
+            ack_wait=ack_wait_s,
+            max_ack_pending=max_ack_pending,
+        ),
+    )
 
 
 async def bootstrap(js: JetStreamContext) -> None:

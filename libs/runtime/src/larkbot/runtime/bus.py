@@ -39,8 +39,10 @@ from larkbot.canonical.errors import PermanentError, RetryableError
 from larkbot.canonical.names import HEADER_MSG_ID, HEADER_TRACE, HEADER_TYPE
 from larkbot.canonical.replies import ServiceError
 
+from .backoff import Backoff, Failure, forever
 from .config import NatsSettings
 from .logs import current_trace, mask
+from .retry import retrying
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +197,10 @@ class Bus:
             await self.nc.close()
 
 
+def _connect_failure(exc: BaseException) -> Failure | None:
+    return Failure.TRANSIENT if isinstance(exc, OSError | TimeoutError | nats.errors.Error) else None
+
+
 def _propagate_trace(headers: dict[str, str]) -> None:
     """Carry the current trace context to whoever handles this message (DESIGN §6)."""
     trace = current_trace()
@@ -210,7 +216,8 @@ async def connect(
     give_up_after_s: float | None = None,
     on_state: Callable[[str], Awaitable[None]] | None = None,
 ) -> Bus:
-    """Connect with exponential backoff (0.25 s doubling to ``max_reconnect_wait_s``).
+    """Connect with exponential backoff (0.25 s doubling to ``max_reconnect_wait_s``, ±25 % jitter; the
+    runtime's retry policy, :mod:`.retry`).
 
     ``give_up_after_s`` bounds the total wait (``None`` waits forever, the right choice for a service
     whose only job needs the bus). Reconnects after the first connection are unlimited.
@@ -262,25 +269,29 @@ async def connect(
     if settings.token:
         options["token"] = settings.token.get_secret_value()
 
-    delay = 0.25
     started = time.monotonic()
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            nc = await nats.connect(**options)
-            break
-        except (OSError, TimeoutError, nats.errors.Error) as exc:
-            waited = time.monotonic() - started
-            if give_up_after_s is not None and waited + delay > give_up_after_s:
-                raise BusUnavailable(
-                    f"NATS at {mask(options['servers'][0])} is unreachable after {attempt} attempts"
-                ) from None
-            log.warning(
-                "nats: connect attempt %d failed (%s); retrying in %.2f s", attempt, type(exc).__name__, delay
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, settings.max_reconnect_wait_s)
+    attempts = 0
+
+    def left_s() -> float:
+        if give_up_after_s is None:
+            return float("inf")
+        return give_up_after_s - (time.monotonic() - started)
+
+    def retried(_failure: Failure, attempt: int, wait: float, exc: BaseException | None) -> None:
+        log.warning(
+            "nats: connect attempt %d failed (%s); retrying in %.2f s", attempt, type(exc).__name__, wait
+        )
+
+    policy = forever(Backoff(0.25, max(0.25, settings.max_reconnect_wait_s), 2.0, 0.25))
+    try:
+        async for attempt in retrying(policy, _connect_failure, left_s=left_s, on_retry=retried):
+            with attempt:
+                attempts = attempt.retry_state.attempt_number
+                nc = await nats.connect(**options)
+    except (OSError, TimeoutError, nats.errors.Error):
+        raise BusUnavailable(
+            f"NATS at {mask(options['servers'][0])} is unreachable after {attempts} attempts"
+        ) from None
     # Connected: from now on nats-py reconnects by itself, forever.
     nc.options["allow_reconnect"] = True
     nc.options["max_reconnect_attempts"] = -1

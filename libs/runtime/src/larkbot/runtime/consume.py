@@ -1,4 +1,5 @@
-"""The consume loop: durable pull consumers driven through one middleware chain.
+"""The acked pull consumer: a durable pull consumer (declared by the bootstrap) driven through the
+middleware chain (:mod:`.chain`)::
 
     log context → metrics → error policy → handler
 
@@ -15,38 +16,28 @@ any other exception           logged with its traceback and ``nak(delay)``; afte
                               ``max_crashes`` deliveries: dead-letter record, then ``term``
 ============================  =====================================================================
 
-The dead-letter record is published (and PubAck'ed) *before* the term, so a message is never lost: if
-the record cannot be written the message is nak'ed and comes back.
+The dead-letter record (:mod:`.deadletter`) is published (and PubAck'ed) *before* the term, so a message
+is never lost: if the record cannot be written the message is nak'ed and comes back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from functools import partial
 
 import nats
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from larkbot.canonical.errors import ContractError, PermanentError, RetryableError
-from larkbot.canonical.names import (
-    HEADER_DL_CONSUMER,
-    HEADER_DL_DELIVERIES,
-    HEADER_DL_ERROR,
-    HEADER_DL_REASON,
-    HEADER_DL_SEQUENCE,
-    HEADER_DL_STREAM,
-    HEADER_DL_SUBJECT,
-    HEADER_MSG_ID,
-    HEADER_TRACE,
-    dead_letter_subject,
-)
+from larkbot.canonical.names import HEADER_TRACE
 
 from . import metrics
+from .chain import build
+from .deadletter import DeadLetter, DeadLetterFailed, DeadLetters, describe
 from .logs import log_context, mask
 from .pull import PullStream
 
@@ -67,6 +58,18 @@ class Delivery:
     num_delivered: int
     outcome: str = field(default="", init=False)
 
+    def context(self) -> AbstractContextManager[None]:
+        return log_context(
+            subject=self.subject,
+            stream_seq=self.stream_seq,
+            consumer=self.consumer,
+            trace=self.headers.get(HEADER_TRACE),
+        )
+
+    def observe(self, seconds: float) -> None:
+        metrics.HANDLE_SECONDS.labels(self.consumer).observe(seconds)
+        metrics.MESSAGES.labels(self.consumer, self.outcome or "none").inc()
+
     @classmethod
     def of(cls, msg: Msg) -> Delivery:
         meta = msg.metadata
@@ -86,38 +89,11 @@ Handler = Callable[[Delivery], Awaitable[None]]
 Middleware = Callable[[Handler, Delivery], Awaitable[None]]
 
 
-def chain(handler: Handler, middlewares: Sequence[Middleware]) -> Handler:
-    """Compose so that ``middlewares[0]`` is outermost."""
-    wrapped = handler
-    for middleware in reversed(middlewares):
-        wrapped = partial(middleware, wrapped)
-    return wrapped
-
-
-async def log_context_middleware(handler: Handler, delivery: Delivery) -> None:
-    with log_context(
-        subject=delivery.subject,
-        stream_seq=delivery.stream_seq,
-        consumer=delivery.consumer,
-        trace=delivery.headers.get(HEADER_TRACE),
-    ):
-        await handler(delivery)
-
-
-async def metrics_middleware(handler: Handler, delivery: Delivery) -> None:
-    started = time.perf_counter()
-    try:
-        await handler(delivery)
-    finally:
-        metrics.HANDLE_SECONDS.labels(delivery.consumer).observe(time.perf_counter() - started)
-        metrics.MESSAGES.labels(delivery.consumer, delivery.outcome or "none").inc()
-
-
 @dataclass(frozen=True, slots=True)
 class ErrorPolicy:
     """Maps handler outcomes to acknowledgements (see the module docstring)."""
 
-    js: JetStreamContext
+    dead_letters: DeadLetters
     max_crashes: int = 5
     base_delay_s: float = 0.5
     max_delay_s: float = 60.0
@@ -157,37 +133,25 @@ class ErrorPolicy:
         delivery.outcome = "nak"
 
     async def _dead_letter(self, delivery: Delivery, reason: str, exc: BaseException) -> None:
-        error = mask(f"{type(exc).__name__}: {exc}")[:2000]
-        headers = {
-            HEADER_MSG_ID: f"dl:{delivery.stream}:{delivery.consumer}:{delivery.stream_seq}",
-            HEADER_DL_REASON: reason,
-            HEADER_DL_ERROR: error.replace("\r", " ").replace("\n", " "),
-            HEADER_DL_STREAM: delivery.stream,
-            HEADER_DL_CONSUMER: delivery.consumer,
-            HEADER_DL_SUBJECT: delivery.subject,
-            HEADER_DL_SEQUENCE: str(delivery.stream_seq),
-            HEADER_DL_DELIVERIES: str(delivery.num_delivered),
-        }
-        for key, value in delivery.headers.items():
-            headers.setdefault(f"Original-{key}", value)
+        letter = DeadLetter(
+            source=delivery.stream,
+            consumer=delivery.consumer,
+            reason=reason,
+            error=describe(exc),
+            data=delivery.data,
+            subject=delivery.subject,
+            sequence=delivery.stream_seq,
+            deliveries=delivery.num_delivered,
+            headers=delivery.headers,
+        )
         try:
-            await self.js.publish(
-                dead_letter_subject(delivery.stream, delivery.consumer),
-                delivery.data,
-                headers=headers,
-                timeout=5.0,
-            )
-        except (nats.errors.Error, TimeoutError) as dl_exc:
-            log.error(
-                "dead-letter record could not be written (%s); message kept for redelivery",
-                type(dl_exc).__name__,
-            )
+            await self.dead_letters.write(letter)
+        except DeadLetterFailed as dl_exc:
+            log.error("%s; message kept for redelivery", dl_exc)
             await self._nak(delivery, self.max_delay_s / 4)
             return
         await delivery.msg.term()
         delivery.outcome = "term"
-        metrics.DEAD_LETTERS.labels(delivery.consumer, reason).inc()
-        log.error("dead-lettered (%s): %s", reason, error)
 
 
 class PullConsumer:
@@ -210,9 +174,8 @@ class PullConsumer:
         self.durable = durable
         self.batch = batch
         self.fetch_timeout_s = fetch_timeout_s
-        self.policy = policy or ErrorPolicy(js)
-        stack = list(middlewares) if middlewares is not None else [log_context_middleware, metrics_middleware]
-        self.handle = chain(handler, [*stack, self.policy])
+        self.policy = policy or ErrorPolicy(DeadLetters(js))
+        self.handle = build(handler, self.policy, middlewares)
         self._stopping = asyncio.Event()
         self._pull: PullStream | None = None
         self.idle = asyncio.Event()

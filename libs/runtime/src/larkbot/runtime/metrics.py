@@ -54,3 +54,13 @@ REQUEST_SECONDS = Histogram(
     ["endpoint"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
+SUBSCRIPTION_MESSAGES = Counter(
+    "larkbot_bus_subscription_messages_total",
+    "Core NATS messages handled by an ephemeral subscription, by outcome (ok, undecodable, error)",
+    ["subscription", "outcome"],
+)
+WATCH_UPDATES = Counter(
+    "larkbot_bus_watch_updates_total",
+    "KV bucket updates handled by a watch, by outcome (ok, undecodable, error)",
+    ["bucket", "outcome"],
+)

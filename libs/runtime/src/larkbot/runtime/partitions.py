@@ -22,14 +22,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import nats
 from nats.js.kv import KeyValue
 
-from .consume import Handler, PullConsumer
+from .periodic import every
 
 log = logging.getLogger(__name__)
+
+_TRANSIENT = (nats.errors.Error, TimeoutError)
 
 Hook = Callable[[int], Awaitable[None]]
 
@@ -152,14 +153,8 @@ class PartitionLeases:
         log.info("released partition %d", partition)
 
     async def _every(self, duty: Callable[[], Awaitable[None]], name: str) -> None:
-        while not self._stop.is_set():
-            try:
-                await duty()
-            except (nats.errors.Error, TimeoutError) as exc:
-                # A reconnect or a slow server: retried next round; leases outlive a few missed rounds.
-                log.warning("partition %s round failed: %s", name, type(exc).__name__)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.heartbeat_s)
+        # A reconnect or a slow server: retried next round; leases outlive a few missed rounds.
+        await every(self.heartbeat_s, duty, self._stop, name=f"partition {name}", tolerate=_TRANSIENT)
 
     async def run(self) -> None:
         renewer = asyncio.create_task(self._every(self.renew, "renewal"))
@@ -180,51 +175,3 @@ class PartitionLeases:
             await self._release(partition)
         with contextlib.suppress(nats.errors.Error):
             await self.kv.delete(self._member_key(self.replica))
-
-
-class PartitionedConsumer:
-    """Consumes the partitions this replica owns, each through its own durable pull consumer, in order.
-
-    ``durable(p)`` names partition ``p``'s durable consumer (declared by the bootstrap).
-    """
-
-    def __init__(
-        self,
-        js: nats.js.JetStreamContext,
-        stream: str,
-        durable: Callable[[int], str],
-        handler: Handler,
-        **consumer_options: Any,
-    ) -> None:
-        self.js = js
-        self.stream = stream
-        self.durable = durable
-        self.handler = handler
-        self.consumer_options = consumer_options
-        self.running: dict[int, tuple[PullConsumer, asyncio.Task[None]]] = {}
-
-    async def acquire(self, partition: int) -> None:
-        consumer = PullConsumer(
-            self.js, self.stream, self.durable(partition), self.handler, **self.consumer_options
-        )
-        task = asyncio.create_task(consumer.run(), name=f"consume-{self.stream}-p{partition}")
-        self.running[partition] = (consumer, task)
-
-    async def release(self, partition: int) -> None:
-        """Stop consuming ``partition``; returns once the batch in hand is handled and acknowledged."""
-        entry = self.running.pop(partition, None)
-        if entry is None:
-            return
-        consumer, task = entry
-        consumer.stop()
-        await task
-
-    async def report_lag(self) -> None:
-        for consumer, _task in self.running.values():
-            await consumer.report_lag()
-
-    def crashed(self) -> BaseException | None:
-        for _consumer, task in self.running.values():
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                return task.exception()
-        return None

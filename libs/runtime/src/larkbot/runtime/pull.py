@@ -34,6 +34,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
+from .bus import BusUnavailable
+
 log = logging.getLogger(__name__)
 
 STATUS = "Status"
@@ -46,8 +48,10 @@ _CONTROL = "100"
 RETRY_S = 0.5
 
 
-class ConsumerGone(nats.errors.Error):
-    """The consumer does not exist (deleted under us, or never declared): no server answers its pulls."""
+class ConsumerGone(BusUnavailable, nats.errors.Error):
+    """The consumer does not exist (deleted under us, or never declared): no server answers its pulls.
+    Retryable (declaring it again fixes it), and still a ``nats.errors.Error`` for code that retries
+    NATS failures."""
 
 
 @dataclass(slots=True)

@@ -1,79 +1,118 @@
-"""When to try a platform call again: one policy for every send, pure (the caller sleeps and supplies the
-randomness, so tests state the exact waits).
+"""The one retry policy: when to try again, and the loop that does it (tenacity's).
 
-A call's failure is one of three kinds (the caller classifies, because only it knows the wire):
+A policy is three numbers and a backoff, all from configuration (``retry.*`` in ``config.yaml``,
+:class:`~larkbot.runtime.config.RetrySettings`): ``initial_s`` doubling (``factor``) to ``max_s``, each
+wait spread by ±``jitter`` of itself; at most ``max_attempts`` attempts (``None``: until the caller's
+deadline or stop); no single wait longer than ``max_wait_s`` (a 429 asking for minutes is not waited out).
+
+A failure is one of three kinds (the caller classifies, because only it knows the wire):
 
 - ``rate_limited``: the platform said when to come back (Telegram's ``retry_after``, Feishu's
   ``x-ogw-ratelimit-reset``); that wait is taken as it is — the pacer that books every send's slot
   spreads the senders, so it needs no jitter;
-- ``transient``: the platform refused it for now (an error answer such as a 5xx) or the request never
-  reached it; the wait grows exponentially with jitter;
-- ``lost``: the request may have been executed and its answer never came (a timeout, a connection closed
-  after the request was written). Only a caller whose platform deduplicates (Feishu's ``uuid``) may try
-  again; Telegram's sent-ledger never does.
+- ``transient``: refused for now (an error answer such as a 5xx) or the request never reached anyone;
+  the wait grows exponentially with jitter;
+- ``lost``: the request may have been executed and its answer never came (a timeout). Only a caller
+  whose platform deduplicates (Feishu's ``uuid``) may try again; Telegram's sent-ledger never does.
 
 Anything else (a refusal that repeating cannot change) is final and never reaches the policy.
 
-Every retry is bounded twice: by ``max_attempts`` and by the time left until the caller's deadline (the
-turn's): a wait that would start the next attempt at or after the deadline is not taken. A wait longer
-than ``max_wait_s`` (a 429 asking for minutes) is not taken either.
+Every retry is bounded by ``max_attempts`` and by the time left until the caller's deadline: a wait that
+would start the next attempt at or after the deadline is not taken.
 
-The shape is aiogram's ``BackoffConfig`` (``min_delay``, ``max_delay``, ``factor``, ``jitter``).
+:meth:`RetryPolicy.wait` is the decision, pure (:mod:`.backoff`; tests state the exact waits).
+:func:`retrying` runs it: a ``tenacity.AsyncRetrying`` whose attempts, stop and hooks are tenacity's and
+whose waits are this policy's.
+
+Why tenacity rather than stamina (which wraps it): stamina's jitter is additive and fixed
+(``+ random(0, wait_jitter)``), where ours is ±25 % of the wait; it stops on total time since the first
+attempt, where a send stops when the *next* attempt would start past the turn's deadline (read anew after
+each failure); and its test switches are global (``set_testing``), where each of our callers injects its
+own ``sleep`` and randomness. tenacity takes wait, stop and retry as plain callables.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+
+from tenacity import AsyncRetrying, RetryCallState
+
+from .backoff import Backoff, Classify, Failure, RetryPolicy, forever
+
+__all__ = ["Backoff", "Classify", "Failure", "RetryPolicy", "forever", "retrying"]
 
 
-class Failure(StrEnum):
-    RATE_LIMITED = "rate_limited"
-    TRANSIENT = "transient"
-    LOST = "lost"
+def retrying(
+    policy: RetryPolicy,
+    classify: Classify,
+    *,
+    left_s: Callable[[], float] = lambda: float("inf"),
+    retry_after: Callable[[BaseException], float | None] = lambda _exc: None,
+    paced: bool = False,
+    on_retry: Callable[[Failure, int, float, BaseException | None], None] = lambda *_: None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    jitter: Callable[[], float] = random.random,
+) -> AsyncRetrying:
+    """The attempts of one call, to iterate with ``async for attempt in …: with attempt: …``.
 
+    ``classify`` says whether a failure is retried (a final one is raised as it is; when the policy
+    gives up, the last failure is raised). An answer worth asking again about is raised by the
+    caller as a failure of its own (the driver's re-ask). ``left_s`` is the
+    time left until the caller's deadline, read after each failure. ``paced``: a rate limit's wait
+    is kept by the caller's pacer before its next attempt, so it is checked against the bounds but
+    not slept here. ``on_retry(failure, attempts, wait, exc)`` runs before each wait (metrics, a log
+    line; ``exc`` is ``None`` when an answer is retried).
+    """
+    decisions: dict[int, tuple[Failure, float | None, bool]] = {}
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """``initial_s`` doubling (``factor``) to ``max_s``; each wait spread by ±``jitter`` of itself."""
-
-    initial_s: float = 0.5
-    max_s: float = 8.0
-    factor: float = 2.0
-    jitter: float = 0.25
-
-    def __post_init__(self) -> None:
-        if not (0 < self.initial_s <= self.max_s and self.factor >= 1 and 0 <= self.jitter < 1):
-            raise ValueError(f"invalid backoff {self}")
-
-    def delay(self, retry: int, u: float) -> float:
-        """The wait before retry number ``retry`` (1 for the first); ``u`` uniform in [0, 1)."""
-        base = min(self.max_s, self.initial_s * self.factor ** max(0, retry - 1))
-        return base * (1.0 + self.jitter * (2.0 * u - 1.0))
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    backoff: Backoff = Backoff()
-    max_attempts: int = 8
-    max_wait_s: float = 60.0
-
-    def wait(
-        self,
-        failure: Failure,
-        attempts: int,
-        left_s: float,
-        u: float,
-        retry_after_s: float | None = None,
-    ) -> float | None:
-        """Seconds to wait before the next attempt after ``attempts`` failed ones, or ``None``: give up.
-        ``left_s``: time until the deadline; ``retry_after_s``: the platform's own wait (rate limits)."""
-        if attempts >= self.max_attempts:
-            return None
-        if failure is Failure.RATE_LIMITED and retry_after_s is not None:
-            wait = max(0.0, retry_after_s)
+    def decide(state: RetryCallState) -> tuple[Failure, float | None, bool]:
+        known = decisions.get(state.attempt_number)
+        if known is not None:
+            return known
+        outcome = state.outcome
+        assert outcome is not None
+        exc = outcome.exception()
+        assert exc is not None
+        failure = classify(exc)
+        after = retry_after(exc)
+        if failure is None:
+            decision: tuple[Failure, float | None, bool] = (Failure.TRANSIENT, None, False)
         else:
-            wait = self.backoff.delay(attempts, u)
-        if wait > self.max_wait_s or wait >= left_s:
-            return None
-        return wait
+            wait = policy.wait(failure, state.attempt_number, left_s(), jitter(), after)
+            kept = paced and failure is Failure.RATE_LIMITED and after is not None
+            sleeps = wait is not None and not kept
+            decision = (failure, wait, sleeps)
+        decisions[state.attempt_number] = decision
+        return decision
+
+    def retry(state: RetryCallState) -> bool:
+        outcome = state.outcome
+        assert outcome is not None
+        if not outcome.failed:
+            return False
+        exc = outcome.exception()
+        return not isinstance(exc, asyncio.CancelledError) and exc is not None and classify(exc) is not None
+
+    def wait(state: RetryCallState) -> float:
+        _failure, seconds, sleeps = decide(state)
+        return seconds if seconds is not None and sleeps else 0.0
+
+    def stop(state: RetryCallState) -> bool:
+        return decide(state)[1] is None
+
+    def before_sleep(state: RetryCallState) -> None:
+        failure, seconds, _sleeps = decide(state)
+        outcome = state.outcome
+        exc = outcome.exception() if outcome is not None and outcome.failed else None
+        on_retry(failure, state.attempt_number, seconds or 0.0, exc)
+
+    return AsyncRetrying(
+        sleep=sleep,
+        retry=retry,
+        wait=wait,
+        stop=stop,
+        before_sleep=before_sleep,
+        reraise=True,
+    )

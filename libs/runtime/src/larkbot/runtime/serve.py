@@ -1,4 +1,5 @@
-"""Request/reply endpoints on core NATS with queue groups (replicas share the load).
+"""Request/reply endpoints on core NATS with queue groups (replicas share the load), built through the
+middleware chain (:mod:`.chain`): log context → metrics → reply policy → handler.
 
 Each endpoint decodes its request model, runs the handler and replies with a model. Every request gets a
 reply: a request that does not decode, or a handler that raises, is answered by the endpoint's
@@ -17,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import nats
@@ -33,6 +35,7 @@ from larkbot.canonical.replies import ServiceError
 
 from . import metrics
 from .bus import Bus, ServiceRefused, ServiceUnavailable
+from .chain import Handler, build
 from .logs import log_context, mask
 
 log = logging.getLogger(__name__)
@@ -67,7 +70,63 @@ def adapter_decoder(adapter: TypeAdapter[Req]) -> Callable[[bytes, dict[str, str
     return lambda data, headers: decode_as(data, adapter, headers)
 
 
+@dataclass(slots=True)
+class Request:
+    """One request as an endpoint's chain sees it; the policy sets ``reply`` and ``outcome``."""
+
+    endpoint: str
+    msg: Msg
+    reply: BaseModel | None = None
+    outcome: str = "ok"
+
+    def context(self) -> AbstractContextManager[None]:
+        return log_context(endpoint=self.endpoint, trace=(self.msg.headers or {}).get(HEADER_TRACE))
+
+    def observe(self, seconds: float) -> None:
+        metrics.REQUESTS.labels(self.endpoint, self.outcome).inc()
+        metrics.REQUEST_SECONDS.labels(self.endpoint).observe(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyPolicy:
+    """The one place where a handler's outcome becomes the reply: its model, or ``error_reply`` of what it
+    raised (logged as the module docstring says). Then the reply is sent."""
+
+    bus: Bus
+    error_reply: Callable[[bytes, BaseException], BaseModel]
+
+    async def __call__(self, handler: Handler[Request], request: Request) -> None:
+        data = request.msg.data
+        try:
+            await handler(request)
+        except ContractError as exc:
+            request.outcome = "bad_request"
+            log.warning("rejected request: %s", mask(str(exc)))
+            request.reply = self.error_reply(data, exc)
+        except RetryableError as exc:
+            request.outcome = "retryable"
+            log.debug("request not answered now: %s", mask(f"{type(exc).__name__}: {exc}"))
+            request.reply = self.error_reply(data, exc)
+        except LarkbotError as exc:
+            request.outcome = "error"
+            log.warning("request failed: %s", mask(f"{type(exc).__name__}: {exc}"))
+            request.reply = self.error_reply(data, exc)
+        except Exception as exc:
+            request.outcome = "error"
+            log.exception("request handler crashed")
+            request.reply = self.error_reply(data, exc)
+        reply, to = request.reply, request.msg.reply
+        if reply is None or not to:
+            return
+        try:
+            await self.bus.nc.publish(to, encode(reply), headers=headers_for(reply))
+        except nats.errors.Error as exc:
+            log.warning("reply could not be sent: %s", type(exc).__name__)
+
+
 class Endpoint(Generic[Req]):
+    """A request/reply service on ``subject`` (queue group ``queue``; ``""``: every instance answers)."""
+
     def __init__(
         self,
         bus: Bus,
@@ -85,6 +144,7 @@ class Endpoint(Generic[Req]):
         self.decoder = decoder
         self.handler = handler
         self.error_reply = error_reply
+        self.handle = build(self._answer, ReplyPolicy(bus, error_reply))
         self._limit = asyncio.Semaphore(max_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._sub: Subscription | None = None
@@ -110,33 +170,9 @@ class Endpoint(Generic[Req]):
         task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, msg: Msg) -> None:
-        started = time.perf_counter()
-        outcome = "ok"
         async with self._limit:
-            with log_context(endpoint=self.subject, trace=(msg.headers or {}).get(HEADER_TRACE)):
-                try:
-                    request = self.decoder(msg.data, dict(msg.headers or {}))
-                    reply = await self.handler(request)
-                except ContractError as exc:
-                    outcome = "bad_request"
-                    log.warning("rejected request: %s", mask(str(exc)))
-                    reply = self.error_reply(msg.data, exc)
-                except RetryableError as exc:
-                    outcome = "retryable"
-                    log.debug("request not answered now: %s", mask(f"{type(exc).__name__}: {exc}"))
-                    reply = self.error_reply(msg.data, exc)
-                except LarkbotError as exc:
-                    outcome = "error"
-                    log.warning("request failed: %s", mask(f"{type(exc).__name__}: {exc}"))
-                    reply = self.error_reply(msg.data, exc)
-                except Exception as exc:
-                    outcome = "error"
-                    log.exception("request handler crashed")
-                    reply = self.error_reply(msg.data, exc)
-                if msg.reply:
-                    try:
-                        await self.bus.nc.publish(msg.reply, encode(reply), headers=headers_for(reply))
-                    except nats.errors.Error as exc:
-                        log.warning("reply could not be sent: %s", type(exc).__name__)
-        metrics.REQUESTS.labels(self.subject, outcome).inc()
-        metrics.REQUEST_SECONDS.labels(self.subject).observe(time.perf_counter() - started)
+            await self.handle(Request(self.subject, msg))
+
+    async def _answer(self, request: Request) -> None:
+        msg = request.msg
+        request.reply = await self.handler(self.decoder(msg.data, dict(msg.headers or {})))

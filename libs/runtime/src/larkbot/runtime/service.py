@@ -25,9 +25,9 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Protocol
 
 from larkbot.canonical.errors import ConfigError
-from larkbot.canonical.names import Service
+from larkbot.canonical.names import KV_LEASES, Service
 
-from . import metrics
+from . import leadership, metrics, periodic
 from .bootstrap import bootstrap
 from .bus import Bus, connect
 from .config import LarkbotConfig, ServiceSettings, load_config
@@ -83,6 +83,26 @@ class ServiceContext:
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
+
+    def every(
+        self,
+        interval_s: float,
+        work: Callable[[], Awaitable[None]],
+        name: str,
+        *,
+        tolerate: tuple[type[BaseException], ...] = (),
+    ) -> asyncio.Task[Any]:
+        """Run ``work`` now and every ``interval_s`` until the service stops (:mod:`.periodic`)."""
+        return self.spawn(periodic.every(interval_s, work, self.stopping, name=name, tolerate=tolerate), name)
+
+    async def lead(
+        self, name: str, work: Callable[[], Awaitable[None]] | None, *, replica: str
+    ) -> leadership.SingletonLease:
+        """Run ``work`` only while this replica holds the service's singleton lease ``name``
+        (:mod:`.leadership`); returns the lease (its ``held`` answers "am I the leader now")."""
+        lease = await leadership.SingletonLease.open(self.bus.js, KV_LEASES, self.name.value, name, replica)
+        self.spawn(lease.run(self.stopping, work), f"lease-{name}")
+        return lease
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
@@ -183,17 +203,15 @@ async def serve(
         await app.start(ctx)
 
         async def ready_gauge() -> None:
-            while True:
-                ready, _ = await ops.readiness()
-                metrics.SERVICE_READY.labels(name.value).set(1 if ready else 0)
-                await asyncio.sleep(5)
+            ready, _ = await ops.readiness()
+            metrics.SERVICE_READY.labels(name.value).set(1 if ready else 0)
 
-        gauge = asyncio.create_task(ready_gauge())
+        gauge = asyncio.create_task(periodic.every(5.0, ready_gauge, stopping, name="readiness gauge"))
         log.info("%s started", name.value)
         if started is not None:
             started(ctx)
         await stop_wait
-        gauge.cancel()
+        await gauge
         log.info("%s stopping", name.value)
         try:
             await asyncio.wait_for(app.stop(), timeout=stop_timeout_s)

@@ -33,6 +33,7 @@ from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.http import Check
 from larkbot.runtime.partitions import PartitionLeases
+from larkbot.runtime.retry import RetryPolicy
 from larkbot.runtime.service import ServiceContext, data_dir, run
 
 from . import metrics
@@ -144,7 +145,9 @@ class DriverService:
         ctx.stack.push_async_callback(engine.dispose)
         await migrate(engine, MIGRATIONS)
         self.repo = DriverRepository(engine)
-        self.clients = BusClients(ctx.bus, clock=self.clock)
+        self.clients = BusClients(
+            ctx.bus, clock=self.clock, reask=RetryPolicy.of(self.config.retry.action_reask)
+        )
         self.memories = MemoryStore(engine)
         self.audit = AuditStore(engine)
         self.requests = RequestStore(engine)

@@ -24,6 +24,7 @@ from larkbot.canonical.names import Platform, Service
 from larkbot.runtime.config import FeishuSettings, LarkbotConfig
 from larkbot.runtime.http import Check
 from larkbot.runtime.ingress import actions_endpoint, failed, publish_identity
+from larkbot.runtime.retry import Backoff
 from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import ServiceContext, run
 
@@ -147,7 +148,15 @@ class IngressFeishuService:
             await self.inbound.start()
             me = BotSelf(info.open_id, info.name)
             self.actions = Actions(
-                api, ctx.bus, self.inbound, self.adapter, me, offset, pacer, send_attempts=opts.send_attempts
+                api,
+                ctx.bus,
+                self.inbound,
+                self.adapter,
+                me,
+                offset,
+                pacer,
+                send_attempts=opts.send_attempts,
+                backoff=Backoff.of(self.config.retry.platform_send),
             )
             if feishu.mode == "webhook":
                 self.webhook = WebhookServer(

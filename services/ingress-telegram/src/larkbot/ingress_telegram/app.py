@@ -24,6 +24,7 @@ from larkbot.canonical.names import Platform, Service
 from larkbot.runtime.config import LarkbotConfig, TelegramSettings
 from larkbot.runtime.http import Check
 from larkbot.runtime.ingress import actions_endpoint, failed, publish_identity
+from larkbot.runtime.retry import RetryPolicy
 from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import ServiceContext, run
 
@@ -113,7 +114,14 @@ class IngressTelegramService:
         # Upgrades known before any update is taken: a supergroup's first update must already map.
         self.migrations = await ChatMigrations.open(ctx.bus.js, adapter)
         ctx.spawn(self.migrations.watch(), "telegram-chat-migrations")
-        self.executor = ActionExecutor(self.api, ctx.bus, ledger, adapter, migrations=self.migrations)
+        self.executor = ActionExecutor(
+            self.api,
+            ctx.bus,
+            ledger,
+            adapter,
+            migrations=self.migrations,
+            retry=RetryPolicy.of(self.config.retry.platform_send),
+        )
         inbound = Inbound(ctx.bus, adapter, migrations=self.migrations)
         if settings.mode == "webhook":
             secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else ""

@@ -38,6 +38,7 @@ from larkbot.canonical.replies import ServiceError
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.http import Check
+from larkbot.runtime.reader import ReaderState
 from larkbot.runtime.serve import Endpoint, model_decoder, service_error_reply
 from larkbot.runtime.service import ServiceContext, run
 
@@ -117,10 +118,6 @@ class PipelineService:
             for platform in Platform
             for chat_id in sorted(self.config.chat_ids(platform.value))
         ]
-
-    def caught_up(self) -> bool:
-        """Every owned partition read to its end and committed (tests and the benchmark wait on it)."""
-        return self.ownership is not None and self.ownership.caught_up()
 
     async def start(self, ctx: ServiceContext) -> None:
         # The pipeline keeps a large, growing heap of long-lived objects (every resident chat's nodes and
@@ -252,11 +249,14 @@ class PipelineService:
         owned = ownership.owned()
         shown = ",".join(map(str, owned)) or "none"
         resident = len(self.chats.chats) if self.chats else 0
-        if not ownership.leases.settled.is_set():
+        progress = ownership.progress()
+        if not progress.settled:
             return Check(False, f"rebalancing; owns partitions {shown}")
-        behind = [p for p in owned if not ownership.serving(p)]
+        behind = [
+            (p, state) for p, state in sorted(progress.states.items()) if state is not ReaderState.CONSUMING
+        ]
         if behind:
-            states = ", ".join(f"{p} {ownership.readers[p][0].state}" for p in behind[:8])
+            states = ", ".join(f"{p} {state}" for p, state in behind[:8])
             return Check(False, f"owns partitions {shown}; not consuming: {states}")
         return Check(True, f"owns partitions {shown}; {resident} resident chats")
 

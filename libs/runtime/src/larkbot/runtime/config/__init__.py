@@ -13,8 +13,8 @@ Chats: the keys of ``chats`` other than ``default`` are the residency whitelist,
 
 One private module per section, imported from here only (the names below are the public API):
 ``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``), ``_llm``, ``_chats``,
-``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``; ``_root`` is the whole file and the checks
-spanning sections, ``_loading`` reads it.
+``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``); ``_root`` is the
+whole file and the checks spanning sections, ``_loading`` reads it.
 """
 
 from ._base import UserIds
@@ -25,11 +25,13 @@ from ._llm import LlmAccepts, LlmEndpoint, LlmSettings, MaxTokensField, Resolved
 from ._loading import DEFAULT_CONFIG_PATH, interpolate, load_config, parse_config
 from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServiceSettings, ServicesSettings
+from ._retry import BackoffSettings, RetrySettings
 from ._root import LarkbotConfig, deep_merge
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "AuditSettings",
+    "BackoffSettings",
     "ChatSettings",
     "FeishuSettings",
     "InspectorSettings",
@@ -41,6 +43,7 @@ __all__ = [
     "MemorySettings",
     "NatsSettings",
     "ResolvedAccepts",
+    "RetrySettings",
     "ServiceSettings",
     "ServicesSettings",
     "ShellSettings",

@@ -16,6 +16,7 @@ from ._inspector import InspectorSettings
 from ._llm import LlmSettings
 from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServicesSettings
+from ._retry import RetrySettings
 
 
 class LarkbotConfig(_Section):
@@ -31,6 +32,7 @@ class LarkbotConfig(_Section):
     shell: ShellSettings = ShellSettings()
     audit: AuditSettings = AuditSettings()
     inspector: InspectorSettings = InspectorSettings()
+    retry: RetrySettings = RetrySettings()
     #: Dry run for every chat (``ChatSettings.dry_run``).
     dry_run: bool = False
     chats: dict[str, ChatSettings] = Field(default_factory=dict)

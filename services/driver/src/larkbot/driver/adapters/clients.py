@@ -11,6 +11,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 import nats
 
@@ -25,6 +26,7 @@ from larkbot.canonical.context import (
     MemberResponse,
     SnapshotRequest,
 )
+from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.llm import LLM_REPLY_ADAPTER, LLMError, LLMReply, LLMRequest
 from larkbot.canonical.media import ReadImageRequest, ReadImageResponse
@@ -41,7 +43,7 @@ from larkbot.canonical.names import (
     identity_key,
 )
 from larkbot.runtime.bus import Bus, BusUnavailable
-from larkbot.runtime.retry import Backoff
+from larkbot.runtime.retry import Backoff, Failure, RetryPolicy, retrying
 
 from .. import metrics
 from .clock import Clock, SystemClock
@@ -52,6 +54,16 @@ log = logging.getLogger(__name__)
 ACTION_ATTEMPTS = 3
 #: The wait before asking again: 0.5 s doubling to 4 s, ±25 %.
 REASK_BACKOFF = Backoff(initial_s=0.5, max_s=4.0, factor=2.0, jitter=0.25)
+#: ``retry.action_reask`` of the configuration (the count is the chat's ``action_attempts``).
+REASK = RetryPolicy(REASK_BACKOFF, max_attempts=None)
+
+
+class _StillOpen(RetryableError):
+    """An answer whose outcome is open (an earlier attempt still running): asked again."""
+
+
+def _reask_failure(exc: BaseException) -> Failure | None:
+    return Failure.TRANSIENT if isinstance(exc, BusUnavailable | _StillOpen) else None
 
 
 class BusClients:
@@ -65,8 +77,10 @@ class BusClients:
         clock: Clock | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
+        reask: RetryPolicy = REASK,
     ) -> None:
         self.bus = bus
+        self.reask = reask
         self.clock: Clock = clock or SystemClock()
         self.sleep = sleep
         self.jitter = jitter
@@ -92,29 +106,38 @@ class BusClients:
         was lost) cannot change by asking. Each ask waits until the deadline and ``action_timeout_s``
         beyond it: the ingress retries the platform until the deadline before it answers."""
         result: ActionResult | None = None
-        for attempt in range(1, attempts + 1):
-            try:
-                result = await self.bus.request(
-                    actions_subject(action.platform.value),
-                    action,
-                    ActionResult,
-                    timeout_s=self._wait_s(action),
-                )
-            except BusUnavailable as exc:
-                log.warning("action %s attempt %d got no answer: %s", action.kind, attempt, exc)
-                reason = "no_answer"
-            else:
-                if not _open(result):
-                    return result
-                reason = "in_progress"
-                log.warning("action %s attempt %d: an earlier attempt is still running", action.kind, attempt)
-            if attempt == attempts:
-                break
-            wait = REASK_BACKOFF.delay(attempt, self.jitter())
-            if action.deadline_ms is not None and self.clock.now_ms() + wait * 1000 >= action.deadline_ms:
-                break
-            metrics.ACTION_REASKS.labels(reason).inc()
-            await self.sleep(wait)
+
+        def left_s() -> float:
+            if action.deadline_ms is None:
+                return float("inf")
+            return (action.deadline_ms - self.clock.now_ms()) / 1000
+
+        def reasked(_failure: Failure, _attempts: int, _wait: float, exc: BaseException | None) -> None:
+            metrics.ACTION_REASKS.labels("in_progress" if isinstance(exc, _StillOpen) else "no_answer").inc()
+
+        policy = replace(self.reask, max_attempts=attempts)
+        try:
+            async for attempt in retrying(
+                policy, _reask_failure, left_s=left_s, on_retry=reasked, sleep=self.sleep, jitter=self.jitter
+            ):
+                with attempt:
+                    n = attempt.retry_state.attempt_number
+                    try:
+                        result = await self.bus.request(
+                            actions_subject(action.platform.value),
+                            action,
+                            ActionResult,
+                            timeout_s=self._wait_s(action),
+                        )
+                    except BusUnavailable as exc:
+                        log.warning("action %s attempt %d got no answer: %s", action.kind, n, exc)
+                        raise
+                    if not _open(result):
+                        return result
+                    log.warning("action %s attempt %d: an earlier attempt is still running", action.kind, n)
+                    raise _StillOpen("an earlier attempt is still running")
+        except (BusUnavailable, _StillOpen):
+            pass
         if result is not None:
             return result
         raise BusUnavailable(f"no answer to {action.kind} after {attempts} attempts")

@@ -46,7 +46,7 @@ from larkbot.canonical.events import DeleteEvent, MessageEvent, Sender
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.ingress import OncePerKey, failed
-from larkbot.runtime.retry import Failure
+from larkbot.runtime.retry import Backoff, Failure, retrying
 
 from .. import metrics
 from ..core import emoji
@@ -55,7 +55,7 @@ from ..core.apierrors import ApiFailure
 from ..core.errors import UnsupportedEmoji
 from ..core.outbound import feishu_uuid, post_content, self_content, split_text, to_feishu_markdown
 from ..core.pacing import SendPacer
-from ..core.retries import NO_DEADLINE_BUDGET_S, send_failure, send_policy
+from ..core.retries import BACKOFF, NO_DEADLINE_BUDGET_S, send_failure, send_policy
 from .api import FeishuApi, SentMessage, image_content
 from .inbound import Inbound
 from .moderation import FeishuModeration
@@ -94,6 +94,7 @@ class Actions:
         pacer: SendPacer,
         *,
         send_attempts: int = 8,
+        backoff: Backoff = BACKOFF,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         jitter: Callable[[], float] = random.random,
@@ -105,7 +106,7 @@ class Actions:
         self.me = me
         self.utc_offset_min = utc_offset_min
         self.pacer = pacer
-        self.retry = send_policy(send_attempts)
+        self.retry = send_policy(send_attempts, backoff)
         self.sleep = sleep
         self.clock = clock
         self.jitter = jitter
@@ -242,56 +243,59 @@ class Actions:
         retry loop of a send (``core.retries``). Gives up with the last error, or :class:`_Unknown` when
         an attempt's answer was lost (the message may exist)."""
         started = self.clock()
-        attempts = 0
+        #: Any attempt's answer was lost: the message may exist.
         lost = False
-        while True:
-            delay = self.pacer.reserve(chat_id, self.clock())
-            if delay > 0:
-                metrics.RATE_LIMIT_WAIT_SECONDS.labels("pacing").inc(delay)
-                await self.sleep(delay)
-            retry_after: float | None = None
-            last: Exception
-            try:
-                if reply_to is not None:
-                    sent = await self.api.reply(reply_to, msg_type, content, uuid)
-                else:
-                    sent = await self.api.send(chat_id, msg_type, content, uuid)
-            except PlatformTimeout as exc:
-                # Safe to repeat: Feishu answers a known uuid with the message it created first.
-                failure, last, lost = Failure.LOST, exc, True
-            except PlatformUnavailable as exc:
-                failure, last = Failure.TRANSIENT, exc
-            except RateLimited as exc:
-                # Every send of the app waits for Feishu's reset; this one's next slot too.
-                failure, last, retry_after = Failure.RATE_LIMITED, exc, exc.delay_s
-                self.pacer.back_off(self.clock() + exc.delay_s)
-            except FeishuApiError as exc:
-                # ``-1``: no answer Feishu wrote (not JSON, or a success without the message): it may
-                # have been sent.
-                lost = lost or exc.code == -1
-                kind = send_failure(exc.code, exc.status)
-                if kind is None:
-                    if lost:
-                        raise _Unknown(tuple(done)) from exc
-                    raise
-                failure, last = kind, exc
-            else:
-                self.adapter.remember(sent.message_id, sent.chat_id)
-                return sent
-            attempts += 1
+
+        def left_s() -> float:
             if deadline_ms is not None:
-                left_s = (deadline_ms - _now_ms()) / 1000
-            else:
-                left_s = NO_DEADLINE_BUDGET_S - (self.clock() - started)
-            wait = self.retry.wait(failure, attempts, left_s, self.jitter(), retry_after)
-            if wait is None:
-                if lost:
-                    raise _Unknown(tuple(done)) from last
-                raise last
+                return (deadline_ms - _now_ms()) / 1000
+            return NO_DEADLINE_BUDGET_S - (self.clock() - started)
+
+        def retried(failure: Failure, attempts: int, _wait: float, exc: BaseException | None) -> None:
             metrics.SEND_RETRIES.labels(failure.value).inc()
-            log.warning("send attempt %d failed (%s); retrying with the same uuid", attempts, last)
-            if retry_after is None:
-                await self.sleep(wait)
+            log.warning("send attempt %d failed (%s); retrying with the same uuid", attempts, exc)
+
+        try:
+            async for attempt in retrying(
+                self.retry,
+                _send_failure,
+                left_s=left_s,
+                retry_after=_retry_after,
+                paced=True,
+                on_retry=retried,
+                sleep=self.sleep,
+                jitter=self.jitter,
+            ):
+                with attempt:
+                    delay = self.pacer.reserve(chat_id, self.clock())
+                    if delay > 0:
+                        metrics.RATE_LIMIT_WAIT_SECONDS.labels("pacing").inc(delay)
+                        await self.sleep(delay)
+                    try:
+                        if reply_to is not None:
+                            sent = await self.api.reply(reply_to, msg_type, content, uuid)
+                        else:
+                            sent = await self.api.send(chat_id, msg_type, content, uuid)
+                    except PlatformTimeout:
+                        # Safe to repeat: Feishu answers a known uuid with the message it created first.
+                        lost = True
+                        raise
+                    except RateLimited as exc:
+                        # Every send of the app waits for Feishu's reset; this one's next slot too.
+                        self.pacer.back_off(self.clock() + exc.delay_s)
+                        raise
+                    except FeishuApiError as exc:
+                        # ``-1``: no answer Feishu wrote (not JSON, or a success without the message):
+                        # it may have been sent.
+                        lost = lost or exc.code == -1
+                        raise
+                    self.adapter.remember(sent.message_id, sent.chat_id)
+                    return sent
+        except (PlatformTimeout, PlatformUnavailable, RateLimited, FeishuApiError) as last:
+            if lost:
+                raise _Unknown(tuple(done)) from last
+            raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _self_event(
         self,
@@ -351,3 +355,20 @@ class Actions:
 
 def _code(result: ActionResult) -> str:
     return result.error.code if result.error is not None else result.outcome
+
+
+def _send_failure(exc: BaseException) -> Failure | None:
+    """What a failed send is to the retry policy (``core.retries``)."""
+    if isinstance(exc, PlatformTimeout):
+        return Failure.LOST
+    if isinstance(exc, PlatformUnavailable):
+        return Failure.TRANSIENT
+    if isinstance(exc, RateLimited):
+        return Failure.RATE_LIMITED
+    if isinstance(exc, FeishuApiError):
+        return send_failure(exc.code, exc.status)
+    return None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    return exc.delay_s if isinstance(exc, RateLimited) else None

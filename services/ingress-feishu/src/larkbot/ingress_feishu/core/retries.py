@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from larkbot.runtime.retry import Backoff, Failure, RetryPolicy
+from larkbot.runtime.backoff import Backoff, Failure, RetryPolicy
 
 from .apierrors import ApiFailure, classify
 
@@ -29,8 +29,9 @@ NO_DEADLINE_BUDGET_S: Final = 60.0
 BACKOFF: Final = Backoff(initial_s=0.5, max_s=8.0, factor=2.0, jitter=0.25)
 
 
-def send_policy(max_attempts: int) -> RetryPolicy:
-    return RetryPolicy(BACKOFF, max_attempts=max_attempts)
+def send_policy(max_attempts: int, backoff: Backoff = BACKOFF) -> RetryPolicy:
+    """The send policy: ``backoff`` from ``retry.platform_send``, the count from ``feishu.send_attempts``."""
+    return RetryPolicy(backoff, max_attempts=max_attempts)
 
 
 def send_failure(code: int, status: int) -> Failure | None:

@@ -45,7 +45,7 @@ from larkbot.canonical.names import Platform, events_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.ingress import failed
 from larkbot.runtime.logs import mask
-from larkbot.runtime.retry import Failure, RetryPolicy
+from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .. import metrics
 from ..core import (
@@ -209,44 +209,46 @@ class ActionExecutor:
         loop of a send. Raises the last :class:`BotApiError` / :class:`NotSent` when it gives up, and
         :class:`OutcomeUnknown` at once when an answer is lost."""
         started = self.clock()
-        attempts = 0
-        while True:
-            now = self.clock()
-            slot = self.pacer.reserve(chat_id, is_group_chat(chat_id), now)
-            metrics.SEND_WAIT.observe(slot - now)
-            if slot > now:
-                await self.sleep(slot - now)
-            retry_after: float | None = None
-            try:
-                return await self.api.call("sendMessage", params)
-            except BotApiError as exc:
-                if await self._upgraded(chat_id, exc):
-                    params["chat_id"] = self._chat(chat_id)
-                    continue
-                failure = send_failure(exc.code)
-                if failure is None:
-                    raise
-                if failure is Failure.RATE_LIMITED:
-                    metrics.RATE_LIMITED.labels("sendMessage").inc()
-                    retry_after = exc.retry_after
-                    if retry_after is not None:
-                        # Every send of the chat waits it out, this one's retry (its next slot) too.
-                        self.pacer.block(chat_id, self.clock() + retry_after)
-                last: BotApiError | NotSent = exc
-            except NotSent as exc:
-                failure, last = Failure.TRANSIENT, exc
-            attempts += 1
+
+        def left_s() -> float:
             if deadline_ms is not None:
-                left_s = (deadline_ms - _now_ms()) / 1000
-            else:
-                left_s = NO_DEADLINE_BUDGET_S - (self.clock() - started)
-            wait = self.retry.wait(failure, attempts, left_s, self.jitter(), retry_after)
-            if wait is None:
-                raise last
+                return (deadline_ms - _now_ms()) / 1000
+            return NO_DEADLINE_BUDGET_S - (self.clock() - started)
+
+        def retried(failure: Failure, attempts: int, wait: float, exc: BaseException | None) -> None:
             metrics.SEND_RETRIES.labels(failure.value).inc()
-            log.warning("send attempt %d failed (%s); retrying in %.2f s", attempts, last, wait)
-            if retry_after is None:
-                await self.sleep(wait)
+            log.warning("send attempt %d failed (%s); retrying in %.2f s", attempts, exc, wait)
+
+        async for attempt in retrying(
+            self.retry,
+            _send_failure,
+            left_s=left_s,
+            retry_after=_retry_after,
+            paced=True,
+            on_retry=retried,
+            sleep=self.sleep,
+            jitter=self.jitter,
+        ):
+            with attempt:
+                while True:
+                    now = self.clock()
+                    slot = self.pacer.reserve(chat_id, is_group_chat(chat_id), now)
+                    metrics.SEND_WAIT.observe(slot - now)
+                    if slot > now:
+                        await self.sleep(slot - now)
+                    try:
+                        return await self.api.call("sendMessage", params)
+                    except BotApiError as exc:
+                        if await self._upgraded(chat_id, exc):
+                            params["chat_id"] = self._chat(chat_id)
+                            continue
+                        if send_failure(exc.code) is Failure.RATE_LIMITED:
+                            metrics.RATE_LIMITED.labels("sendMessage").inc()
+                            if exc.retry_after is not None:
+                                # Every send of the chat waits it out, this one's retry (its next slot) too.
+                                self.pacer.block(chat_id, self.clock() + exc.retry_after)
+                        raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _chat(self, chat_id: str) -> str:
         """Where calls for ``chat_id`` go (the supergroup a group became)."""
@@ -382,3 +384,16 @@ def api_error(exc: BotApiError) -> ActionError:
 
 def _api_failure(key: str, exc: BotApiError) -> ActionResult:
     return ActionResult(idempotency_key=key, ok=False, outcome="failed", error=api_error(exc))
+
+
+def _send_failure(exc: BaseException) -> Failure | None:
+    """What a failed ``sendMessage`` is to the retry policy (``core.retries``)."""
+    if isinstance(exc, BotApiError):
+        return send_failure(exc.code)
+    if isinstance(exc, NotSent):
+        return Failure.TRANSIENT
+    return None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    return exc.retry_after if isinstance(exc, BotApiError) else None

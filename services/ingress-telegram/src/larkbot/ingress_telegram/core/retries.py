@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from larkbot.runtime.retry import Backoff, Failure, RetryPolicy
+from larkbot.runtime.backoff import Backoff, Failure, RetryPolicy
 
 SEND_RETRY: Final = RetryPolicy(Backoff(initial_s=0.5, max_s=8.0, factor=2.0, jitter=0.25), max_attempts=8)
 NO_DEADLINE_BUDGET_S: Final = 60.0

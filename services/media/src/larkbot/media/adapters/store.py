@@ -5,9 +5,11 @@ Decisions:
 - Blobs are content-addressed (``sha256:<hex>``, as the ingress names downloads): an output that is
   already stored is not uploaded again, and two workers writing the same key write the same bytes.
 - The size limit is checked on the object's metadata before any chunk is fetched.
-- Objects are read through an ephemeral pull consumer on their chunk subject, digest-checked like the
-  client library does: nats-py's ``ObjectStore.get`` (an ordered push consumer) takes ~270 ms for a
-  3.8 MB object on this machine, the pull consumer ~15–30 ms. Links fall back to ``get``.
+- Objects are read through the runtime's one-off reader on their chunk subject
+  (:func:`larkbot.runtime.reader.read_subject`: a reader consumer the bootstrap declares, streamed by
+  ``PullStream``, in order and gap-checked), digest-checked like the client library does: nats-py's
+  ``ObjectStore.get`` (an ordered push consumer) takes ~270 ms for a 3.8 MB object on this machine, a
+  pull consumer ~15–30 ms. Links fall back to ``get``.
 - The alt-text cache is a KV bucket, not a table: media workers scale from zero to many replicas (KEDA) and
   an SQLite file per replica would be a cache per pod, lost at every scale-down; the bus is already shared
   and durable, so the bucket needs no database. It is content-addressed and append-mostly (history 1, no
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import hashlib
 import json
 import time
@@ -28,12 +29,13 @@ from typing import Final
 
 import nats
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, ObjectInfo
+from nats.js.api import ObjectInfo
 from nats.js.errors import KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 from nats.js.object_store import ObjectStore
 
 from larkbot.canonical.names import KV_MEDIA_ALT_TEXTS, OBJECT_STORE_BLOBS
+from larkbot.runtime.reader import SequenceGap, read_subject
 
 from .. import metrics
 from ..core.errors import StoreFailed, TooLarge
@@ -74,33 +76,21 @@ class Blobs:
             raise StoreFailed(f"reading {key} failed: {type(exc).__name__}") from None
 
     async def _chunks(self, info: ObjectInfo) -> bytes:
-        """The object's chunks through an ephemeral pull consumer (see the module docstring)."""
+        """The object's chunks through a reader consumer (see the module docstring)."""
         chunks = info.chunks or 0
         if chunks == 0:
             return b""
-        sub = await self.js.pull_subscribe(
-            f"$O.{self.bucket}.C.{info.nuid}",
-            stream=f"OBJ_{self.bucket}",
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=10.0
-            ),
-        )
-        out = bytearray()
+        subject = f"$O.{self.bucket}.C.{info.nuid}"
         try:
-            received = 0
-            while received < chunks:
-                for msg in await sub.fetch(chunks - received, timeout=10.0):
-                    out += msg.data
-                    received += 1
-        finally:
-            with contextlib.suppress(nats.errors.Error):
-                await sub.unsubscribe()
+            out = b"".join(await read_subject(self.js, f"OBJ_{self.bucket}", subject, chunks))
+        except SequenceGap as exc:
+            raise StoreFailed(f"object {info.name}: {exc}") from None
         algo, _, digest = (info.digest or "").partition("=")
         # Hashing megabytes releases the GIL: off the loop.
         found = await asyncio.to_thread(lambda: hashlib.sha256(out).digest())
         if algo.upper() != "SHA-256" or found != base64.urlsafe_b64decode(digest):
             raise StoreFailed(f"object {info.name} does not match its digest")
-        return bytes(out)
+        return out
 
     async def put(self, data: bytes, kind: str) -> str:
         """Store ``data`` under its content key (once) and return the key."""

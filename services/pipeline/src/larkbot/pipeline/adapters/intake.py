@@ -33,6 +33,8 @@ from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent
 from larkbot.canonical.media import MediaJob, MediaResult
 from larkbot.canonical.names import Platform, media_job_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
+from larkbot.runtime.deadletter import DeadLetterFailed, DeadLetters
+from larkbot.runtime.reader import Record
 
 from .. import metrics
 from ..core.admission import Admission, Pending
@@ -40,25 +42,12 @@ from ..core.offsets import Ticket, resume_points
 from ..core.repeats import classify
 from . import deadletters
 from .chats import ResidentChats
-from .deadletters import DeadLetterFailed
 from .repository import DatabaseUnavailable, EventRepository, NewEvent, Stored
 
 log = logging.getLogger(__name__)
 
 #: Results of media workers (core NATS for now: see docs/pipeline.md, "media results").
 MEDIA_RESULTS = "media.results.>"
-
-
-class Delivered:
-    """One message of a partition as the reader hands it over."""
-
-    __slots__ = ("data", "headers", "stream_seq", "subject")
-
-    def __init__(self, stream_seq: int, subject: str, data: bytes, headers: dict[str, str] | None) -> None:
-        self.stream_seq = stream_seq
-        self.subject = subject
-        self.data = data
-        self.headers = headers
 
 
 class Intake:
@@ -75,6 +64,7 @@ class Intake:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.bus = bus
+        self.dead_letters = DeadLetters(bus.js)
         self.chats = chats
         self.repo = repo
         self.media_enabled = media_enabled
@@ -132,7 +122,7 @@ class Intake:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), timeout=1.0)
 
-    async def feed(self, partition: int, messages: Sequence[Delivered]) -> None:
+    async def feed(self, partition: int, messages: Sequence[Record]) -> None:
         """Take a batch of ``partition``'s messages, in stream order."""
         if partition not in self.read:
             raise RuntimeError(f"partition {partition} is not open")
@@ -144,7 +134,7 @@ class Intake:
                 event = decode_as(message.data, EVENT_ADAPTER, message.headers)
             except ContractError as exc:
                 await deadletters.undecodable(
-                    self.bus, message.data, message.headers, message.subject, message.stream_seq, exc
+                    self.dead_letters, message.data, message.headers, message.subject, message.stream_seq, exc
                 )
                 counts["unknown", "dead_lettered"] += 1
                 self.read[partition] = message.stream_seq
@@ -159,7 +149,7 @@ class Intake:
                 repeat = classify(waiting.event, event)
                 if repeat == "conflict":
                     await deadletters.conflict(
-                        self.bus, message.data, message.headers, message.stream_seq, event, None
+                        self.dead_letters, message.data, message.headers, message.stream_seq, event, None
                     )
                 counts[event.kind, repeat] += 1
             else:
@@ -301,7 +291,9 @@ class Intake:
             self.chats.segments_changed()
         for ticket, event, holder in conflicts:
             try:
-                await deadletters.conflict(self.bus, ticket.data, None, ticket.stream_seq, event, holder)
+                await deadletters.conflict(
+                    self.dead_letters, ticket.data, None, ticket.stream_seq, event, holder
+                )
             except DeadLetterFailed as exc:
                 # Committed past it already: the warning above (and the metric) remain its trace.
                 log.error("conflict at stream sequence %d not recorded: %s", ticket.stream_seq, exc)
@@ -330,6 +322,6 @@ class Intake:
             if result.ok or result.error is None:
                 continue
             try:
-                await deadletters.media_rejection(self.bus, pending.token.data, result)
+                await deadletters.media_rejection(self.dead_letters, pending.token.data, result)
             except DeadLetterFailed as exc:
                 log.error("media rejection not recorded: %s", exc)

@@ -2,10 +2,10 @@
 
 ``EVENTS`` stores ``events.<platform>.<chat>`` as ``events.<p>.<platform>.<chat>`` with ``p`` =
 ``names.partition_of(platform, chat)``. Replicas share the partitions through
-:class:`larkbot.runtime.partitions.PartitionLeases` (group ``pipeline``): on acquiring a partition a
-:class:`PartitionReader` loads the partition's resident chats, reads its resume point and creates an
-ephemeral consumer starting there (``DeliverPolicy.BY_START_SEQUENCE``, ``AckPolicy.NONE``: acks would
-duplicate what the database already records). On release the reader is cancelled and the partition's
+:class:`larkbot.runtime.partitions.PartitionLeases` (group ``pipeline``). Each acquired partition is read
+by the runtime's offset-in-database reader (:class:`larkbot.runtime.reader.PartitionReader`): it loads the
+partition's resident chats, reads its resume point from the intake (the database) and reads from there,
+handing each batch to :meth:`Intake.feed`. On release the reader is cancelled and the partition's
 uncommitted messages are abandoned after any commit in progress; the next owner resumes from the
 database. Any unexpected failure (NATS, the database, a gap in the consumer sequence, a dead-letter record
 that cannot be written) restarts the partition from its resume point with backoff — never skipping ahead.
@@ -21,11 +21,10 @@ import re
 import secrets
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import nats
-from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.kv import KeyValue
 
 from larkbot.canonical.names import (
@@ -38,10 +37,10 @@ from larkbot.canonical.names import (
 )
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.partitions import PartitionLeases
-from larkbot.runtime.pull import PullStream
+from larkbot.runtime.reader import PartitionReader, ReaderState
 
 from .. import metrics
-from .intake import Delivered, Intake
+from .intake import Intake
 
 log = logging.getLogger(__name__)
 
@@ -60,139 +59,44 @@ def lease_key(partition: int) -> str:
     return f"{GROUP}.p{partition:03d}"
 
 
-class SequenceGap(Exception):
-    """The consumer skipped a delivery: reading on would apply a later event before an earlier one."""
+class _Partitions:
+    """The pipeline's side of its partition readers: the intake takes the batches and holds the offsets
+    (:class:`larkbot.runtime.reader.PartitionHandler` and ``OffsetStore``)."""
 
-
-def _sequences(msg: Msg) -> tuple[int, int]:
-    """Stream and consumer sequence from the reply subject (``$JS.ACK.<stream>.<consumer>.<delivered>.
-    <stream seq>.<consumer seq>.<ts>.<pending>``), without building nats-py's metadata objects."""
-    tokens = msg.reply.split(".")
-    if len(tokens) == 9:
-        return int(tokens[5]), int(tokens[6])
-    meta = msg.metadata
-    return meta.sequence.stream, meta.sequence.consumer
-
-
-class PartitionReader:
-    def __init__(
-        self,
-        bus: Bus,
-        intake: Intake,
-        load: Callable[[int], Awaitable[int]],
-        partition: int,
-        replica: str,
-        *,
-        batch: int = 500,
-        fetch_timeout_s: float = 1.0,
-        restart_base_s: float = 0.5,
-        restart_max_s: float = 30.0,
-        on_state: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.bus = bus
+    def __init__(self, intake: Intake, load: Callable[[int], Awaitable[int]]) -> None:
         self.intake = intake
         self.load = load
-        self.partition = partition
-        self.consumer = f"{partition_consumer(CONSUMER_PIPELINE, partition)}-{replica}"
-        self.batch = batch
-        self.fetch_timeout_s = fetch_timeout_s
-        self.restart_base_s = restart_base_s
-        self.restart_max_s = restart_max_s
-        self.on_state = on_state
-        self.state = "loading"
-        #: The last fetch came back empty: everything stored in the partition has been handed over.
-        self.idle = False
-        self.restarts = 0
-        self._progressed = False
+        self.room = intake.room
+        self.feed = intake.feed
 
-    def _set(self, state: str) -> None:
-        self.state = state
-        self.on_state()
+    async def prepare(self, partition: int) -> None:
+        await self.load(partition)
 
-    async def run(self) -> None:
-        delay = self.restart_base_s
-        loaded = False
-        try:
-            while True:
-                try:
-                    if not loaded:
-                        await self.load(self.partition)
-                        loaded = True
-                    self._progressed = False
-                    resume = await self.intake.open_partition(self.partition)
-                    await self._consume(resume)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    self.restarts += 1
-                    metrics.PARTITION_RESTARTS.inc()
-                    if self._progressed:
-                        delay = self.restart_base_s
-                    self.idle = False
-                    self._set("restarting")
-                    log.error(
-                        "partition %d failed (%s: %s); restarting from its resume point in %.1f s",
-                        self.partition,
-                        type(exc).__name__,
-                        exc,
-                        delay,
-                        exc_info=exc,
-                    )
-                    await self.intake.close_partition(self.partition)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, self.restart_max_s)
-        finally:
-            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error, TimeoutError):
-                await self.bus.js.delete_consumer(STREAM_EVENTS, self.consumer)
+    async def open(self, partition: int) -> int:
+        return await self.intake.open_partition(partition)
 
-    async def _consume(self, resume: int) -> None:
-        js = self.bus.js
-        with contextlib.suppress(nats.js.errors.NotFoundError):
-            await js.delete_consumer(STREAM_EVENTS, self.consumer)
-        await js.add_consumer(
-            STREAM_EVENTS,
-            ConsumerConfig(
-                name=self.consumer,
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                opt_start_seq=resume,
-                ack_policy=AckPolicy.NONE,
-                filter_subject=partition_filter("events", self.partition),
-                # A replica that dies leaves its consumers behind; the server removes them.
-                inactive_threshold=120.0,
-            ),
-        )
-        pull = PullStream(js, STREAM_EVENTS, self.consumer, batch=self.batch, expires_s=self.fetch_timeout_s)
-        await pull.start()
-        self._set("consuming")
-        expected = 1
-        try:
-            while True:
-                await self.intake.room()
-                # Hands over what arrived as soon as anything did (nats-py's fetch could hold a message
-                # until its batch filled or expired: larkbot.runtime.pull). A deleted consumer raises.
-                msgs = await pull.next_batch(self.fetch_timeout_s)
-                if not msgs:
-                    if not self.idle:
-                        self.idle = True
-                        self.on_state()
-                    continue
-                self.idle = False
-                delivered: list[Delivered] = []
-                for msg in msgs:
-                    stream_seq, consumer_seq = _sequences(msg)
-                    if consumer_seq != expected:
-                        raise SequenceGap(f"expected delivery {expected}, got {consumer_seq}")
-                    expected += 1
-                    delivered.append(Delivered(stream_seq, msg.subject, msg.data, msg.headers))
-                await self.intake.feed(self.partition, delivered)
-                self._progressed = True
-        finally:
-            await pull.close()
+    async def abandon(self, partition: int) -> None:
+        await self.intake.close_partition(partition)
 
-    async def lag(self) -> int:
-        """Messages of the partition not yet committed: not yet delivered, plus delivered and waiting."""
-        info = await self.bus.js.consumer_info(STREAM_EVENTS, self.consumer)
-        return int(info.num_pending or 0) + self.intake.waiting_in(self.partition)
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where this replica's share of the partitions stands (readiness, and "caught up")."""
+
+    #: The assignment is settled: this replica holds exactly the partitions it should.
+    settled: bool
+    #: partition → its reader's state
+    states: dict[int, ReaderState]
+    #: Every owned partition's reader has handed over everything stored, and nothing waits to commit.
+    drained: bool
+
+    @property
+    def serving(self) -> bool:
+        return self.settled and all(state is ReaderState.CONSUMING for state in self.states.values())
+
+    @property
+    def caught_up(self) -> bool:
+        return self.serving and self.drained
 
 
 class Ownership:
@@ -218,6 +122,7 @@ class Ownership:
         self.replica = replica
         self.reader_options = reader_options or {}
         self.readers: dict[int, tuple[PartitionReader, asyncio.Task[None]]] = {}
+        self._partitions = _Partitions(intake, load)
         self.leases = PartitionLeases(
             kv,
             GROUP,
@@ -262,27 +167,31 @@ class Ownership:
 
     def serving(self, partition: int) -> bool:
         entry = self.readers.get(partition)
-        return entry is not None and entry[0].state == "consuming"
+        return entry is not None and entry[0].state is ReaderState.CONSUMING
 
-    def _update(self) -> None:
-        settled = self.leases.settled.is_set()
-        serving = settled and all(reader.state == "consuming" for reader, _ in self.readers.values())
-        _toggle(self.serving_all, serving)
+    def progress(self) -> Progress:
+        readers = [reader for reader, _ in self.readers.values()]
+        return Progress(
+            settled=self.leases.settled.is_set(),
+            states={reader.partition: reader.state for reader in readers},
+            drained=all(reader.drained for reader in readers) and len(self.intake.admission) == 0,
+        )
 
-    def caught_up(self) -> bool:
-        """Every owned partition is consumed, was read to its end, and nothing waits to commit."""
-        self._update()
-        idle = all(reader.idle for reader, _ in self.readers.values())
-        return self.serving_all.is_set() and idle and len(self.intake.admission) == 0
+    def _update(self, _reader: PartitionReader | None = None) -> None:
+        _toggle(self.serving_all, self.progress().serving)
 
     async def _acquire(self, partition: int) -> None:
         reader = PartitionReader(
-            self.bus,
-            self.intake,
-            self.load,
+            self.bus.js,
+            STREAM_EVENTS,
             partition,
-            self.replica,
-            on_state=self._update,
+            partition_filter("events", partition),
+            f"{partition_consumer(CONSUMER_PIPELINE, partition)}-{self.replica}",
+            self._partitions,
+            self._partitions,
+            name=CONSUMER_PIPELINE,
+            observer=self._update,
+            on_restart=lambda _exc: metrics.PARTITION_RESTARTS.inc(),
             **self.reader_options,
         )
         task = asyncio.create_task(reader.run(), name=f"pipeline-p{partition:02d}")
@@ -320,10 +229,12 @@ class Ownership:
     async def report_lag(self, stopping: asyncio.Event, interval_s: float = 5.0) -> None:
         while not stopping.is_set():
             for partition, (reader, _task) in list(self.readers.items()):
-                if reader.state != "consuming":
+                if reader.state is not ReaderState.CONSUMING:
                     continue
                 with contextlib.suppress(nats.errors.Error, nats.js.errors.Error, TimeoutError):
-                    metrics.PARTITION_LAG.labels(str(partition)).set(await reader.lag())
+                    # Not yet delivered, plus delivered and waiting to commit.
+                    lag = await reader.lag() + self.intake.waiting_in(partition)
+                    metrics.PARTITION_LAG.labels(str(partition)).set(lag)
             self._update()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), interval_s)
