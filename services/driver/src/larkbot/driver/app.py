@@ -14,9 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.http import Check
 from larkbot.runtime.partitions import PartitionLeases
+from larkbot.runtime.process import deployment_offset_min, replica_id
 from larkbot.runtime.retry import RetryPolicy
 from larkbot.runtime.service import ServiceContext, data_dir, run
 
@@ -89,10 +88,6 @@ def warn_unreachable_shell(config: LarkbotConfig) -> list[str]:
     return keys
 
 
-def replica_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-
-
 class DriverService:
     def __init__(
         self,
@@ -109,8 +104,7 @@ class DriverService:
         self.clock: Clock = clock or SystemClock()
         self.personas = _read_personas(config)
         warn_unreachable_shell(config)
-        offset = config.utc_offset_min
-        self.utc_offset_min = offset if offset is not None else time.localtime().tm_gmtoff // 60
+        self.utc_offset_min = deployment_offset_min(config.utc_offset_min)
         self.replica = replica or replica_id()
         self.lease_heartbeat_s = lease_heartbeat_s
         #: How long an idle partition consumer's fetch waits; a stopping consumer ends within it.

@@ -24,6 +24,7 @@ from larkbot.canonical.names import Platform, Service
 from larkbot.runtime.config import FeishuSettings, LarkbotConfig
 from larkbot.runtime.http import Check
 from larkbot.runtime.ingress import actions_endpoint, failed, publish_identity
+from larkbot.runtime.process import deployment_offset_min
 from larkbot.runtime.retry import Backoff
 from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import ServiceContext, run
@@ -88,10 +89,6 @@ def direct_chats(config: LarkbotConfig) -> dict[str, str]:
     return found
 
 
-def local_utc_offset_min() -> int:
-    return time.localtime().tm_gmtoff // 60
-
-
 class IngressFeishuService:
     def __init__(self, config: LarkbotConfig, options: FeishuOptions | None = None) -> None:
         self.config = config
@@ -131,8 +128,7 @@ class IngressFeishuService:
                     updated_at_ms=time.time_ns() // 1_000_000,
                 ),
             )
-            offset = self.config.utc_offset_min
-            offset = local_utc_offset_min() if offset is None else offset
+            offset = deployment_offset_min(self.config.utc_offset_min)
             self.adapter = FeishuAdapter(
                 info.open_id,
                 self.config.chat_ids(Platform.FEISHU.value),

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import datetime
 from typing import Any
 
 from larkbot.canonical.actions import ActionRequest, ActionResult
@@ -24,6 +23,7 @@ from larkbot.canonical.names import Platform, Service
 from larkbot.runtime.config import LarkbotConfig, TelegramSettings
 from larkbot.runtime.http import Check
 from larkbot.runtime.ingress import actions_endpoint, failed, publish_identity
+from larkbot.runtime.process import deployment_offset_min
 from larkbot.runtime.retry import RetryPolicy
 from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import ServiceContext, run
@@ -44,11 +44,6 @@ PRIVACY_WARNING = (
     "privacy mode is on: in groups this bot only receives commands, replies to it and mentions. "
     "Turn it off with @BotFather (/setprivacy → Disable, then re-add the bot) or make the bot an admin."
 )
-
-
-def local_utc_offset_min() -> int:
-    offset = datetime.now().astimezone().utcoffset()
-    return int(offset.total_seconds() // 60) if offset is not None else 0
 
 
 class IngressTelegramService:
@@ -104,11 +99,10 @@ class IngressTelegramService:
         self.privacy_mode = not me.get("can_read_all_group_messages", False)
         if self.privacy_mode:
             log.warning(PRIVACY_WARNING)
-        offset = self.config.utc_offset_min
         adapter = TelegramAdapter(
             self.identity.bot_id,
             self.config.chat_ids(Platform.TELEGRAM.value),
-            offset if offset is not None else local_utc_offset_min(),
+            deployment_offset_min(self.config.utc_offset_min),
         )
         ledger = await SentLedger.open(ctx.bus.js)
         # Upgrades known before any update is taken: a supergroup's first update must already map.

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from larkbot.canonical.replies import ServiceError
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.http import Check
+from larkbot.runtime.process import deployment_offset_min, replica_id
 from larkbot.runtime.reader import ReaderState
 from larkbot.runtime.serve import Endpoint, model_decoder, service_error_reply
 from larkbot.runtime.service import ServiceContext, run
@@ -45,7 +45,7 @@ from larkbot.runtime.service import ServiceContext, run
 from .adapters.chats import ResidentChats
 from .adapters.identity import Identities
 from .adapters.intake import Intake
-from .adapters.partitions import Ownership, replica_id
+from .adapters.partitions import Ownership
 from .adapters.repository import EventRepository
 from .adapters.routing import NotServedHere, OwnerUnavailable, Router, direct_subject
 from .core import RenderParams
@@ -66,11 +66,6 @@ def _error_reply(data: bytes, exc: BaseException) -> ServiceError:
     return service_error_reply(data, exc)
 
 
-def local_offset_min() -> int:
-    """The deployment's UTC offset, read once at start-up and frozen for the life of the process."""
-    return (time.localtime().tm_gmtoff or 0) // 60
-
-
 class PipelineService:
     def __init__(
         self,
@@ -88,9 +83,7 @@ class PipelineService:
         self.replica = replica or replica_id()
         self.intake_options = intake_options or {}
         self.reader_options = reader_options or {}
-        self.deployment_offset_min = (
-            config.utc_offset_min if config.utc_offset_min is not None else local_offset_min()
-        )
+        self.deployment_offset_min = deployment_offset_min(config.utc_offset_min)
         #: Set once the partition assignment first settled with every owned partition consuming.
         self.ready = asyncio.Event()
         self.repo: EventRepository | None = None

@@ -16,10 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import re
-import secrets
-import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +33,7 @@ from larkbot.canonical.names import (
 )
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.partitions import PartitionLeases
+from larkbot.runtime.process import replica_id
 from larkbot.runtime.reader import PartitionReader, ReaderState
 
 from .. import metrics
@@ -46,12 +43,6 @@ log = logging.getLogger(__name__)
 
 #: Lease group in the ``leases`` bucket (keys ``pipeline.p<NNN>``, ``pipeline.members.<replica>``).
 GROUP = "pipeline"
-
-
-def replica_id() -> str:
-    """Unique per process; usable as a KV key token, a subject token and a consumer name."""
-    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:40] or "host"
-    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 def lease_key(partition: int) -> str:
