@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import aiohttp
+import pytest
 
 from larkbot.canonical.names import Service
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.http import Check
-from larkbot.runtime.service import ServiceContext, running
+from larkbot.runtime.service import Buildable, ServiceContext, built, running
 
 
 class _App:
@@ -45,3 +48,49 @@ async def test_ops_endpoint_reports_health_readiness_and_metrics(nats_url: str) 
                 assert 'larkbot_service_info{service="media",version=' in text
                 assert "larkbot_bus_connected" in text
     assert app.stopped
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """What a recipe's build wires: fixed once built, stopped by the runtime."""
+
+    bus_name: str
+    subject_served: str
+    stopped: list[bool]
+
+    async def stop(self) -> None:
+        self.stopped.append(True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Recipe:
+    subject: str
+    stopped: list[bool] = field(default_factory=list)
+
+    async def build(self, ctx: ServiceContext) -> _Parts:
+        async def check() -> Check:
+            return Check(True, "ok")
+
+        ctx.add_check("built", check)
+        return _Parts(ctx.bus.name, self.subject, self.stopped)
+
+
+async def test_a_recipe_is_built_once_the_bus_is_up_and_its_parts_stopped_on_exit(nats_url: str) -> None:
+    recipe = _Recipe("things.served")
+    assert isinstance(recipe, Buildable)
+    async with built(Service.MEDIA, recipe, LarkbotConfig(), nats_url=nats_url) as parts:
+        assert isinstance(parts, _Parts)
+        assert parts.subject_served == "things.served"
+        assert parts.bus_name == "media"
+        assert recipe.stopped == []
+    assert recipe.stopped == [True]
+
+
+async def test_a_recipe_whose_build_fails_does_not_start(nats_url: str) -> None:
+    class _Broken:
+        async def build(self, ctx: ServiceContext) -> _Parts:
+            raise RuntimeError("the database is gone")
+
+    with pytest.raises(RuntimeError, match="the database is gone"):
+        async with built(Service.MEDIA, _Broken(), LarkbotConfig(), nats_url=nats_url):
+            pass

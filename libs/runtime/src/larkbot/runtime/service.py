@@ -1,7 +1,11 @@
 """Running a service: configuration, logging, the bus, the operations endpoint, signals, shutdown.
 
-A service is a class with ``start(ctx)`` (declare what it consumes and serves, spawn its loops) and
-``stop()`` (stop taking work and finish or checkpoint what is in flight). :func:`run` owns everything else:
+A service is a recipe with ``build(ctx)``: once the bus is up it wires the service's components —
+declares what it consumes and serves, spawns its loops — and returns them as one frozen value with a
+``stop()`` (stop taking work, finish or checkpoint what is in flight). Nothing is filled in later, so a
+composition root has no optional attributes (:class:`Buildable`, :class:`Running`). The older shape, a
+class with ``start(ctx)`` and ``stop()`` (:class:`ServiceApp`), is still served while the services move
+to the new one. :func:`run` owns everything else:
 
 1. load and validate ``config.yaml`` — a bad configuration exits with status 2 and the key path;
 2. JSON logging with every configured secret masked; uvloop;
@@ -22,7 +26,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.names import KV_LEASES, Service
@@ -129,9 +133,28 @@ class ServiceContext:
 
 
 class ServiceApp(Protocol):
+    """The older shape of a service: components filled in by ``start``."""
+
     async def start(self, ctx: ServiceContext) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+class Running(Protocol):
+    """A service's wired components, as its ``build`` returned them."""
+
+    async def stop(self) -> None: ...
+
+
+R = TypeVar("R", bound=Running)
+R_co = TypeVar("R_co", bound=Running, covariant=True)
+
+
+@runtime_checkable
+class Buildable(Protocol[R_co]):
+    """A service recipe: its settings and options, then ``build(ctx)`` once the bus is up."""
+
+    async def build(self, ctx: ServiceContext) -> R_co: ...
 
 
 def http_port(name: Service, config: LarkbotConfig) -> int:
@@ -143,7 +166,7 @@ def http_port(name: Service, config: LarkbotConfig) -> int:
 
 async def serve(
     name: Service,
-    app: ServiceApp,
+    app: ServiceApp | Buildable[Running],
     config: LarkbotConfig,
     *,
     stop_timeout_s: float = 20.0,
@@ -151,8 +174,10 @@ async def serve(
     nats_url: str | None = None,
     port: int | None = None,
     started: Callable[[ServiceContext], None] | None = None,
+    built: Callable[[Running], None] | None = None,
 ) -> int:
-    """Run ``app`` until SIGTERM/SIGINT (or until ``stopping`` is set, for in-process use in tests)."""
+    """Run ``app`` until SIGTERM/SIGINT (or until ``stopping`` is set, for in-process use in tests).
+    ``built`` receives what a :class:`Buildable`'s ``build`` returned."""
     settings = config.services.for_service(name.value)
     metrics.SERVICE_INFO.labels(name.value, VERSION).set(1)
     metrics.SERVICE_START_TIME.labels(name.value).set(time.time())
@@ -200,7 +225,15 @@ async def serve(
 
         ctx = ServiceContext(name, config, bus, ops, stack)
         ctx.stopping = stopping
-        await app.start(ctx)
+        stop: Callable[[], Awaitable[None]]
+        if isinstance(app, Buildable):
+            components = await app.build(ctx)
+            stop = components.stop
+            if built is not None:
+                built(components)
+        else:
+            await app.start(ctx)
+            stop = app.stop
 
         async def ready_gauge() -> None:
             ready, _ = await ops.readiness()
@@ -214,7 +247,7 @@ async def serve(
         await gauge
         log.info("%s stopping", name.value)
         try:
-            await asyncio.wait_for(app.stop(), timeout=stop_timeout_s)
+            await asyncio.wait_for(stop(), timeout=stop_timeout_s)
         except TimeoutError:
             log.error("stop did not finish within %.0f s", stop_timeout_s)
         await ctx.join_tasks(timeout_s=5.0)
@@ -223,7 +256,7 @@ async def serve(
     return 1 if crashed is not None else 0
 
 
-def run(name: Service, factory: Callable[[LarkbotConfig], ServiceApp]) -> int:
+def run(name: Service, factory: Callable[[LarkbotConfig], ServiceApp | Buildable[Running]]) -> int:
     """Entry point of ``larkbot run <service>``: returns the process exit status."""
     setup_logging(name.value)
     try:
@@ -285,6 +318,37 @@ async def running(
         raise RuntimeError(f"{name.value} did not start (exit status {status})")
     try:
         yield waiter.result()
+    finally:
+        stopping.set()
+        status = await asyncio.wait_for(task, timeout_s)
+        if status != 0:
+            raise RuntimeError(f"{name.value} stopped with status {status}")
+
+
+@asynccontextmanager
+async def built(
+    name: Service, recipe: Buildable[R], config: LarkbotConfig, *, nats_url: str, timeout_s: float = 60.0
+) -> AsyncIterator[R]:
+    """Run a :class:`Buildable` service in-process (tests, benchmarks): yields its wired components once
+    built, stops it the way SIGTERM does on exit and asserts a clean exit."""
+    stopping = asyncio.Event()
+    ready: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+
+    def on_built(components: Running) -> None:
+        ready.set_result(components)  # type: ignore[arg-type]  # ``recipe.build`` returned it: an R
+
+    task = asyncio.create_task(
+        serve(name, recipe, config, stopping=stopping, nats_url=nats_url, port=0, built=on_built)
+    )
+    pending: set[asyncio.Future[Any]] = {task, ready}
+    await asyncio.wait(pending, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        stopping.set()
+        ready.cancel()
+        status = await asyncio.wait_for(task, timeout_s)
+        raise RuntimeError(f"{name.value} did not start (exit status {status})")
+    try:
+        yield ready.result()
     finally:
         stopping.set()
         status = await asyncio.wait_for(task, timeout_s)
