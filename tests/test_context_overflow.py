@@ -18,7 +18,13 @@ import pytest
 
 from larkbot.canonical.llm import AssistantMessage, ToolCallPart
 from larkbot.canonical.names import Service
-from larkbot.cli.prefixbench import (
+from larkbot.llm_gateway.app import GatewayService
+from larkbot.llm_gateway.fake import Action, FakeCall, FakeProvider, Reply, estimate_tokens
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.config import LarkbotConfig
+from larkbot.runtime.service import running
+from larkbot.testkit.bench.prefix import SENDERS
+from larkbot.testkit.bench.replay import (
     PLATFORM,
     WAIT_S,
     Replay,
@@ -27,13 +33,7 @@ from larkbot.cli.prefixbench import (
     publish_event,
     replay_world,
 )
-from larkbot.driver.bench import SENDERS
-from larkbot.driver.harness import CHAT_ID, World, world
-from larkbot.llm_gateway.app import GatewayService
-from larkbot.llm_gateway.fake import Action, FakeCall, FakeProvider, Reply, estimate_tokens
-from larkbot.runtime.bus import Bus
-from larkbot.runtime.config import LarkbotConfig
-from larkbot.runtime.service import running
+from larkbot.testkit.driver.harness import CHAT_ID, World, world
 
 WINDOW = 2_000
 SETTINGS = {

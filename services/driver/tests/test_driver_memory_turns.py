@@ -12,10 +12,10 @@ from larkbot.canonical.llm import LLMRequest, TextPart, ToolResultMessage, UserM
 from larkbot.driver.adapters.runner import direct_with
 from larkbot.driver.core import tools
 from larkbot.driver.core.memory import NewMemory
-from larkbot.driver.harness import CHAT_ID, world
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import ChatSettings
+from larkbot.testkit.driver.harness import CHAT_ID, world
+from larkbot.testkit.driver.synthetic import response, tool_call
 
 DAY_MS = 86_400_000
 

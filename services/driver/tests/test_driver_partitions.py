@@ -18,10 +18,10 @@ from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.canonical.names import PARTITIONS, partition_of
 from larkbot.driver.adapters.ownership import NotHeld
 from larkbot.driver.core import tools
-from larkbot.driver.harness import PLATFORM, decide, world
-from larkbot.driver.synthetic import response, segment, tool_call
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.consume import Delivery
+from larkbot.testkit.driver.harness import PLATFORM, decide, world
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 
 def _chats_by_parity() -> tuple[list[str], list[str]]:

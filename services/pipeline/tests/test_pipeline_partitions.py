@@ -35,17 +35,17 @@ from larkbot.canonical.names import (
     events_subject,
     partition_of,
 )
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.adapters.partitions import lease_key
 from larkbot.pipeline.adapters.repository import EventRepository, decode_event
 from larkbot.pipeline.adapters.routing import direct_subject
 from larkbot.pipeline.app import MIGRATIONS, PipelineService
 from larkbot.pipeline.core import replay_chat
-from larkbot.pipeline.fakes import FakeMediaWorker, fail, succeed
 from larkbot.runtime.bus import Bus, NoResponders, RequestTimedOut, ServiceUnavailable
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.service import ServiceContext, running
+from larkbot.testkit.pipeline import synthetic as s
+from larkbot.testkit.pipeline.fakes import FakeMediaWorker, fail, succeed
 
 from .test_pipeline_service import TIMEOUT, config, eventually
 

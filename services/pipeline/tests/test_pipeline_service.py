@@ -32,12 +32,12 @@ from larkbot.canonical.names import (
     identity_key,
     msg_id,
 )
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.app import PipelineService
 from larkbot.pipeline.core import alias_for
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
 from larkbot.runtime.service import ServiceContext, running
+from larkbot.testkit.pipeline import synthetic as s
 
 from .test_pipeline_properties import apply_ops
 

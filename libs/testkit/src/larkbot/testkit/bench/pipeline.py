@@ -1,6 +1,6 @@
 """``larkbot bench`` for the pipeline: events/s through the whole service, cold replay, memory per chat.
 
-Measurements on synthetic traffic (:func:`larkbot.pipeline.synthetic.chat_traffic`: messages, replies,
+Measurements on synthetic traffic (:func:`larkbot.testkit.pipeline.synthetic.chat_traffic`: messages, replies,
 mentions, edits, deletes, reactions, renames, ~2 % redeliveries), interleaved over many chats:
 
 - ``pipeline_events_per_s``: the whole service on SQLite — events pre-published to ``EVENTS``, then read
@@ -46,18 +46,18 @@ from larkbot.canonical.names import (
     msg_id,
     partition_of,
 )
+from larkbot.pipeline.adapters.chats import ResidentChats
+from larkbot.pipeline.adapters.repository import EventRepository, NewEvent, _row
+from larkbot.pipeline.adapters.tables import events as events_table
+from larkbot.pipeline.app import MIGRATIONS, PipelineService
+from larkbot.pipeline.core import Projection
 from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.service import running
 
-from .adapters.chats import ResidentChats
-from .adapters.repository import EventRepository, NewEvent, _row
-from .adapters.tables import events as events_table
-from .app import MIGRATIONS, PipelineService
-from .core import Projection
-from .synthetic import chat_traffic
+from ..pipeline.synthetic import chat_traffic
 
 log = logging.getLogger(__name__)
 

@@ -8,13 +8,13 @@ In this process, on the given bus:
   ``Nats-Msg-Id`` ``feishu:<dedup key>``); the bot's identity is in the ``identity`` bucket, so mentions
   and the bot's own messages render as they do in production;
 - one driver replica (SQLite of its own, a manual clock: debounce and turns are driven without sleeping);
-- a scripted model answering ``llm.generate`` (:class:`larkbot.driver.fakes.FakeLLM`);
+- a scripted model answering ``llm.generate`` (:class:`larkbot.testkit.driver.fakes.FakeLLM`);
 - a platform answering ``actions.feishu`` that, like ingress-feishu after a successful send, publishes the
   sent message to ``EVENTS`` as a synthetic self-sent message event before it answers.
 
-The conversation is :func:`larkbot.driver.bench.conversation`; the ratio and breaks are
-:func:`larkbot.driver.bench.prefix_report`. Member events carry the manual clock's times (platform time
-150 ms before receipt), so the pipeline's rendering and the driver's history merge see consistent times.
+The conversation is :func:`.prefix.conversation`; the ratio and breaks are :func:`.prefix.prefix_report`.
+Member events carry the manual clock's times (platform time 150 ms before receipt), so the pipeline's
+rendering and the driver's history merge see consistent times.
 Use a bus of its own: the replay takes the pipeline's and the driver's partition leases, writes the Feishu
 identity and answers ``llm.generate`` and ``actions.feishu``. It purges its chat from ``EVENTS`` and
 ``CONTEXT`` when done.
@@ -53,19 +53,7 @@ from larkbot.canonical.names import (
 from larkbot.driver.adapters.chatstate import ChatState
 from larkbot.driver.adapters.clock import ManualClock
 from larkbot.driver.app import DriverService
-from larkbot.driver.bench import (
-    SENDERS,
-    Burst,
-    PrefixReport,
-    conversation,
-    figures,
-    prefix_report,
-    request_bytes,
-)
 from larkbot.driver.core import tools
-from larkbot.driver.fakes import FakeLLM
-from larkbot.driver.harness import decide, end_turn
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.pipeline.app import PipelineService
 from larkbot.pipeline.core import alias_for
 from larkbot.runtime.bootstrap import bootstrap
@@ -74,6 +62,11 @@ from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
 from larkbot.runtime.ingress import actions_endpoint, publish_identity
 from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import running
+
+from ..driver.fakes import FakeLLM
+from ..driver.harness import decide, end_turn
+from ..driver.synthetic import response, tool_call
+from .prefix import SENDERS, Burst, PrefixReport, conversation, figures, prefix_report, request_bytes
 
 PLATFORM = Platform.FEISHU
 BOT_ID = "ou_lark_bench"

@@ -1,5 +1,5 @@
 """Driver replicas running in-process on a real bus with their neighbours faked (scripted LLM, platform,
-pipeline, media) and one manual clock: the scenario tests', the benchmark's and the playground's world.
+pipeline, media) and one manual clock: the world of the driver's scenario tests.
 
 Time moves only through :meth:`World.tick`, which waits until every replica has looked at the new time and
 has nothing left to do, so scenarios are deterministic on a loaded machine. Replicas share the database
@@ -18,16 +18,17 @@ from typing import Any
 from larkbot.canonical.events import TypingSignal
 from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.canonical.names import PARTITIONS, Platform, Service, typing_subject
+from larkbot.driver.adapters.chatstate import ChatState
+from larkbot.driver.adapters.clock import ManualClock
+from larkbot.driver.app import DriverService
+from larkbot.driver.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import running
 
-from .adapters.chatstate import ChatState
-from .adapters.clock import ManualClock
-from .app import DriverService
-from .core import tools
-from .fakes import FakeLLM, FakeMedia, FakePipeline, FakePlatform
+from .fake_pipeline import FakePipeline
+from .fakes import FakeLLM, FakeMedia, FakePlatform
 from .synthetic import response, segment, tool_call
 
 CHAT_ID = "oc_scenario"

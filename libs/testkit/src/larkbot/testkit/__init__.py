@@ -1,0 +1,36 @@
+"""``larkbot.testkit``: what LarkBot's tests and benchmarks stand on, kept out of the services.
+
+Stand-ins for sibling services, harnesses that run a service in-process against them, builders of
+synthetic input, the in-memory ports of the driver's wake-up flow, and the measurements of ``larkbot
+bench``. A service package ships none of it.
+
+The fakes of the outside world — the Feishu OpenAPI, the Telegram Bot API and the LLM providers, as real
+HTTP servers — are not here: they are product (the playground runs on them) and live in their services'
+``fake`` packages. Process-level machinery of the cross-service suites (the stack of service processes,
+chaos, verdicts) stays in the repository's ``tests/harness``.
+
+======================================  ================================================================
+module                                  what it holds
+======================================  ================================================================
+``driver.harness``                      ``world()``: driver replicas in-process with their neighbours
+                                        faked and one manual clock (the driver's scenario tests)
+``driver.fakes``, ``driver.fake_pipeline``
+                                        the scripted LLM gateway, platform, media worker and pipeline as
+                                        seen from the driver, on the real bus
+``driver.scripted``                     ``ScriptedPorts``: the wake-up flow's ports in memory
+``driver.synthetic``                    builders of segments and model answers
+``pipeline.synthetic``                  builders of canonical events, ``chat_traffic()``
+``pipeline.fakes``                      ``FakeMediaWorker`` on the ``MEDIA`` work queue
+``media.fakes``, ``media.samples``      the ingress's downloads and the vision model as media sees them;
+                                        synthetic photos, animations and containers
+``bench.report``                        ``larkbot bench``: every measurement below, in one JSON report
+``bench.gateway``, ``bench.pipeline``,  the figures of ``docs/performance.md``: gateway overhead,
+``bench.media``, ``bench.memory``,      pipeline throughput and cold replay, thumbnails, memory search,
+``bench.prefix``, ``bench.replay``,     the cacheable prefix (pure and through the real services),
+``bench.longchat``, ``bench.turn``      the long chat, the turn overhead of the services as processes
+======================================  ================================================================
+
+The testkit depends on every service and on the CLI (the turn benchmark starts the services as
+``larkbot run`` processes); nothing but tests and ``larkbot bench`` imports it. It is a development
+dependency of the workspace: ``make install`` installs it, a deployment image leaves it out.
+"""
