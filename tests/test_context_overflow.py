@@ -179,10 +179,10 @@ async def _post(replay: Replay, first: int, last: int, *, mention_at: int | None
         ids.append(event.message_id)
     await replay.holds(ids)
     replay.clock.advance(start + (last - first + 60) * 1000 - replay.clock.now_ms())
-    await replay.chat.settled(WAIT_S)
+    await replay.settled()
     while (task := replay.chat.compaction.task) is not None and not task.done():
         await asyncio.wait_for(asyncio.shield(task), WAIT_S)
-        await replay.chat.settled(WAIT_S)
+        await replay.settled()
 
 
 def _refused(provider: FakeProvider) -> list[FakeCall]:

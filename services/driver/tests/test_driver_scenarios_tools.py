@@ -74,7 +74,7 @@ async def test_read_image_asks_the_media_worker_for_the_platform_file(
             }
         )
         seq = await w.pipeline.append(photo)
-        await w.driver.applied("feishu", CHAT_ID, seq)
+        await w.applied(CHAT_ID, seq)
         w.probe_answers.append(decide("send_message", "asked about the photo"))
         w.primary_answers.extend(
             [

@@ -2,6 +2,7 @@
 primary turns with the chat tools.
 
 Entry points: :func:`larkbot.driver.app.main` (``larkbot run driver``) and :class:`~larkbot.driver.app.
-DriverService`. ``core/`` is pure; ``adapters/`` hold every await. Its test doubles, the scenario harness
-and its benchmarks are in ``larkbot.testkit``. See ``docs/driver.md``.
+DriverService`, which reports its changes to the :class:`~larkbot.driver.observer.DriverObserver` it is
+given. ``core/`` is pure; ``adapters/`` hold every await. Its test doubles, the scenario harness and its
+benchmarks are in ``larkbot.testkit``. See ``docs/driver.md``.
 """

@@ -48,6 +48,7 @@ from .adapters.partitions import Ownership, replica_id
 from .adapters.repository import EventRepository
 from .adapters.routing import NotServedHere, OwnerUnavailable, Router, direct_subject
 from .core import RenderParams
+from .observer import UNOBSERVED, PipelineObserver
 from .settings import render_params
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class PipelineService:
         replica: str | None = None,
         intake_options: dict[str, Any] | None = None,
         reader_options: dict[str, Any] | None = None,
+        observer: PipelineObserver = UNOBSERVED,
     ) -> None:
         self.config = config
         self.media_enabled = media_enabled
@@ -87,6 +89,8 @@ class PipelineService:
         self.replica = replica or replica_id()
         self.intake_options = intake_options or {}
         self.reader_options = reader_options or {}
+        #: Told of the intake's progress (``larkbot.pipeline.observer``).
+        self.observer = observer
         self.deployment_offset_min = (
             config.utc_offset_min if config.utc_offset_min is not None else local_offset_min()
         )
@@ -118,10 +122,6 @@ class PipelineService:
             for chat_id in sorted(self.config.chat_ids(platform.value))
         ]
 
-    def caught_up(self) -> bool:
-        """Every owned partition read to its end and committed (tests and the benchmark wait on it)."""
-        return self.ownership is not None and self.ownership.caught_up()
-
     async def start(self, ctx: ServiceContext) -> None:
         # The pipeline keeps a large, growing heap of long-lived objects (every resident chat's nodes and
         # segments) and allocates thousands per batch. With CPython's default thresholds (700, 10, 10)
@@ -135,7 +135,12 @@ class PipelineService:
         self.identities = Identities(ctx.bus)
         chats = self.chats = ResidentChats(ctx.bus, self.repo, self.params_for, {})
         self.intake = Intake(
-            ctx.bus, self.chats, self.repo, media_enabled=self.media_enabled, **self.intake_options
+            ctx.bus,
+            self.chats,
+            self.repo,
+            media_enabled=self.media_enabled,
+            observer=self.observer,
+            **self.intake_options,
         )
         self.ownership = await Ownership.open(
             ctx.bus,
