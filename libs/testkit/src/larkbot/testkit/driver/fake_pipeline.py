@@ -4,8 +4,8 @@
 
 Its segments are the synthetic ones of :mod:`.synthetic` (their XML imitates the renderer's vocabulary,
 without times), so what it changes in place keeps that vocabulary (:func:`segment_deleted`,
-:func:`.synthetic.runtime_segment`) rather than calling the pipeline's renderer, whose output the
-driver's tests do not assert on.
+:func:`.synthetic.runtime_segment`). The pipeline's renderer would write what the driver's tests do not
+expect: it works on canonical events, not segments, and adds a ``t=`` to every message and runtime event.
 """
 
 from __future__ import annotations
