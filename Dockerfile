@@ -23,11 +23,14 @@ ENV UV_PROJECT_ENVIRONMENT=/opt/larkbot \
 WORKDIR /src
 
 # Third-party dependencies first, from the lockfile and the members' manifests alone: a code change
-# rebuilds only the layer below.
+# rebuilds only the layer below. Every member's manifest is needed for `--locked`, the testkit's too;
+# the testkit itself (test doubles, harnesses, `larkbot bench`) is a development dependency, which
+# `--no-dev` leaves out of the image.
 COPY pyproject.toml uv.lock ./
 COPY libs/canonical/pyproject.toml libs/canonical/
 COPY libs/runtime/pyproject.toml libs/runtime/
 COPY libs/cli/pyproject.toml libs/cli/
+COPY libs/testkit/pyproject.toml libs/testkit/
 COPY services/ingress-feishu/pyproject.toml services/ingress-feishu/
 COPY services/ingress-telegram/pyproject.toml services/ingress-telegram/
 COPY services/pipeline/pyproject.toml services/pipeline/

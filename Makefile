@@ -37,7 +37,7 @@ format: install
 	$(UV) run --frozen ruff check --fix .
 
 typecheck: install
-	$(UV) run --frozen mypy libs/canonical/src libs/runtime/src libs/cli/src services/*/src
+	$(UV) run --frozen mypy libs/canonical/src libs/runtime/src libs/cli/src libs/testkit/src services/*/src
 
 bench: install
 	$(UV) run --frozen larkbot bench --json

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,12 @@ def test_fake_llm_takes_its_own_arguments(capsys: pytest.CaptureFixture[str]) ->
         main(["fake-llm", "--help"])
     assert exited.value.code == 0
     assert "--script" in capsys.readouterr().out
+
+
+def test_bench_without_the_testkit_says_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As in a deployment image, which leaves the development dependency out.
+    monkeypatch.setitem(sys.modules, "larkbot.testkit.bench.report", None)
+    assert main(["bench", "--quick"]) == 2
+    assert "larkbot-testkit" in capsys.readouterr().err

@@ -18,7 +18,13 @@ import pytest
 
 from larkbot.canonical.llm import AssistantMessage, ToolCallPart
 from larkbot.canonical.names import Service
-from larkbot.cli.prefixbench import (
+from larkbot.llm_gateway.app import GatewayService
+from larkbot.llm_gateway.fake import Action, FakeCall, FakeProvider, Reply, estimate_tokens
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.config import LarkbotConfig
+from larkbot.runtime.service import running
+from larkbot.testkit.bench.prefix import SENDERS
+from larkbot.testkit.bench.replay import (
     PLATFORM,
     WAIT_S,
     Replay,
@@ -27,13 +33,7 @@ from larkbot.cli.prefixbench import (
     publish_event,
     replay_world,
 )
-from larkbot.driver.bench import SENDERS
-from larkbot.driver.harness import CHAT_ID, World, world
-from larkbot.llm_gateway.app import GatewayService
-from larkbot.llm_gateway.fake import Action, FakeCall, FakeProvider, Reply, estimate_tokens
-from larkbot.runtime.bus import Bus
-from larkbot.runtime.config import LarkbotConfig
-from larkbot.runtime.service import running
+from larkbot.testkit.driver.harness import CHAT_ID, World, world
 
 WINDOW = 2_000
 SETTINGS = {
@@ -179,10 +179,10 @@ async def _post(replay: Replay, first: int, last: int, *, mention_at: int | None
         ids.append(event.message_id)
     await replay.holds(ids)
     replay.clock.advance(start + (last - first + 60) * 1000 - replay.clock.now_ms())
-    await replay.chat.settled(WAIT_S)
+    await replay.settled()
     while (task := replay.chat.compaction.task) is not None and not task.done():
         await asyncio.wait_for(asyncio.shield(task), WAIT_S)
-        await replay.chat.settled(WAIT_S)
+        await replay.settled()
 
 
 def _refused(provider: FakeProvider) -> list[FakeCall]:

@@ -26,6 +26,7 @@ from larkbot.pipeline.core import RenderParams, replay_chat
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
 from larkbot.runtime.service import running
+from larkbot.testkit.ingress_feishu.watch import ContactsWatch
 
 DIRECTORY = {BOB: "Robert Li", CAROL: "Carol Chen"}
 
@@ -42,12 +43,12 @@ async def ingress(fake: FakeFeishu, nats_url: str) -> AsyncIterator[tuple[Ingres
     config = parse_config({"feishu": section, "utc_offset_min": 480, "chats": {f"feishu:{CHAT}": {}}}, env={})
     # A contact answer normally arrives within the first-sight wait; 5 s keeps it so on a loaded machine.
     options = FeishuOptions(webhook_host="127.0.0.1", webhook_port=0, name_wait_s=5.0)
-    app = IngressFeishuService(config, options)
+    seen = ContactsWatch()
+    app = IngressFeishuService(config, options, contacts_observer=seen)
     async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
         assert app.webhook is not None
         yield app, f"http://127.0.0.1:{app.webhook.bound_port}/feishu/events"
-        assert app.contacts is not None
-        await app.contacts.settle()
+        await seen.settled()
 
 
 def message(n: int, sender: str, text: str, mentions: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:

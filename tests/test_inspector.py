@@ -24,12 +24,12 @@ from larkbot.driver.app import MIGRATIONS
 from larkbot.driver.core import tools
 from larkbot.driver.core.compaction import Summary
 from larkbot.driver.core.memory import NewMemory
-from larkbot.driver.harness import CHAT_ID, decide, world
 from larkbot.driver.read import DriverReads
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
 from larkbot.runtime.db import create_engine, migrate
+from larkbot.testkit.driver.harness import CHAT_ID, decide, world
+from larkbot.testkit.driver.synthetic import response, tool_call
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 RLO = "\u202e"

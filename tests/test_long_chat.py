@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from larkbot.cli.longchat import QUICK_MESSAGES, SMALL_MESSAGES, measure
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.bench.longchat import QUICK_MESSAGES, SMALL_MESSAGES, measure
 
 
 def _check(figures: dict[str, Any], messages: int, key: str = "long_chat") -> dict[str, Any]:

@@ -1,11 +1,11 @@
 """``cacheable_prefix_ratio`` of ``larkbot bench``: a chat replayed through the real pipeline and the
-driver on the bus (``larkbot.cli.prefixbench``), the bot's sends coming back through the pipeline as
+driver on the bus (``larkbot.testkit.bench.replay``), the bot's sends coming back through the pipeline as
 self-sent messages."""
 
 from __future__ import annotations
 
-from larkbot.cli.prefixbench import measure
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.bench.replay import measure
 
 
 async def test_the_bench_replays_a_chat_through_the_pipeline_and_the_driver(bus: Bus, nats_url: str) -> None:

@@ -14,9 +14,9 @@ from larkbot.driver.adapters.audit import DAY_MS, AuditStore
 from larkbot.driver.adapters.tables import probe_responses, turn_responses
 from larkbot.driver.core import tools
 from larkbot.driver.core.audit import ContextRange, WakeAudit
-from larkbot.driver.harness import CHAT_ID, decide, world
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.driver.harness import CHAT_ID, decide, world
+from larkbot.testkit.driver.synthetic import response, tool_call
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from larkbot.driver.adapters.audit import AuditStore
 from larkbot.driver.adapters.requestlog import RequestStore
 from larkbot.driver.core import tools
 from larkbot.driver.core.requestlog import blocks_of, shared_prefix
-from larkbot.driver.harness import CHAT_ID, World, decide, end_turn, world
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.driver.harness import CHAT_ID, World, decide, end_turn, world
+from larkbot.testkit.driver.synthetic import response, tool_call
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ bus replay that ``larkbot bench`` reports (the replay itself runs the real pipel
 
 from __future__ import annotations
 
-from larkbot.driver.bench import cacheable_prefix_ratio, common_prefix, conversation, prefix_report
+from larkbot.testkit.bench.prefix import cacheable_prefix_ratio, common_prefix, conversation, prefix_report
 
 
 def test_common_prefix_and_measure() -> None:

@@ -12,7 +12,7 @@ from larkbot.canonical.llm import ImagePart
 from larkbot.driver.core.clip import clip_segment, clip_xml
 from larkbot.driver.core.context import ChatContext, apply_update
 from larkbot.driver.core.estimate import segment_tokens
-from larkbot.driver.synthetic import segment
+from larkbot.testkit.driver.synthetic import segment
 
 LONG = '<message id="m1" sender="Alice" t="01-02 03:04:05">' + ("word &amp; " * 20_000) + "tail?</message>"
 

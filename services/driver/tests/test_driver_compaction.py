@@ -14,9 +14,9 @@ from prometheus_client import REGISTRY
 from larkbot.canonical.llm import LLMError, LLMRequest, TextPart, UserMessage
 from larkbot.driver.core import tools
 from larkbot.driver.core.estimate import request_tokens
-from larkbot.driver.harness import CHAT_ID, World, decide, world
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.driver.harness import CHAT_ID, World, decide, world
+from larkbot.testkit.driver.synthetic import response, tool_call
 
 #: Small windows so a few dozen synthetic messages (~30 estimated tokens each) overflow them.
 SMALL: dict[str, Any] = {

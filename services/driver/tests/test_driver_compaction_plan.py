@@ -19,8 +19,8 @@ from larkbot.driver.core.estimate import Calibration, message_tokens, segment_to
 from larkbot.driver.core.limits import Windows, limits
 from larkbot.driver.core.prompt import select_history
 from larkbot.driver.core.records import TurnRecord
-from larkbot.driver.synthetic import segment
 from larkbot.runtime.config import ChatSettings
+from larkbot.testkit.driver.synthetic import segment
 
 T0 = 1_800_000_000_000
 

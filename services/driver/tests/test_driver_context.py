@@ -8,7 +8,7 @@ from larkbot.canonical.context import AppendOp, ContextUpdate, ReplaceOp, ResetO
 from larkbot.canonical.names import Platform
 from larkbot.driver.core.context import ChatContext, Gap, apply_update, is_external, new_external
 from larkbot.driver.core.participation import bot_loop_brake, participation
-from larkbot.driver.synthetic import segment
+from larkbot.testkit.driver.synthetic import segment
 
 T0 = 1_700_000_000_000
 

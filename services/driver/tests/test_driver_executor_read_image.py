@@ -16,8 +16,8 @@ from larkbot.driver.adapters.clock import ManualClock
 from larkbot.driver.adapters.executor import ToolExecutor
 from larkbot.driver.core import tools
 from larkbot.driver.core.turn import ToolDone, ToolRun
-from larkbot.driver.synthetic import segment
 from larkbot.runtime.bus import Bus, BusUnavailable
+from larkbot.testkit.driver.synthetic import segment
 
 T0 = 1_700_000_000_000
 CAT = AttachmentRef(

@@ -15,8 +15,8 @@ from larkbot.driver.core.gate import GateDecision, GateSettings
 from larkbot.driver.core.protocol import ModelCall
 from larkbot.driver.core.scheduler import Wake
 from larkbot.driver.core.wake import Note, WakeDone, WakeInput
-from larkbot.driver.scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
-from larkbot.driver.synthetic import response, segment, tool_call
+from larkbot.testkit.driver.scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
 MAINTAINER = "ou_maya"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from larkbot.canonical.context import Segment
 from larkbot.driver.core.ids import alias_table, mentioned_uids
-from larkbot.driver.synthetic import segment
+from larkbot.testkit.driver.synthetic import segment
 
 
 def _with_xml(n: int, xml: str) -> Segment:

@@ -25,8 +25,8 @@ from larkbot.driver.core.prompt import system_prompt
 from larkbot.driver.core.recall import RecallLimits, memory_block, people_in
 from larkbot.driver.core.scheduler import Wake
 from larkbot.driver.core.wake import WakeDone, WakeInput
-from larkbot.driver.scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
-from larkbot.driver.synthetic import response, segment, tool_call
+from larkbot.testkit.driver.scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
 

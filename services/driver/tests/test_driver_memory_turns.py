@@ -12,10 +12,10 @@ from larkbot.canonical.llm import LLMRequest, TextPart, ToolResultMessage, UserM
 from larkbot.driver.adapters.runner import direct_with
 from larkbot.driver.core import tools
 from larkbot.driver.core.memory import NewMemory
-from larkbot.driver.harness import CHAT_ID, world
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import ChatSettings
+from larkbot.testkit.driver.harness import CHAT_ID, world
+from larkbot.testkit.driver.synthetic import response, tool_call
 
 DAY_MS = 86_400_000
 
@@ -216,7 +216,7 @@ async def test_consolidation_merges_normal_memories_and_disables_the_originals(
         )
         consolidator = w.driver.consolidator
         assert consolidator is not None
-        assert await consolidator.pass_once() == {"merged": 1}  # Bob has too few to merge
+        assert await consolidator.maintain() == {"merged": 1}  # Bob has too few to merge
         (request,) = w.llm.by_purpose("memory")
         assert "ou_alice" in request.system
         memories = {m.id: m for m in await store.for_person("feishu", "ou_alice")}
@@ -235,8 +235,8 @@ async def test_consolidation_merges_normal_memories_and_disables_the_originals(
         for n in range(2, 4):
             await store.save(normal("ou_bob", f"fact {n}", f"om_b{n}"), now_ms=w.clock.now_ms())
         w.queue("memory").append(response(text="I cannot do that"))
-        assert await consolidator.pass_once() == {"failed": 1}
-        assert await consolidator.pass_once() == {"backing_off": 1}
+        assert await consolidator.maintain() == {"failed": 1}
+        assert await consolidator.maintain() == {"backing_off": 1}
         assert len(w.llm.by_purpose("memory")) == 2
         bob = await store.for_person("feishu", "ou_bob")
         assert all(m.enabled and m.importance == "normal" for m in bob)

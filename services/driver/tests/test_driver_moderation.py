@@ -21,9 +21,9 @@ from larkbot.canonical.actions import (
 )
 from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, ToolResultMessage
 from larkbot.driver.core import moderation, tools
-from larkbot.driver.harness import CHAT_ID, World, decide, end_turn, world
-from larkbot.driver.synthetic import response, segment, tool_call
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.driver.harness import CHAT_ID, World, decide, end_turn, world
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 SPAMMER = "ou_spam"
 MAINTAINER = "ou_maint"

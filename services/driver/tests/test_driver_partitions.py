@@ -18,10 +18,10 @@ from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.canonical.names import PARTITIONS, partition_of
 from larkbot.driver.adapters.ownership import NotHeld
 from larkbot.driver.core import tools
-from larkbot.driver.harness import PLATFORM, decide, world
-from larkbot.driver.synthetic import response, segment, tool_call
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.consume import Delivery
+from larkbot.testkit.driver.harness import PLATFORM, decide, world
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 
 def _chats_by_parity() -> tuple[list[str], list[str]]:
@@ -96,7 +96,7 @@ async def test_two_replicas_split_the_chats_and_hand_over_without_lost_or_double
         async def read_while_leaving(request: LLMRequest) -> LLMReply:
             state = b.chats[_key(chained)]
             leaving.set_result(asyncio.create_task(w.stop_replica("b")))
-            await b.until(lambda: state.stopping)
+            await w.watch("b").until(lambda: state.stopping)
             return response(tool_call(tools.READ_OLD, "r", message_ids=["m1"]), request_id=request.request_id)
 
         w.queue("probe", chained).append(decide("send_message", "asked again"))
@@ -154,9 +154,9 @@ async def test_a_restarted_replica_wakes_for_what_arrived_while_it_was_down_and_
         await w.pipeline.append(segment(2, at_ms=w.t0 + 2000, mentions_me=True), chat_id=chat)
         w.queue("probe", chat).append(decide("send_message", "asked again"))
         w.queue("primary", chat).append(response(tool_call(tools.SEND, "s", text="second")))
-        again = await w.start_replica("a")
+        await w.start_replica("a")
         await w.balanced()
-        state = await again.applied(PLATFORM.value, chat, w.pipeline.log(chat).seq)
+        state = await w.applied(chat, w.pipeline.log(chat).seq, replica="a")
         assert state.marks.processed_until_ms == w.t0  # message 1 was processed before the restart
         await w.tick(3000)
         await w.synced(chat)

@@ -24,7 +24,7 @@ from larkbot.driver.core.prompt import (
 )
 from larkbot.driver.core.records import TurnRecord
 from larkbot.driver.core.window import Window
-from larkbot.driver.synthetic import response, segment, tool_call
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 T0 = 1_700_000_000_000
 

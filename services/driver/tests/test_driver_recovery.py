@@ -15,10 +15,10 @@ from larkbot.canonical.llm import AssistantMessage, LLMRequest, ToolCallPart, To
 from larkbot.driver.adapters.repository import ChatMarks, DriverRepository
 from larkbot.driver.adapters.tables import turn_responses
 from larkbot.driver.core import tools
-from larkbot.driver.harness import CHAT_ID, World, decide, world
-from larkbot.driver.synthetic import response, segment, tool_call
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.db import create_engine
+from larkbot.testkit.driver.harness import CHAT_ID, World, decide, world
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from prometheus_client import REGISTRY
 
 from larkbot.canonical.actions import ReactAction, SendMessageAction
 from larkbot.canonical.llm import LLMError, LLMReply, LLMRequest, TextPart, ToolResultMessage, UserMessage
-from larkbot.driver.bench import prefix_report, request_bytes
 from larkbot.driver.core import tools
-from larkbot.driver.harness import CHAT_ID, decide, world
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.bench.prefix import prefix_report, request_bytes
+from larkbot.testkit.driver.harness import CHAT_ID, decide, world
+from larkbot.testkit.driver.synthetic import response, tool_call
 
 
 @pytest.fixture
@@ -260,7 +260,7 @@ async def test_bot_to_bot_exchanges_do_not_loop(bus: Bus, nats_url: str, db: str
 async def test_a_lost_update_is_recovered_from_a_snapshot(bus: Bus, nats_url: str, db: str) -> None:
     async with world(bus, nats_url, db) as w:
         await w.say(1, 0)
-        from larkbot.driver.synthetic import segment
+        from larkbot.testkit.driver.synthetic import segment
 
         taken_over = w.pipeline.snapshots  # one per chat when the partition was taken over
         await w.pipeline.append(segment(2, at_ms=w.t0 + 100), publish=False)

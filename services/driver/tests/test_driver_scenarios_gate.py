@@ -13,10 +13,10 @@ from prometheus_client import REGISTRY
 from larkbot.canonical.llm import LLMReply, LLMRequest
 from larkbot.driver.app import DriverService, warn_unreachable_shell
 from larkbot.driver.core import tools
-from larkbot.driver.harness import CHAT_ID, decide, world
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
+from larkbot.testkit.driver.harness import CHAT_ID, decide, world
+from larkbot.testkit.driver.synthetic import response, tool_call
 
 MAINTAINER = "ou_maya"
 SPAMMER = "ou_spam"

@@ -13,9 +13,9 @@ from larkbot.canonical.actions import DeleteMessageAction
 from larkbot.canonical.aliases import alias_for
 from larkbot.canonical.llm import LLMRequest, TextPart, ToolResultMessage
 from larkbot.driver.core import tools
-from larkbot.driver.harness import CHAT_ID, decide, world
-from larkbot.driver.synthetic import response, segment, tool_call
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.driver.harness import CHAT_ID, decide, world
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from larkbot.canonical.context import AttachmentRef
 from larkbot.canonical.llm import ImagePart, TextPart, ToolResultMessage
 from larkbot.canonical.names import Platform
 from larkbot.driver.core import tools
-from larkbot.driver.harness import CHAT_ID, decide, world
-from larkbot.driver.synthetic import response, segment, tool_call
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.driver.harness import CHAT_ID, decide, world
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ async def test_read_image_asks_the_media_worker_for_the_platform_file(
             }
         )
         seq = await w.pipeline.append(photo)
-        await w.driver.applied("feishu", CHAT_ID, seq)
+        await w.applied(CHAT_ID, seq)
         w.probe_answers.append(decide("send_message", "asked about the photo"))
         w.primary_answers.extend(
             [

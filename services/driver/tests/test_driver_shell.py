@@ -32,11 +32,11 @@ from larkbot.driver.app import MIGRATIONS
 from larkbot.driver.core import shell as core
 from larkbot.driver.core import tools
 from larkbot.driver.core.turn import ToolRun
-from larkbot.driver.harness import decide, end_turn, world
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, ShellSettings, parse_config
 from larkbot.runtime.db import create_engine, migrate
+from larkbot.testkit.driver.harness import decide, end_turn, world
+from larkbot.testkit.driver.synthetic import response, tool_call
 
 T0 = 1_800_000_000_000
 CHAT = ("feishu", "oc_shell")

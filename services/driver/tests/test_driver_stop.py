@@ -12,9 +12,9 @@ import pytest
 
 from larkbot.canonical.names import Service
 from larkbot.driver.app import DriverService
-from larkbot.driver.harness import world
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.service import running
+from larkbot.testkit.driver.harness import world
 
 CANCELLED = "did not end with the service"
 

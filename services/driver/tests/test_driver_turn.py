@@ -23,8 +23,8 @@ from larkbot.driver.core.turn import (
     idempotency_key,
     primary_turn,
 )
-from larkbot.driver.scripted import ScriptedPorts
-from larkbot.driver.synthetic import response, tool_call
+from larkbot.testkit.driver.scripted import ScriptedPorts
+from larkbot.testkit.driver.synthetic import response, tool_call
 
 T0 = 1_700_000_000_000
 LATE = UserMessage(parts=(TextPart(text="<late-binding/>"),))

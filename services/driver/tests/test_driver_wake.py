@@ -12,8 +12,8 @@ from larkbot.driver.core.estimate import request_tokens
 from larkbot.driver.core.protocol import ModelCall
 from larkbot.driver.core.scheduler import Wake
 from larkbot.driver.core.wake import CLIP_ATTEMPTS, ProbeCall, WakeDone, WakeFailure, WakeInput, WakeSettings
-from larkbot.driver.scripted import DEFAULT_LIMITS, DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
-from larkbot.driver.synthetic import response, segment, tool_call
+from larkbot.testkit.driver.scripted import DEFAULT_LIMITS, DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
 SETTINGS = DEFAULT_WAKE_SETTINGS

@@ -13,8 +13,8 @@ from larkbot.driver.core.estimate import request_tokens, segment_tokens
 from larkbot.driver.core.protocol import ModelCall
 from larkbot.driver.core.scheduler import Wake
 from larkbot.driver.core.wake import PROBE_FIT_ATTEMPTS, ProbeCall, WakeDone, WakeFailure, WakeInput
-from larkbot.driver.scripted import DEFAULT_LIMITS, ScriptedPorts, wake_input
-from larkbot.driver.synthetic import response, segment, tool_call
+from larkbot.testkit.driver.scripted import DEFAULT_LIMITS, ScriptedPorts, wake_input
+from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
 MENTION = "@Lark what do you think of the plan?"

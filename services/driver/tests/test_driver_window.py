@@ -7,7 +7,7 @@ import pytest
 from larkbot.canonical.context import Segment
 from larkbot.driver.core.estimate import segment_tokens
 from larkbot.driver.core.window import select_window
-from larkbot.driver.synthetic import segment
+from larkbot.testkit.driver.synthetic import segment
 
 T0 = 1_700_000_000_000
 

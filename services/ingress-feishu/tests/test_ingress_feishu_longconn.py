@@ -29,6 +29,7 @@ from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
 from larkbot.runtime.service import running
+from larkbot.testkit.ingress_feishu.watch import ContactsWatch
 
 
 @pytest.fixture
@@ -60,7 +61,8 @@ async def test_long_connection_end_to_end(fake: FakeFeishu, bus: Bus, nats_url: 
         },
         env={},
     )
-    app = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0))
+    contacts = ContactsWatch()
+    app = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0), contacts_observer=contacts)
     conn = fake.long_connection
     async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
         kv = await bus.js.key_value(KV_IDENTITY)
@@ -116,7 +118,7 @@ async def test_long_connection_end_to_end(fake: FakeFeishu, bus: Bus, nats_url: 
         assert reasons == {"unknown_event_type", "malformed"}
 
         # The sender name arrives from the contact API off the event path and is used from then on.
-        await app.contacts.settle() if app.contacts else None
+        await contacts.settled()
         second = copy.deepcopy(payload("message_text_reply"))
         assert await conn.push(second) == 200
         reply = [e for e in await events(bus) if isinstance(e, MessageEvent)][-1]

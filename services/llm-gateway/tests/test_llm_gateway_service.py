@@ -19,7 +19,6 @@ from larkbot.canonical.llm import (
     UserMessage,
 )
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, SUBJECT_LLM_GENERATE, Service
-from larkbot.llm_gateway import bench
 from larkbot.llm_gateway.app import GatewayService
 from larkbot.llm_gateway.fake import FakeProvider, Reply
 from larkbot.runtime.bus import Bus
@@ -100,14 +99,6 @@ async def test_unknown_endpoint_and_bad_payloads_get_typed_replies(bus: Bus, nat
     bad = LLM_REPLY_ADAPTER.validate_json(raw.data)
     assert isinstance(bad, LLMError)
     assert (bad.request_id, bad.category) == ("bad-1", "invalid_request")
-
-
-async def test_benchmark_reports_overhead_quantiles(nats_url: str) -> None:
-    result = await bench.measure(10, nats_url, warmup=2)
-    assert result["n"] == 10
-    assert 0 < result["overhead_p50_ms"] <= result["overhead_p99_ms"]
-    assert result["roundtrip_p50_ms"] >= result["overhead_p50_ms"]
-    assert set(result["targets"]) == {"overhead_p50_ms", "overhead_p99_ms"}
 
 
 async def test_cache_reads_reach_the_normalized_usage_over_the_bus(bus: Bus, nats_url: str) -> None:

@@ -7,9 +7,9 @@ import io
 import pytest
 from PIL import Image
 
-from larkbot.media import samples
 from larkbot.media.core import images
 from larkbot.media.core.errors import TooLarge, Unreadable, Unsupported
+from larkbot.testkit.media import samples
 
 
 @pytest.fixture(scope="module")

@@ -32,15 +32,15 @@ from larkbot.canonical.names import (
     events_subject,
     msg_id,
 )
-from larkbot.media import samples
 from larkbot.media.app import MediaService
 from larkbot.media.core import images
-from larkbot.media.fakes import FakeIngress, FakeVision
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.app import PipelineService
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
 from larkbot.runtime.service import running
+from larkbot.testkit.media import samples
+from larkbot.testkit.media.fakes import FakeIngress, FakeVision
+from larkbot.testkit.pipeline import synthetic as s
 
 from .test_media_service import GIF, PHOTO, TIMEOUT, opened
 

@@ -31,13 +31,13 @@ from larkbot.canonical.names import (
     dead_letter_subject,
     media_job_subject,
 )
-from larkbot.media import samples
 from larkbot.media.app import MediaService
 from larkbot.media.core import images
-from larkbot.media.fakes import FakeIngress, FakeVision
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
 from larkbot.runtime.service import ServiceContext, running
+from larkbot.testkit.media import samples
+from larkbot.testkit.media.fakes import FakeIngress, FakeVision
 
 TIMEOUT = 30.0
 PHOTO = samples.photo(1600, 1200, seed=7)

@@ -10,10 +10,10 @@ import pytest
 from larkbot.canonical.context import HistoryRequest, HistoryResponse
 from larkbot.canonical.media import MediaJob, MediaResult
 from larkbot.canonical.names import SUBJECT_PIPELINE_HISTORY, Platform
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core.admission import Admission
-from larkbot.pipeline.fakes import FakeMediaWorker, fail, succeed
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.pipeline import synthetic as s
+from larkbot.testkit.pipeline.fakes import FakeMediaWorker, fail, succeed
 
 from .test_pipeline_service import config, pipeline, publish, watching
 

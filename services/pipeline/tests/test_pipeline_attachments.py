@@ -9,10 +9,10 @@ from larkbot.canonical.content import Attachment, AttachmentType
 from larkbot.canonical.context import AttachmentRef, Segment
 from larkbot.canonical.events import CanonicalEvent
 from larkbot.canonical.names import Platform
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core import Projection, RenderParams, alias_for, replay
 from larkbot.pipeline.core.admission import Admission
-from larkbot.pipeline.fakes import succeed
+from larkbot.testkit.pipeline import synthetic as s
+from larkbot.testkit.pipeline.fakes import succeed
 
 ALICE = s.person("ou_alice", "Alice")
 FEISHU = RenderParams(Platform.FEISHU, "oc_chat", deployment_utc_offset_min=480)

@@ -23,9 +23,9 @@ from larkbot.canonical.content import (
 )
 from larkbot.canonical.events import CanonicalEvent, ChatRenamed, ForwardInfo, MembersJoined
 from larkbot.canonical.names import Platform
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core import Projection, RenderParams
 from larkbot.pipeline.core.xml import attr, text
+from larkbot.testkit.pipeline import synthetic as s
 
 PARAMS = RenderParams(Platform.FEISHU, "oc_chat", bot_user_id="ou_bot", deployment_utc_offset_min=480)
 MARKUP = [

@@ -9,11 +9,11 @@ from sqlalchemy import text
 from larkbot.canonical.codec import encode
 from larkbot.canonical.context import ContextSnapshot, CursorMove, MemberRequest, MemberResponse
 from larkbot.canonical.names import SUBJECT_PIPELINE_CURSOR, SUBJECT_PIPELINE_MEMBER, Platform
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.app import MIGRATIONS
 from larkbot.pipeline.core import alias_for
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.db import create_engine, migrate
+from larkbot.testkit.pipeline import synthetic as s
 
 from .test_pipeline_service import TIMEOUT, config, pipeline, publish, snapshot, watching
 

@@ -6,10 +6,10 @@ from larkbot.canonical.codec import encode
 from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.context import AttachmentRef, Segment
 from larkbot.canonical.llm import ImagePart
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core.admission import Admission
 from larkbot.pipeline.core.offsets import Ticket, resume_points
 from larkbot.pipeline.core.segments import new_segment
+from larkbot.testkit.pipeline import synthetic as s
 
 A, B, C = ("feishu", "oc_a"), ("feishu", "oc_b"), ("feishu", "oc_c")
 

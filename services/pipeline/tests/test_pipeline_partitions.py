@@ -35,17 +35,18 @@ from larkbot.canonical.names import (
     events_subject,
     partition_of,
 )
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.adapters.partitions import lease_key
 from larkbot.pipeline.adapters.repository import EventRepository, decode_event
 from larkbot.pipeline.adapters.routing import direct_subject
 from larkbot.pipeline.app import MIGRATIONS, PipelineService
 from larkbot.pipeline.core import replay_chat
-from larkbot.pipeline.fakes import FakeMediaWorker, fail, succeed
 from larkbot.runtime.bus import Bus, NoResponders, RequestTimedOut, ServiceUnavailable
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.service import ServiceContext, running
+from larkbot.testkit.pipeline import synthetic as s
+from larkbot.testkit.pipeline.fakes import FakeMediaWorker, fail, succeed
+from larkbot.testkit.pipeline.watch import caught_up
 
 from .test_pipeline_service import TIMEOUT, config, eventually
 
@@ -230,7 +231,7 @@ async def test_a_replica_killed_mid_stream_is_resumed_with_every_chat_in_order(
         # The dead replica's leases expire after their TTL; the new one takes over and resumes.
         async with replica(nats_url, cfg, "restarted") as (app, _):
             await wait_stored(repo, expected)
-            await eventually(lambda: app.ownership is not None and app.ownership.progress().caught_up)
+            await eventually(lambda: caught_up(app))
             for chat in chats:
                 assert await stored(repo, chat) == expected[chat], chat
                 params = app.params_for(FEISHU, chat)
@@ -296,7 +297,7 @@ async def test_a_waiting_media_head_holds_the_resume_point_and_survives_a_restar
             assert app.repo is not None
             repo = app.repo
             await wait_stored(repo, {"oc_chat": ["om_1", "om_2"], other: ["om_0", "om_3", "om_4"]})
-            await eventually(lambda: app.ownership is not None and app.ownership.progress().caught_up)
+            await eventually(lambda: caught_up(app))
             assert await stored(repo, "oc_chat") == ["om_1", "om_2"]
             # Redelivered from om_1 on: om_3 and om_4 are skipped by the unique key, stored once.
             assert await stored(repo, other) == ["om_0", "om_3", "om_4"]

@@ -20,8 +20,8 @@ from larkbot.canonical.events import (
     TopicChanged,
 )
 from larkbot.canonical.names import Platform
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core import Projection, RenderParams, replay, replay_chat
+from larkbot.testkit.pipeline import synthetic as s
 
 PARAMS = RenderParams(
     Platform.FEISHU,

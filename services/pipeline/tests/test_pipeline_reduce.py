@@ -5,8 +5,8 @@ from __future__ import annotations
 from larkbot.canonical.context import AppendOp, ReplaceOp
 from larkbot.canonical.events import ChatRenamed
 from larkbot.canonical.names import Platform
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core import IC, MessageNode, Projection, RenderParams, reduce, replay
+from larkbot.testkit.pipeline import synthetic as s
 
 PARAMS = RenderParams(Platform.FEISHU, "oc_chat", bot_user_id="ou_bot", deployment_utc_offset_min=480)
 BOT = s.person("ou_bot", "Lark", is_bot=True)

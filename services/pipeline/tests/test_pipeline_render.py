@@ -38,9 +38,9 @@ from larkbot.canonical.events import (
     Sender,
 )
 from larkbot.canonical.names import Platform
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core import Projection, RenderParams, alias_for
 from larkbot.pipeline.core.timefmt import format_time
+from larkbot.testkit.pipeline import synthetic as s
 
 ALICE = s.person("ou_alice", "Alice")
 BOT = s.person("ou_bot", "Lark", is_bot=True)

@@ -15,8 +15,8 @@ from larkbot.canonical.events import (
     TopicChanged,
 )
 from larkbot.canonical.names import Platform
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.core import Projection, RenderParams
+from larkbot.testkit.pipeline import synthetic as s
 
 ALICE = s.person("5", "Alice")
 BOB = s.person("6", "Bob")

@@ -10,12 +10,12 @@ from larkbot.canonical.content import Attachment, AttachmentType
 from larkbot.canonical.events import EVENT_ADAPTER, MessageEvent
 from larkbot.canonical.fingerprint import event_fingerprint
 from larkbot.canonical.names import STREAM_DEAD_LETTER
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.adapters.repository import EventRepository, NewEvent, Stored
 from larkbot.pipeline.app import MIGRATIONS
 from larkbot.pipeline.core.repeats import classify
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.db import create_engine, migrate
+from larkbot.testkit.pipeline import synthetic as s
 
 from .test_pipeline_service import config, pipeline, publish, snapshot, watching
 

@@ -32,12 +32,13 @@ from larkbot.canonical.names import (
     identity_key,
     msg_id,
 )
-from larkbot.pipeline import synthetic as s
 from larkbot.pipeline.app import PipelineService
 from larkbot.pipeline.core import alias_for
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
 from larkbot.runtime.service import ServiceContext, running
+from larkbot.testkit.pipeline import synthetic as s
+from larkbot.testkit.pipeline.watch import caught_up
 
 from .test_pipeline_properties import apply_ops
 
@@ -333,7 +334,7 @@ async def test_residency_archives_telegram_and_drops_unconfigured_feishu(
         )
         await updates.until(lambda: "-100" in updates.copies)
         assert app.repo is not None
-        await eventually(lambda: app.ownership is not None and app.ownership.progress().caught_up)
+        await eventually(lambda: caught_up(app))
         assert await app.repo.count("feishu", "oc_other") == 0
         assert await app.repo.count("telegram", "-200") == 1
         assert {u.chat_id for u in updates.items} == {"-100"}

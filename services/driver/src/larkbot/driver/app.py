@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from .adapters.requestlog import RequestStore
 from .adapters.runner import WakeRunner
 from .adapters.shell import ShellTasks, check_settings, shell_dirs
 from .adapters.task_store import TaskStore
+from .observer import UNOBSERVED, DriverObserver
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ class DriverService:
         fetch_timeout_s: float = 1.0,
         memory_maintenance: bool = True,
         hostname: str | None = None,
+        observer: DriverObserver = UNOBSERVED,
     ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
@@ -109,8 +110,11 @@ class DriverService:
         self.lease_heartbeat_s = lease_heartbeat_s
         #: How long an idle partition consumer's fetch waits; a stopping consumer ends within it.
         self.fetch_timeout_s = fetch_timeout_s
-        #: Run the scheduled memory maintenance loop (scenario tests call ``consolidator.pass_once``).
+        #: Run the scheduled memory maintenance loop (off: passes run only when called,
+        #: ``consolidator.maintain()``).
         self.memory_maintenance = memory_maintenance
+        #: Told of partition, context, typing and chat-loop changes (``larkbot.driver.observer``).
+        self.observer = observer
         self.repo: DriverRepository | None = None
         self.clients: BusClients | None = None
         self.runner: WakeRunner | None = None
@@ -121,7 +125,6 @@ class DriverService:
         self.host: ChatHost | None = None
         self.leases: PartitionLeases | None = None
         self._leases_task: asyncio.Task[Any] | None = None
-        self._applied = asyncio.Condition()
         check_settings(config, os.environ)
         #: Shell tasks belong to the host that runs them.
         self.hostname = hostname or socket.gethostname()
@@ -182,7 +185,7 @@ class DriverService:
             clock=self.clock,
             personas=self.personas,
             spawn=ctx.spawn,
-            notify=self._notify,
+            observer=self.observer,
             fetch_timeout_s=self.fetch_timeout_s,
         )
         self.leases = PartitionLeases(
@@ -190,7 +193,7 @@ class DriverService:
             LEASE_GROUP,
             self.replica,
             PARTITIONS,
-            on_acquire=self._acquire,
+            on_acquire=self.host.acquire,
             on_release=self.host.release,
             heartbeat_s=self.lease_heartbeat_s,
         )
@@ -261,15 +264,6 @@ class DriverService:
         settings = self.config.chat(platform, chat_id)
         return (settings.display_name if settings is not None else None) or DEFAULT_NAME
 
-    async def _acquire(self, partition: int) -> None:
-        assert self.host is not None
-        await self.host.acquire(partition)
-        await self._notify()
-
-    async def _notify(self) -> None:
-        async with self._applied:
-            self._applied.notify_all()
-
     async def on_typing(self, msg: Msg) -> None:
         try:
             signal = decode(msg.data, TypingSignal, dict(msg.headers or {}))
@@ -283,29 +277,7 @@ class DriverService:
             return
         state.typing(signal.at_ms)
         metrics.TYPING_SIGNALS.labels("ok").inc()
-        await self._notify()
-
-    async def until(self, predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
-        """Wait until ``predicate`` holds, re-checked after every context update, typing signal and
-        partition change (tests, the benchmark, the playground)."""
-        async with self._applied:
-            await asyncio.wait_for(self._applied.wait_for(predicate), timeout_s)
-
-    async def applied(self, platform: str, chat_id: str, seq: int, timeout_s: float = 30.0) -> ChatState:
-        """Wait until this replica drives the chat and its context has reached ``seq``."""
-        key = f"{platform}:{chat_id}"
-
-        def reached() -> bool:
-            state = self.chats.get(key)
-            return state is not None and state.context.seq >= seq
-
-        await self.until(reached, timeout_s)
-        return self.chats[key]
-
-    def holds(self, partitions: int) -> bool:
-        """Holds exactly ``partitions`` partitions, each with its chats taken over."""
-        host = self.host
-        return host is not None and len(host.partitions) == partitions and host.ready
+        self.observer.typing_applied(state)
 
     async def _database_ready(self) -> Check:
         assert self.repo is not None
@@ -323,7 +295,6 @@ class DriverService:
     async def stop(self) -> None:
         if self.host is not None:
             self.host.stop_all()
-            await self._notify()
         if self.leases is not None and self._leases_task is not None:
             self.leases.stop()
             # Releasing waits for each chat's step in progress; serve() bounds the wait.

@@ -32,7 +32,7 @@ from larkbot.runtime.service import ServiceContext, run
 from . import metrics
 from .adapters.actions import Actions, BotSelf
 from .adapters.api import FeishuApi
-from .adapters.contacts import Contacts
+from .adapters.contacts import UNOBSERVED, Contacts, ContactsObserver
 from .adapters.inbound import Inbound
 from .adapters.rest import FeishuRest
 from .adapters.webhook import WebhookServer
@@ -90,9 +90,17 @@ def direct_chats(config: LarkbotConfig) -> dict[str, str]:
 
 
 class IngressFeishuService:
-    def __init__(self, config: LarkbotConfig, options: FeishuOptions | None = None) -> None:
+    def __init__(
+        self,
+        config: LarkbotConfig,
+        options: FeishuOptions | None = None,
+        *,
+        contacts_observer: ContactsObserver = UNOBSERVED,
+    ) -> None:
         self.config = config
         self.options = options or FeishuOptions.from_settings(config.feishu)
+        #: Told of the contact-name table's mirror and lookups (``adapters.contacts.ContactsObserver``).
+        self.contacts_observer = contacts_observer
         self.endpoint: Endpoint[ActionRequest] | None = None
         self.rest: FeishuRest | None = None
         self.adapter: FeishuAdapter | None = None
@@ -136,7 +144,9 @@ class IngressFeishuService:
                 bot_app_id=feishu.app_id,
                 direct_chats=direct_chats(self.config),
             )
-            self.contacts = Contacts(ctx.bus, api, opts.name_ttl_s, wait_s=opts.name_wait_s)
+            self.contacts = Contacts(
+                ctx.bus, api, opts.name_ttl_s, wait_s=opts.name_wait_s, observer=self.contacts_observer
+            )
             await self.contacts.start()
             ctx.spawn(self.contacts.watch(), "feishu-contact-names")
             await self.contacts.learn(info.open_id, info.name)

@@ -49,6 +49,7 @@ from .adapters.partitions import Ownership
 from .adapters.repository import EventRepository
 from .adapters.routing import NotServedHere, OwnerUnavailable, Router, direct_subject
 from .core import RenderParams
+from .observer import UNOBSERVED, PipelineObserver
 from .settings import render_params
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class PipelineService:
         replica: str | None = None,
         intake_options: dict[str, Any] | None = None,
         reader_options: dict[str, Any] | None = None,
+        observer: PipelineObserver = UNOBSERVED,
     ) -> None:
         self.config = config
         self.media_enabled = media_enabled
@@ -83,6 +85,8 @@ class PipelineService:
         self.replica = replica or replica_id()
         self.intake_options = intake_options or {}
         self.reader_options = reader_options or {}
+        #: Told of the intake's progress (``larkbot.pipeline.observer``).
+        self.observer = observer
         self.deployment_offset_min = deployment_offset_min(config.utc_offset_min)
         #: Set once the partition assignment first settled with every owned partition consuming.
         self.ready = asyncio.Event()
@@ -125,7 +129,12 @@ class PipelineService:
         self.identities = Identities(ctx.bus)
         chats = self.chats = ResidentChats(ctx.bus, self.repo, self.params_for, {})
         self.intake = Intake(
-            ctx.bus, self.chats, self.repo, media_enabled=self.media_enabled, **self.intake_options
+            ctx.bus,
+            self.chats,
+            self.repo,
+            media_enabled=self.media_enabled,
+            observer=self.observer,
+            **self.intake_options,
         )
         self.ownership = await Ownership.open(
             ctx.bus,

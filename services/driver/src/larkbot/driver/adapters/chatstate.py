@@ -24,6 +24,7 @@ from ..core import scheduler
 from ..core.compaction import Summary
 from ..core.context import ChatContext, latest_external_ms, new_external
 from ..core.records import Activation
+from ..observer import DriverObserver
 from .clock import Clock
 from .repository import ChatMarks, DriverRepository
 
@@ -62,7 +63,13 @@ RunWake = Callable[["ChatState", scheduler.Wake, str, int], Awaitable[None]]
 
 class ChatState:
     def __init__(
-        self, platform: str, chat_id: str, settings: ChatSettings, persona: Persona, clock: Clock
+        self,
+        platform: str,
+        chat_id: str,
+        settings: ChatSettings,
+        persona: Persona,
+        clock: Clock,
+        observer: DriverObserver,
     ) -> None:
         self.platform = platform
         self.chat_id = chat_id
@@ -72,6 +79,7 @@ class ChatState:
         self.blocked = frozenset(settings.blocked_users)
         self.persona = persona
         self.clock = clock
+        self.observer = observer
         self.debounce = scheduler.Debounce(
             settings.initial_delay_ms,
             settings.typing_extend_ms,
@@ -98,8 +106,6 @@ class ChatState:
         #: and stored them (``None``: not known yet); the compactor's cheap check.
         self.turn_tokens: int | None = None
         self.compaction = CompactionState()
-        self._cond = asyncio.Condition()
-        self._idle_at: int | None = None
 
     # -- inputs ---------------------------------------------------------------------------------------
     def load(self, marks: ChatMarks | None, chain_open: bool, summary: Summary | None = None) -> None:
@@ -169,9 +175,9 @@ class ChatState:
             now = self.clock.now_ms()
             action = scheduler.next_action(self.schedule, now, self.debounce)
             if isinstance(action, scheduler.Wait):
-                await self._set_idle(now)
+                self.observer.chat_idle(self, now)
                 await self.clock.wait_until(action.until_ms, self.changed)
-                await self._set_idle(None)
+                self.observer.chat_woke(self)
                 continue
             input_until = max(action.input_until_ms, self.latest_external_ms())
             # The wake-up handles (and marks processed) everything up to ``input_until``, so it takes
@@ -217,24 +223,7 @@ class ChatState:
         log.error("wake-up failed (%s); the context is latched until new input", exc)
         await self.processed(repo, input_until)
 
-    async def _set_idle(self, at: int | None) -> None:
-        async with self._cond:
-            self._idle_at = at
-            self._cond.notify_all()
-
-    async def settled(self, timeout_s: float = 30.0) -> None:
-        """Wait until the loop has looked at the current time and state and found nothing to do."""
-
-        def idle() -> bool:
-            return (
-                self._idle_at is not None
-                and self._idle_at >= self.clock.now_ms()
-                and not self.changed.is_set()
-            )
-
-        async with self._cond:
-            await asyncio.wait_for(self._cond.wait_for(idle), timeout_s)
-
     def stop(self) -> None:
         self.stopping = True
         self.changed.set()
+        self.observer.chat_stopping(self)

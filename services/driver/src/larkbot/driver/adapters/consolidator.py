@@ -78,7 +78,7 @@ class Consolidator:
             if self.is_leader() and now >= due:
                 due = now + interval
                 try:
-                    await self.pass_once()
+                    await self.maintain()
                 except RetryableError as exc:
                     log.warning("memory maintenance pass postponed: %s", exc)
                     due = now + min(interval, LEADER_CHECK_S)
@@ -88,8 +88,10 @@ class Consolidator:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), wait)
 
-    async def pass_once(self) -> dict[str, int]:
-        """One pass over every group due now; the count of groups by outcome."""
+    async def maintain(self) -> dict[str, int]:
+        """One maintenance pass — the memory gauge refreshed, every group due now consolidated — and the
+        count of groups by outcome. :meth:`run` calls it on schedule; with the loop off (a replica built
+        with ``memory_maintenance=False``) a pass runs only when called."""
         stats = await self.store.stats()
         for scope in ("group", "private", "global"):
             metrics.MEMORIES.labels(scope).set(stats.by_scope.get(scope, 0))

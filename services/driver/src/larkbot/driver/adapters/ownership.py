@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,7 @@ from larkbot.runtime.logs import log_context
 
 from .. import metrics
 from ..core.context import Gap, apply_update, from_snapshot, is_stale
+from ..observer import DriverObserver
 from .chatstate import ChatState, Persona
 from .clients import BusClients
 from .clock import Clock
@@ -133,7 +134,7 @@ class ChatHost:
         clock: Clock,
         personas: dict[str, str],
         spawn: Spawn,
-        notify: Callable[[], Awaitable[None]],
+        observer: DriverObserver,
         group: str = CONSUMER_DRIVER,
         fetch_timeout_s: float = 1.0,
     ) -> None:
@@ -145,7 +146,7 @@ class ChatHost:
         self.clock = clock
         self.personas = personas
         self.spawn = spawn
-        self.notify = notify
+        self.observer = observer
         self.group = group
         self.fetch_timeout_s = fetch_timeout_s
         self.held: dict[str, ChatState] = {}
@@ -180,6 +181,7 @@ class ChatHost:
         held.takeover = self.spawn(self._take_over(held), f"take-over-p{partition:02d}")
         metrics.HANDOVERS.labels("acquired").inc()
         self._gauges()
+        self._report_partitions()
         log.info("took partition %d over (%d chats)", partition, len(held.chats))
 
     async def release(self, partition: int) -> None:
@@ -200,7 +202,7 @@ class ChatHost:
             self.held.pop(state.key, None)
         metrics.HANDOVERS.labels("released").inc()
         self._gauges()
-        await self.notify()
+        self._report_partitions()
         log.info("handed partition %d back", partition)
 
     def stop_all(self) -> None:
@@ -215,6 +217,9 @@ class ChatHost:
     def _gauges(self) -> None:
         metrics.PARTITIONS.set(len(self.partitions))
         metrics.CHATS.set(len(self.held))
+
+    def _report_partitions(self) -> None:
+        self.observer.partitions_changed(tuple(sorted(self.partitions)), self.ready)
 
     async def _ensure_consumer(self, partition: int) -> str:
         durable = partition_consumer(self.group, partition)
@@ -240,7 +245,7 @@ class ChatHost:
             identity = await self.clients.identity(platform)
             name = identity.name if identity else None
         persona = Persona(name or DEFAULT_NAME, tuple(self.personas[p] for p in settings.persona_files))
-        state = ChatState(platform, chat_id, settings, persona, self.clock)
+        state = ChatState(platform, chat_id, settings, persona, self.clock, self.observer)
         latest = await self.repo.latest_turn(platform, chat_id)
         resume = latest is not None and (latest.requires_follow_up or latest.pending)
         marks = await self.repo.marks(platform, chat_id)
@@ -252,9 +257,10 @@ class ChatHost:
             with log_context(chat=state.key):
                 snapshot = await self._snapshot(state)
                 state.adopt(from_snapshot(snapshot, state.settings.max_segment_est_tokens))
+            self.observer.context_applied(state)
             held.loops.append(self.spawn(state.loop(self.runner.run, self.repo), f"chat-{state.key}"))
         held.ready = True
-        await self.notify()
+        self._report_partitions()
 
     async def _snapshot(self, state: ChatState) -> ContextSnapshot:
         delay, cap = SNAPSHOT_RETRY_S
@@ -308,4 +314,4 @@ class ChatHost:
                 context = from_snapshot(snapshot, state.settings.max_segment_est_tokens)
                 metrics.CONTEXT_UPDATES.labels("gap").inc()
             state.adopt(context)
-        await self.notify()
+        self.observer.context_applied(state)

@@ -14,6 +14,9 @@ KV bucket; the rule of which name wins is :mod:`..core.names`.
 - :meth:`resolve` is the one wait on the event path: for ids nobody has named, it reads the bucket and
   then waits at most ``wait_s`` for their lookups, so that a new member's first message normally carries
   the name rather than the open_id followed by a rename.
+- Every bucket revision the mirror takes in, and every change in the number of lookups in flight, is
+  reported to the table's :class:`ContactsObserver` (nobody in production; the testkit waits on it for a
+  mirror to catch up with the bucket, or for the lookups to end).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from types import MappingProxyType
+from typing import Protocol
 
 import nats
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
@@ -44,6 +48,29 @@ from .rest import FeishuApiError
 log = logging.getLogger(__name__)
 
 _PLAIN_KEY = re.compile(r"[-_=a-zA-Z0-9]{1,200}")
+
+
+class ContactsObserver(Protocol):
+    """Called synchronously, right after the change; must return at once and must not raise."""
+
+    def mirrored(self, revision: int) -> None:
+        """The mirror took in the bucket's entry of ``revision`` (at the load or from the watch)."""
+
+    def lookups(self, in_flight: int) -> None:
+        """A contact lookup started or ended: ``in_flight`` are running or waiting now."""
+
+
+class Unobserved:
+    """The observer of a contact-name table nobody watches."""
+
+    def mirrored(self, revision: int) -> None:
+        return None
+
+    def lookups(self, in_flight: int) -> None:
+        return None
+
+
+UNOBSERVED: ContactsObserver = Unobserved()
 
 
 def kv_key(open_id: str) -> str:
@@ -65,9 +92,11 @@ class Contacts:
         retry_s: float = 60.0,
         concurrency: int = 4,
         clock: Callable[[], float] = time.time,
+        observer: ContactsObserver = UNOBSERVED,
     ) -> None:
         self.bus = bus
         self.api = api
+        self.observer = observer
         self.ttl_s = ttl_s
         self.wait_s = wait_s
         self.retry_s = retry_s
@@ -78,8 +107,6 @@ class Contacts:
         self._names: dict[str, str] = {}
         self._view: Mapping[str, str] = MappingProxyType(self._names)
         self._retry_at: dict[str, float] = {}
-        self._seen = asyncio.Condition()
-        self._seen_revision = 0  # the bucket's last revision the watch delivered
         self._limit = asyncio.Semaphore(concurrency)
         self._tasks: dict[str, asyncio.Task[None]] = {}  # lookups in flight, by open_id
 
@@ -90,7 +117,7 @@ class Contacts:
         self._watcher = await self._kv.watchall()
         while (entry := await self._watcher.updates(timeout=30.0)) is not None:  # type: ignore[no-untyped-call]
             self._take(entry)
-            self._seen_revision = max(self._seen_revision, int(entry.revision or 0))
+            self.observer.mirrored(int(entry.revision or 0))
         log.info("contact names loaded: %d", len(self._entries))
 
     async def watch(self) -> None:
@@ -99,16 +126,7 @@ class Contacts:
         async for entry in self._watcher:
             if entry is not None:
                 self._take(entry)
-                async with self._seen:
-                    self._seen_revision = max(self._seen_revision, int(entry.revision or 0))
-                    self._seen.notify_all()
-
-    async def caught_up(self, timeout_s: float = 30.0) -> None:
-        """Return once the mirror holds everything written to the bucket before the call."""
-        status = await self.bus.js.stream_info(f"KV_{KV_FEISHU_CONTACT_NAMES}")
-        last = status.state.last_seq
-        async with self._seen:
-            await asyncio.wait_for(self._seen.wait_for(lambda: self._seen_revision >= last), timeout_s)
+                self.observer.mirrored(int(entry.revision or 0))
 
     def _take(self, item: KeyValue.Entry) -> None:
         if item.operation in (KV_DEL, KV_PURGE) or not item.value:
@@ -225,11 +243,13 @@ class Contacts:
                 task = asyncio.create_task(self._lookup(open_id), name=f"contact-{open_id}")
                 self._tasks[open_id] = task
                 task.add_done_callback(partial(self._done, open_id))
+                self.observer.lookups(len(self._tasks))
             tasks.append(task)
         return tasks
 
     def _done(self, open_id: str, _task: asyncio.Task[None]) -> None:
         self._tasks.pop(open_id, None)
+        self.observer.lookups(len(self._tasks))
 
     async def _lookup(self, open_id: str) -> None:
         assert self.api is not None
@@ -274,11 +294,6 @@ class Contacts:
         return learned
 
     # -- lifecycle -------------------------------------------------------------------------------------
-    async def settle(self) -> None:
-        """Wait for the lookups in flight (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-
     async def close(self) -> None:
         pending = list(self._tasks.values())
         for task in pending:

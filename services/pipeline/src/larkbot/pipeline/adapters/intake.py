@@ -40,6 +40,7 @@ from .. import metrics
 from ..core.admission import Admission, Pending
 from ..core.offsets import Ticket, resume_points
 from ..core.repeats import classify
+from ..observer import UNOBSERVED, PipelineObserver
 from . import deadletters
 from .chats import ResidentChats
 from .repository import DatabaseUnavailable, EventRepository, NewEvent, Stored
@@ -62,6 +63,7 @@ class Intake:
         retry_base_s: float = 2.0,
         job_timeout_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        observer: PipelineObserver = UNOBSERVED,
     ) -> None:
         self.bus = bus
         self.dead_letters = DeadLetters(bus.js)
@@ -86,8 +88,8 @@ class Intake:
         self._instance = secrets.token_hex(4)
         #: Messages fully handled: committed, duplicate, archived, dropped or dead-lettered.
         self.handled = 0
-        #: Set whenever ``handled`` grows.
-        self.progress = asyncio.Event()
+        #: Told whenever ``handled`` grows.
+        self.observer = observer
 
     # -- partitions ------------------------------------------------------------------------------------
     async def open_partition(self, partition: int) -> int:
@@ -161,7 +163,8 @@ class Intake:
         for (kind, outcome), n in counts.items():
             metrics.EVENTS.labels(kind, outcome).inc(n)
             self.handled += n
-            self.progress.set()
+        if counts:
+            self.observer.events_handled(self.handled)
         for job in jobs:
             await self._submit(job)
         self._wake.set()
@@ -281,7 +284,7 @@ class Intake:
             for (kind, outcome), n in counts.items():
                 metrics.EVENTS.labels(kind, outcome).inc(n)
             self.handled += len(batch)
-            self.progress.set()
+            self.observer.events_handled(self.handled)
             changed = self.chats.apply(committed)
             updates = [
                 self.chats.next_update(self.chats.chats[key], ops, last_id.get(key, 0))

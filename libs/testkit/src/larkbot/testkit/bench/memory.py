@@ -25,14 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from larkbot.driver.adapters.memories import MemoryStore
+from larkbot.driver.app import MIGRATIONS
+from larkbot.driver.core.estimate import text_tokens
+from larkbot.driver.core.memory import Importance, NewMemory, Scope, Visibility
+from larkbot.driver.core.recall import RecallLimits, memory_block
 from larkbot.runtime.db import create_engine, migrate
 
-from .adapters.memories import MemoryStore
-from .core.estimate import text_tokens
-from .core.memory import Importance, NewMemory, Scope, Visibility
-from .core.recall import RecallLimits, memory_block
-
-MIGRATIONS = Path(__file__).parent / "migrations"
 PEOPLE = 1_000
 CHATS = 100
 SEED = 20261201

@@ -10,14 +10,14 @@ as breaks by construction.
 
 Two replays of the same chat:
 
-- :func:`cacheable_prefix_ratio` — pure and deterministic (no I/O, no clock): the wake-up flow
-  (``core.wake``) through the service's interpreter on in-memory ports (``scripted.ScriptedPorts``), with
-  a scripted model, over synthetic segments; fast enough for a unit test.
-- ``larkbot.cli.prefixbench.measure`` — what ``larkbot bench`` reports: :func:`conversation` published as
+- :func:`cacheable_prefix_ratio` — pure and deterministic (no I/O, no clock): the driver's wake-up flow
+  (``larkbot.driver.core.wake``) through the service's interpreter on in-memory ports
+  (:class:`larkbot.testkit.driver.scripted.ScriptedPorts`), with a scripted model, over synthetic
+  segments; fast enough for a unit test.
+- :func:`.replay.measure` — what ``larkbot bench`` reports: :func:`conversation` published as
   canonical events to ``EVENTS``, through the real pipeline and the driver service on the bus, the bot's
   sends coming back through the pipeline as self-sent messages; the requests taken as the LLM gateway
-  receives them (:func:`request_bytes`, :func:`figures`). It lives in the CLI, which depends on both
-  services; the driver does not depend on the pipeline.
+  receives them (:func:`request_bytes`, :func:`figures`).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from larkbot.canonical.llm import LLMRequest, LLMResponse, Message, ToolSpec
+from larkbot.driver.core import prompt, tools
+from larkbot.driver.core.protocol import ModelCall, ToolDone, ToolRun
+from larkbot.driver.core.records import Activation
+from larkbot.driver.core.scheduler import Wake
+from larkbot.driver.core.wake import ProbeCall, WakeInput
 
-from .core import prompt, tools
-from .core.protocol import ModelCall, ToolDone, ToolRun
-from .core.records import Activation
-from .core.scheduler import Wake
-from .core.wake import ProbeCall, WakeInput
-from .scripted import DEFAULT_LIMITS, ScriptedPorts, wake_input
-from .synthetic import response, segment, tool_call
+from ..driver.scripted import DEFAULT_LIMITS, ScriptedPorts, wake_input
+from ..driver.synthetic import response, segment, tool_call
 
 T0 = 1_800_000_000_000
 SENDERS = (("ou_alice", "Alice"), ("ou_bob", "Bob"), ("ou_carol", "Carol"), ("ou_dan", "Dan"))

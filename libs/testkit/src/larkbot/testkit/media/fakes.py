@@ -36,11 +36,10 @@ from larkbot.canonical.names import (
     SUBJECT_LLM_GENERATE,
     Platform,
 )
+from larkbot.media.core.images import content_key
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.ingress import actions_endpoint, failed
 from larkbot.runtime.serve import Endpoint, model_decoder
-
-from .core.images import content_key
 
 
 def _request_id(data: bytes, field: str) -> str:

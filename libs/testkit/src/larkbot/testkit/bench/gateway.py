@@ -29,14 +29,13 @@ from larkbot.canonical.llm import (
     UserMessage,
 )
 from larkbot.canonical.names import SUBJECT_LLM_GENERATE, Service
+from larkbot.llm_gateway.app import GatewayService
+from larkbot.llm_gateway.fake import FakeProvider, Reply
+from larkbot.llm_gateway.gateway import Outcome
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import LarkbotConfig, LlmEndpoint, LlmSettings, NatsSettings
 from larkbot.runtime.natsserver import EmbeddedNats
 from larkbot.runtime.service import running
-
-from .app import GatewayService
-from .fake import FakeProvider, Reply
-from .gateway import Outcome
 
 TARGETS = {"overhead_p50_ms": 3.0, "overhead_p99_ms": 15.0}
 

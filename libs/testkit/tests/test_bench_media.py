@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from larkbot.media.bench import measure
+from larkbot.testkit.bench.media import measure
 
 
 async def test_measure_reports_thumbnail_throughput(nats_url: str) -> None:

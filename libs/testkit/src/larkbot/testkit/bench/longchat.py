@@ -1,9 +1,9 @@
 """``long_chat`` for ``larkbot bench``: a group that talks for weeks, through the real pipeline and driver on
-the bus (the replay of :mod:`.prefixbench`), with a model whose context window is small (16k tokens).
+the bus (the replay of :mod:`.replay`), with a model whose context window is small (16k tokens).
 
-The conversation is :func:`larkbot.driver.bench.conversation` spaced a minute apart (20,000 messages span
+The conversation is :func:`.prefix.conversation` spaced a minute apart (20,000 messages span
 about two weeks); the bot answers every mention and every second burst. The model counts tokens its own way
-(:class:`.prefixbench.ScriptedModel`), refuses what does not fit its window and reports its token counts,
+(:class:`.replay.ScriptedModel`), refuses what does not fit its window and reports its token counts,
 so the driver has to learn the ratio (calibration) and compact before its requests overflow.
 
 Figures: ``requests`` by purpose, ``over_window`` (requests the model refused: the goal is 0), ``latched``
@@ -34,11 +34,11 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
-from larkbot.driver.bench import PrefixReport, common_prefix, conversation, prefix_report, request_bytes
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings
 
-from .prefixbench import ScriptedModel, bench_config, replay_world
+from .prefix import PrefixReport, common_prefix, conversation, prefix_report, request_bytes
+from .replay import ScriptedModel, bench_config, replay_world
 
 WINDOW_TOKENS = 16_000
 OUTPUT_TOKENS = 1_024
@@ -109,7 +109,7 @@ class Watch:
 
 def cached_tokens(shared_bytes: int, input_tokens: int) -> int:
     """What an OpenAI-style prompt cache serves of a request sharing ``shared_bytes`` with the previous
-    one (the model's tokens: a token per three bytes, as :class:`.prefixbench.ScriptedModel` counts)."""
+    one (the model's tokens: a token per three bytes, as :class:`.replay.ScriptedModel` counts)."""
     shared = min(shared_bytes // 3, input_tokens)
     return 0 if shared < CACHE_MIN_TOKENS else shared - shared % CACHE_STEP_TOKENS
 

@@ -1,8 +1,8 @@
 """``larkbot bench``: one JSON object of figures measured in one run on this machine.
 
-Each service that has something to measure exposes a ``bench`` module; :data:`MEASUREMENTS` maps its
-results onto the keys below. A figure nobody measured is ``null``, never invented. Targets are in
-``docs/performance.md``.
+Each measurement is a module of this package; :data:`MEASUREMENTS` maps its results onto the keys below
+and runs them in order, each imported only when it runs. A figure nobody measured is ``null``, never
+invented. Targets are in ``docs/performance.md``. The ``larkbot bench`` command is :func:`main`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ KEYS: tuple[str, ...] = (
 
 
 async def _gateway(nats_url: str, quick: bool) -> dict[str, Any]:
-    from larkbot.llm_gateway.bench import measure
+    from .gateway import measure
 
     result = await measure(100 if quick else 1000, nats_url)
     return {
@@ -47,14 +47,13 @@ async def _gateway(nats_url: str, quick: bool) -> dict[str, Any]:
 
 
 async def _pipeline(nats_url: str, quick: bool) -> dict[str, Any]:
-    from larkbot.pipeline.bench import measure
+    from .pipeline import measure
 
     return await measure(nats_url, quick)
 
 
 async def _driver(nats_url: str, quick: bool) -> dict[str, Any]:
-    # The cacheable-prefix replay runs the real pipeline and the driver, hence it lives in the CLI.
-    from .prefixbench import measure
+    from .replay import measure
 
     return await measure(nats_url, quick)
 
@@ -66,19 +65,19 @@ async def _long_chat(nats_url: str, quick: bool) -> dict[str, Any]:
 
 
 async def _media(nats_url: str, quick: bool) -> dict[str, Any]:
-    from larkbot.media.bench import measure
+    from .media import measure
 
     return await measure(nats_url, quick)
 
 
 async def _turn(nats_url: str, quick: bool) -> dict[str, Any]:
-    from .turnbench import measure
+    from .turn import measure
 
     return await measure(nats_url, quick)
 
 
 async def _memory(_nats_url: str, quick: bool) -> dict[str, Any]:
-    from larkbot.driver.memorybench import measure
+    from .memory import measure
 
     return await measure(quick)
 

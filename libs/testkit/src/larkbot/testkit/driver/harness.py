@@ -1,9 +1,11 @@
 """Driver replicas running in-process on a real bus with their neighbours faked (scripted LLM, platform,
-pipeline, media) and one manual clock: the scenario tests', the benchmark's and the playground's world.
+pipeline, media) and one manual clock: the world of the driver's scenario tests.
 
 Time moves only through :meth:`World.tick`, which waits until every replica has looked at the new time and
 has nothing left to do, so scenarios are deterministic on a loaded machine. Replicas share the database
-and the clock, and split the partitions through the real lease bucket (heartbeat 0.2 s).
+and the clock, and split the partitions through the real lease bucket (heartbeat 0.2 s). Each replica is
+built with a :class:`~.watch.DriverWatch` as its observer: every wait here is a condition over what the
+replicas reported (:meth:`World.applied`, :meth:`World.balanced`, :meth:`World.tick`).
 """
 
 from __future__ import annotations
@@ -18,17 +20,19 @@ from typing import Any
 from larkbot.canonical.events import TypingSignal
 from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.canonical.names import PARTITIONS, Platform, Service, typing_subject
+from larkbot.driver.adapters.chatstate import ChatState
+from larkbot.driver.adapters.clock import ManualClock
+from larkbot.driver.app import DriverService
+from larkbot.driver.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import running
 
-from .adapters.chatstate import ChatState
-from .adapters.clock import ManualClock
-from .app import DriverService
-from .core import tools
-from .fakes import FakeLLM, FakeMedia, FakePipeline, FakePlatform
+from .fake_pipeline import FakePipeline
+from .fakes import FakeLLM, FakeMedia, FakePlatform
 from .synthetic import response, segment, tool_call
+from .watch import DriverWatch
 
 CHAT_ID = "oc_scenario"
 PLATFORM = Platform.FEISHU
@@ -80,6 +84,7 @@ class World:
             collections.deque
         )
         self.replicas: dict[str, tuple[DriverService, AsyncExitStack]] = {}
+        self.watches: dict[str, DriverWatch] = {}
 
     # -- the scripted model ---------------------------------------------------------------------------
     def queue(self, purpose: str, chat_id: str | None = None) -> collections.deque[Answer]:
@@ -115,6 +120,7 @@ class World:
 
     # -- replicas -------------------------------------------------------------------------------------
     async def start_replica(self, name: str) -> DriverService:
+        watch = DriverWatch()
         driver = DriverService(
             self.config,
             clock=self.clock,
@@ -122,31 +128,55 @@ class World:
             lease_heartbeat_s=HEARTBEAT_S,
             fetch_timeout_s=FETCH_TIMEOUT_S,
             memory_maintenance=False,
+            observer=watch,
         )
         stack = AsyncExitStack()
         await stack.enter_async_context(running(Service.DRIVER, driver, self.config, nats_url=self.nats_url))
         self.replicas[name] = (driver, stack)
+        self.watches[name] = watch
         return driver
 
     async def stop_replica(self, name: str) -> None:
         """A clean leave (SIGTERM): the replica hands its partitions back."""
         _driver, stack = self.replicas.pop(name)
         await stack.aclose()
+        del self.watches[name]
+
+    def watch(self, replica: str | None = None) -> DriverWatch:
+        """What a replica (default: the first running) reported."""
+        return self.watches[replica or next(iter(self.replicas))]
 
     async def balanced(self) -> None:
         """Wait until every running replica holds its share of the partitions, chats taken over."""
         names = list(self.replicas)
-        for name, (driver, _stack) in self.replicas.items():
-            expected = share(name, names)
-            await driver.until(lambda d=driver, n=expected: d.holds(n))  # type: ignore[misc]
+        for name in names:
+            watch, expected = self.watches[name], share(name, names)
+            await watch.until(lambda w=watch, n=expected: w.holds(n))  # type: ignore[misc]
+
+    async def applied(self, chat_id: str, seq: int, *, replica: str | None = None) -> ChatState:
+        """Wait until ``replica`` (default: the first running) drives the chat and its copy of the context
+        has reached ``seq``."""
+        name = replica or next(iter(self.replicas))
+        driver = self.replicas[name][0]
+        key = f"{PLATFORM.value}:{chat_id}"
+
+        def reached() -> bool:
+            state = driver.chats.get(key)
+            return state is not None and state.context.seq >= seq
+
+        await self.watches[name].until(reached)
+        return driver.chats[key]
 
     @property
     def driver(self) -> DriverService:
         return next(iter(self.replicas.values()))[0]
 
     def owner(self, chat_id: str | None = None) -> DriverService:
+        return self.replicas[self._owner(chat_id)][0]
+
+    def _owner(self, chat_id: str | None) -> str:
         key = f"{PLATFORM.value}:{chat_id or self.chat_id}"
-        holders = [d for d, _ in self.replicas.values() if key in d.chats]
+        holders = [name for name, (d, _) in self.replicas.items() if key in d.chats]
         assert len(holders) == 1, f"{key} is held by {len(holders)} replicas"
         return holders[0]
 
@@ -159,13 +189,13 @@ class World:
         """Message ``n`` from a member (``sender``/``name`` in ``flags``) received at ``t0 + at``."""
         chat = chat_id or self.chat_id
         seq = await self.pipeline.append(segment(n, at_ms=self.t0 + at, **flags), chat_id=chat)
-        return await self.owner(chat).applied(PLATFORM.value, chat, seq)
+        return await self.applied(chat, seq, replica=self._owner(chat))
 
     async def typing(self, user_id: str, at: int) -> None:
         signal = TypingSignal(platform=PLATFORM, chat_id=self.chat_id, user_id=user_id, at_ms=self.t0 + at)
         chat = self.chat
         await self.bus.publish_core(typing_subject(PLATFORM.value, self.chat_id), signal)
-        await self.owner().until(lambda: chat.schedule.last_typing_ms == signal.at_ms)
+        await self.watch(self._owner(None)).until(lambda: chat.schedule.last_typing_ms == signal.at_ms)
 
     async def quiet_then_asked(
         self,
@@ -191,19 +221,20 @@ class World:
     async def synced(self, chat_id: str | None = None) -> ChatState:
         """Wait until the chat's owner holds everything the pipeline published (e.g. the bot's sends)."""
         chat = chat_id or self.chat_id
-        return await self.owner(chat).applied(PLATFORM.value, chat, self.pipeline.log(chat).seq)
+        return await self.applied(chat, self.pipeline.log(chat).seq, replica=self._owner(chat))
 
     async def tick(self, to: int) -> None:
         """Move the clock to ``t0 + to`` and wait until every chat of every replica has settled."""
         self.clock.advance(self.t0 + to - self.clock.now_ms())
-        for driver, _stack in list(self.replicas.values()):
+        for name, (driver, _stack) in list(self.replicas.items()):
+            watch = self.watches[name]
             for state in list(driver.chats.values()):
-                await state.settled()
+                await watch.settled(state)
                 # A compaction started by the wake-up runs beside it; wait for it, and for what its
                 # new context wakes.
                 while (task := state.compaction.task) is not None and not task.done():
                     await asyncio.wait_for(asyncio.shield(task), 60)
-                    await state.settled()
+                    await watch.settled(state)
 
 
 @asynccontextmanager

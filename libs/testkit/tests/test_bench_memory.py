@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from larkbot.driver.memorybench import PEOPLE, dataset, measure
+from larkbot.testkit.bench.memory import PEOPLE, dataset, measure
 
 
 def test_the_dataset_is_seeded_and_mixes_people_scopes_and_languages() -> None:

@@ -8,13 +8,15 @@ In this process, on the given bus:
   ``Nats-Msg-Id`` ``feishu:<dedup key>``); the bot's identity is in the ``identity`` bucket, so mentions
   and the bot's own messages render as they do in production;
 - one driver replica (SQLite of its own, a manual clock: debounce and turns are driven without sleeping);
-- a scripted model answering ``llm.generate`` (:class:`larkbot.driver.fakes.FakeLLM`);
+- a scripted model answering ``llm.generate`` (:class:`larkbot.testkit.driver.fakes.FakeLLM`);
 - a platform answering ``actions.feishu`` that, like ingress-feishu after a successful send, publishes the
   sent message to ``EVENTS`` as a synthetic self-sent message event before it answers.
 
-The conversation is :func:`larkbot.driver.bench.conversation`; the ratio and breaks are
-:func:`larkbot.driver.bench.prefix_report`. Member events carry the manual clock's times (platform time
-150 ms before receipt), so the pipeline's rendering and the driver's history merge see consistent times.
+The conversation is :func:`.prefix.conversation`; the ratio and breaks are :func:`.prefix.prefix_report`.
+Every wait is a condition over what the driver replica reports to its observer
+(:class:`larkbot.testkit.driver.watch.DriverWatch`). Member events carry the manual clock's times
+(platform time 150 ms before receipt), so the pipeline's rendering and the driver's history merge see
+consistent times.
 Use a bus of its own: the replay takes the pipeline's and the driver's partition leases, writes the Feishu
 identity and answers ``llm.generate`` and ``actions.feishu``. It purges its chat from ``EVENTS`` and
 ``CONTEXT`` when done.
@@ -53,19 +55,7 @@ from larkbot.canonical.names import (
 from larkbot.driver.adapters.chatstate import ChatState
 from larkbot.driver.adapters.clock import ManualClock
 from larkbot.driver.app import DriverService
-from larkbot.driver.bench import (
-    SENDERS,
-    Burst,
-    PrefixReport,
-    conversation,
-    figures,
-    prefix_report,
-    request_bytes,
-)
 from larkbot.driver.core import tools
-from larkbot.driver.fakes import FakeLLM
-from larkbot.driver.harness import decide, end_turn
-from larkbot.driver.synthetic import response, tool_call
 from larkbot.pipeline.app import PipelineService
 from larkbot.pipeline.core import alias_for
 from larkbot.runtime.bootstrap import bootstrap
@@ -74,6 +64,12 @@ from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
 from larkbot.runtime.ingress import actions_endpoint, publish_identity
 from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import running
+
+from ..driver.fakes import FakeLLM
+from ..driver.harness import decide, end_turn
+from ..driver.synthetic import response, tool_call
+from ..driver.watch import DriverWatch
+from .prefix import SENDERS, Burst, PrefixReport, conversation, figures, prefix_report, request_bytes
 
 PLATFORM = Platform.FEISHU
 BOT_ID = "ou_lark_bench"
@@ -244,11 +240,15 @@ def bench_config(
 class Replay:
     """The services and fakes of one replay (see the module docstring)."""
 
-    def __init__(self, bus: Bus, chat_id: str, driver: DriverService, clock: ManualClock) -> None:
+    def __init__(
+        self, bus: Bus, chat_id: str, driver: DriverService, watch: DriverWatch, clock: ManualClock
+    ) -> None:
         self.bus = bus
         self.chat_id = chat_id
         self.key = f"{PLATFORM.value}:{chat_id}"
         self.driver = driver
+        #: What the driver replica reports (its observer).
+        self.watch = watch
         self.clock = clock
         self.model = ScriptedModel(collections.deque(), collections.deque())
         self.llm = FakeLLM(bus, self.model)
@@ -269,7 +269,11 @@ class Replay:
                 return False
             return wanted <= {s.message_id for s in state.context.segments}
 
-        await self.driver.until(reached, WAIT_S)
+        await self.watch.until(reached, WAIT_S)
+
+    async def settled(self) -> None:
+        """Wait until the chat's loop has looked at the current time and found nothing to do."""
+        await self.watch.settled(self.chat, WAIT_S)
 
     async def burst(self, burst: Burst) -> None:
         if burst.activation:
@@ -289,11 +293,11 @@ class Replay:
             ids.append(event.message_id)
         await self.holds(ids)
         self.clock.advance(T0 + burst.wake_at_ms - self.clock.now_ms())
-        await self.chat.settled(WAIT_S)
+        await self.settled()
         # A compaction the wake-up started runs beside it; let it finish, and what its reset wakes.
         while (task := self.chat.compaction.task) is not None and not task.done():
             await asyncio.wait_for(asyncio.shield(task), WAIT_S)
-            await self.chat.settled(WAIT_S)
+            await self.settled()
         sent = self.platform.sent[sent_before:]
         if len(sent) != (1 if burst.activation else 0) or self.model.probe or self.model.primary:
             raise RuntimeError(
@@ -323,11 +327,17 @@ async def replay_world(
     )
     await publish_identity(bus, identity)
     clock = ManualClock(T0)
+    watch = DriverWatch()
     driver = DriverService(
-        config, clock=clock, replica="prefix-bench", lease_heartbeat_s=0.2, fetch_timeout_s=0.25
+        config,
+        clock=clock,
+        replica="prefix-bench",
+        lease_heartbeat_s=0.2,
+        fetch_timeout_s=0.25,
+        observer=watch,
     )
     pipeline = PipelineService(config, replica="prefix-bench", reader_options={"fetch_timeout_s": 0.25})
-    replay = Replay(bus, chat_id, driver, clock)
+    replay = Replay(bus, chat_id, driver, watch, clock)
     model: AbstractAsyncContextManager[object]
     if gateway:
         from larkbot.llm_gateway.app import GatewayService
@@ -340,7 +350,7 @@ async def replay_world(
         async with model, running(Service.PIPELINE, pipeline, config, nats_url=nats_url):
             await asyncio.wait_for(pipeline.ready.wait(), WAIT_S)
             async with running(Service.DRIVER, driver, config, nats_url=nats_url):
-                await driver.until(lambda: driver.holds(PARTITIONS), WAIT_S)
+                await watch.until(lambda: watch.holds(PARTITIONS), WAIT_S)
                 yield replay
     finally:
         await replay.platform.endpoint.stop()

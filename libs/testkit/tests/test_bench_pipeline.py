@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from larkbot.canonical.names import STREAM_EVENTS
-from larkbot.pipeline import bench
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.bench import pipeline as bench
 
 
 async def test_bench_reports_service_rate_cold_replay_and_memory(bus: Bus, nats_url: str) -> None:

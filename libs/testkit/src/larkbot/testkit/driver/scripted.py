@@ -9,17 +9,16 @@ from dataclasses import dataclass, field
 
 from larkbot.canonical.context import Segment
 from larkbot.canonical.llm import LLMError, LLMResponse, TextPart
-
-from .adapters.interpreter import interpret
-from .core.budget import TurnBudget
-from .core.compaction import Summary
-from .core.limits import Limits
-from .core.memory import Memory
-from .core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
-from .core.recall import RecallLimits
-from .core.records import ProbeRecord, TurnRecord
-from .core.scheduler import Wake
-from .core.wake import (
+from larkbot.driver.adapters.interpreter import interpret
+from larkbot.driver.core.budget import TurnBudget
+from larkbot.driver.core.compaction import Summary
+from larkbot.driver.core.limits import Limits
+from larkbot.driver.core.memory import Memory
+from larkbot.driver.core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
+from larkbot.driver.core.recall import RecallLimits
+from larkbot.driver.core.records import ProbeRecord, TurnRecord
+from larkbot.driver.core.scheduler import Wake
+from larkbot.driver.core.wake import (
     ChatView,
     Note,
     ProbeCall,

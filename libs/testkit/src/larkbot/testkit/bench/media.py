@@ -25,13 +25,13 @@ from nats.aio.msg import Msg
 from larkbot.canonical.codec import decode
 from larkbot.canonical.media import MediaJob, MediaResult
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform, Service, media_job_subject
+from larkbot.media.app import MediaService
+from larkbot.media.core import images
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings, parse_config
 from larkbot.runtime.service import running
 
-from . import samples
-from .app import MediaService
-from .core import images
+from ..media import samples
 
 PHOTO_SIZE = (4000, 3000)
 

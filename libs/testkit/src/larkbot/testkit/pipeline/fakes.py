@@ -1,8 +1,9 @@
-"""A test double of the media worker on the real bus, shipped for tests, the benchmark and the playground.
+"""A stand-in for the media worker on the real bus, for the pipeline's tests.
 
 It binds the shared ``media-workers`` pull consumer of the ``MEDIA`` work queue, answers every job through a
 ``behaviour`` (default: success with a deterministic thumbnail key and alt text) and publishes the result on
-``media.results.<platform>.<chat>`` exactly as a worker does.
+``media.results.<platform>.<chat>`` exactly as a worker does. Results are built by the worker's own
+``larkbot.media.core.jobs.succeeded`` / ``failed``; only what they carry is made up.
 """
 
 from __future__ import annotations
@@ -16,39 +17,20 @@ import nats
 from larkbot.canonical.codec import decode
 from larkbot.canonical.media import MediaError, MediaJob, MediaResult
 from larkbot.canonical.names import CONSUMER_MEDIA, STREAM_MEDIA, media_result_subject
+from larkbot.media.core.jobs import failed, succeeded
 from larkbot.runtime.bus import Bus
 
 Behaviour = Callable[[MediaJob, int], Awaitable[MediaResult]]
 
 
 def succeed(job: MediaJob, alt_text: str = "a picture") -> MediaResult:
-    return MediaResult(
-        job_id=job.job_id,
-        platform=job.platform,
-        chat_id=job.chat_id,
-        message_id=job.message_id,
-        dedup_key=job.dedup_key,
-        attachment_index=job.attachment_index,
-        transform=job.transform,
-        ok=True,
-        content_hash=f"sha256:{job.job_id}",
-        thumbnail_key=f"thumb-{job.job_id}",
-        alt_text=alt_text,
+    return succeeded(
+        job, content_hash=f"sha256:{job.job_id}", thumbnail_key=f"thumb-{job.job_id}", alt_text=alt_text
     )
 
 
 def fail(job: MediaJob, code: str = "download", *, retryable: bool = True) -> MediaResult:
-    return MediaResult(
-        job_id=job.job_id,
-        platform=job.platform,
-        chat_id=job.chat_id,
-        message_id=job.message_id,
-        dedup_key=job.dedup_key,
-        attachment_index=job.attachment_index,
-        transform=job.transform,
-        ok=False,
-        error=MediaError(code=code, message=f"{code} failed", retryable=retryable),
-    )
+    return failed(job, MediaError(code=code, message=f"{code} failed", retryable=retryable))
 
 
 async def _always_succeed(job: MediaJob, _attempt: int) -> MediaResult:
