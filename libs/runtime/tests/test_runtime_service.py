@@ -78,8 +78,10 @@ class _Recipe:
 async def test_a_recipe_is_built_once_the_bus_is_up_and_its_parts_stopped_on_exit(nats_url: str) -> None:
     recipe = _Recipe("things.served")
     assert isinstance(recipe, Buildable)
-    async with built(Service.MEDIA, recipe, LarkbotConfig(), nats_url=nats_url) as parts:
+    async with built(Service.MEDIA, recipe, LarkbotConfig(), nats_url=nats_url) as service:
+        parts = service.components
         assert isinstance(parts, _Parts)
+        assert service.ctx.ops.bound_port is not None
         assert parts.subject_served == "things.served"
         assert parts.bus_name == "media"
         assert recipe.stopped == []

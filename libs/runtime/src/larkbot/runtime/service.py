@@ -26,7 +26,8 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.names import KV_LEASES, Service
@@ -325,20 +326,40 @@ async def running(
             raise RuntimeError(f"{name.value} stopped with status {status}")
 
 
+@dataclass(frozen=True)
+class Built(Generic[R]):
+    """A service running in-process: what its ``build`` returned, and the context it was built in (the
+    bus, the operations endpoint's ``ops.bound_port``, ``stopping``)."""
+
+    components: R
+    ctx: ServiceContext
+
+
 @asynccontextmanager
 async def built(
     name: Service, recipe: Buildable[R], config: LarkbotConfig, *, nats_url: str, timeout_s: float = 60.0
-) -> AsyncIterator[R]:
-    """Run a :class:`Buildable` service in-process (tests, benchmarks): yields its wired components once
-    built, stops it the way SIGTERM does on exit and asserts a clean exit."""
+) -> AsyncIterator[Built[R]]:
+    """Run a :class:`Buildable` service in-process (tests, benchmarks): yields its wired components and
+    context once built, stops it the way SIGTERM does on exit and asserts a clean exit."""
     stopping = asyncio.Event()
-    ready: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+    ready: asyncio.Future[Built[R]] = asyncio.get_running_loop().create_future()
+    parts: list[Running] = []
 
-    def on_built(components: Running) -> None:
-        ready.set_result(components)  # type: ignore[arg-type]  # ``recipe.build`` returned it: an R
+    def on_started(ctx: ServiceContext) -> None:
+        # ``recipe.build`` returned it, so it is an R.
+        ready.set_result(Built(parts[0], ctx))  # type: ignore[arg-type]
 
     task = asyncio.create_task(
-        serve(name, recipe, config, stopping=stopping, nats_url=nats_url, port=0, built=on_built)
+        serve(
+            name,
+            recipe,
+            config,
+            stopping=stopping,
+            nats_url=nats_url,
+            port=0,
+            built=parts.append,
+            started=on_started,
+        )
     )
     pending: set[asyncio.Future[Any]] = {task, ready}
     await asyncio.wait(pending, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
