@@ -103,6 +103,12 @@ class PayloadTooLarge(PermanentError):
     message the server refuses for its size closes the whole connection."""
 
 
+def server_address(url: str) -> str:
+    """``host:port`` of a server URL, for logs and metrics: never its user, password or token."""
+    rest = url.partition("://")[2] or url
+    return rest.rpartition("@")[2].split("/", 1)[0]
+
+
 def message_size(data: bytes, headers: dict[str, str]) -> int:
     """Bytes a message counts against ``max_payload``: the payload plus the ``NATS/1.0`` header block."""
     if not headers:
@@ -124,6 +130,15 @@ class Bus:
     @property
     def connected(self) -> bool:
         return bool(self.nc.is_connected)
+
+    @property
+    def server(self) -> str:
+        """The server this connection talks to now, ``host:port`` (never its credentials); ``""`` while
+        disconnected."""
+        url = self.nc.connected_url
+        if url is None or not self.nc.is_connected:
+            return ""
+        return f"{url.hostname}:{url.port}" if url.port else str(url.hostname)
 
     async def publish(
         self,
@@ -249,7 +264,8 @@ async def connect(
         state["closed"] = True
 
     options: dict[str, Any] = {
-        "servers": [url or settings.url],
+        # A cluster's servers (nats-py tries each in turn and learns the others from the cluster's INFO).
+        "servers": list(settings.server_urls(url)),
         "name": f"{settings.name_prefix}-{name}",
         "connect_timeout": settings.connect_timeout_s,
         "reconnect_time_wait": settings.reconnect_time_wait_s,
@@ -289,9 +305,8 @@ async def connect(
                 attempts = attempt.retry_state.attempt_number
                 nc = await nats.connect(**options)
     except (OSError, TimeoutError, nats.errors.Error):
-        raise BusUnavailable(
-            f"NATS at {mask(options['servers'][0])} is unreachable after {attempts} attempts"
-        ) from None
+        shown = ", ".join(server_address(server) for server in options["servers"])
+        raise BusUnavailable(f"NATS at {shown} is unreachable after {attempts} attempts") from None
     # Connected: from now on nats-py reconnects by itself, forever.
     nc.options["allow_reconnect"] = True
     nc.options["max_reconnect_attempts"] = -1

@@ -207,6 +207,7 @@ async def serve(
             metrics.BUS_CONNECTED.labels(name.value).set(1 if state == "reconnected" else 0)
             if state == "reconnected":
                 metrics.BUS_RECONNECTS.labels(name.value).inc()
+            metrics.set_bus_server(name.value, bus_holder[0].server if bus_holder else "")
 
         connect_task = asyncio.create_task(
             connect(config.nats, name.value, url=nats_url or os.environ.get("NATS_URL"), on_state=on_state)
@@ -221,6 +222,7 @@ async def serve(
         bus = connect_task.result()
         bus_holder.append(bus)
         metrics.BUS_CONNECTED.labels(name.value).set(1)
+        metrics.set_bus_server(name.value, bus.server)
         stack.push_async_callback(bus.close, config.nats.drain_timeout_s)
         await bootstrap(bus.js)
 
