@@ -72,7 +72,7 @@ def _config_check(args: argparse.Namespace) -> int:
 
 
 def _bootstrap(args: argparse.Namespace) -> int:
-    from larkbot.runtime.bootstrap import bootstrap
+    from larkbot.runtime.bootstrap import BootstrapFailed, BootstrapRefused, bootstrap
     from larkbot.runtime.bus import connect
     from larkbot.runtime.config import load_config
 
@@ -87,11 +87,15 @@ def _bootstrap(args: argparse.Namespace) -> int:
             config.nats, "bootstrap", url=os.environ.get("NATS_URL"), give_up_after_s=args.timeout
         )
         try:
-            await bootstrap(bus.js)
+            await bootstrap(bus.js, config.jetstream)
         finally:
             await bus.close()
 
-    asyncio.run(apply())
+    try:
+        asyncio.run(apply())
+    except (BootstrapFailed, BootstrapRefused) as exc:
+        print(f"bootstrap: {exc}", file=sys.stderr)
+        return 1
     print("bootstrap: streams, consumers and buckets declared")
     return 0
 

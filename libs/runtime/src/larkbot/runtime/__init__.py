@@ -32,14 +32,17 @@ never a flag::
     ├── RetryableError                   (canonical) transient: try again after .delay_s
     │   ├── BusUnavailable               bus: NATS did not answer
     │   │   ├── NoResponders             bus: nobody serves the subject
+    │   │   ├── StreamFull               bus: a stream at its limit refused the publish
     │   │   ├── RequestTimedOut          bus: no reply in time
     │   │   ├── ServiceUnavailable       bus: the service answered a retryable ServiceError
     │   │   └── ConsumerGone             pull: the consumer pulled from does not exist
+    │   ├── BootstrapFailed              bootstrap: the cluster did not answer for an asset in time
     │   ├── DeadLetterFailed             deadletter: the record was not written; the input stays
     │   │                                unacknowledged and comes back
     │   └── SequenceGap                  reader: a delivery was skipped; the partition restarts
     ├── PermanentError                   (canonical) well-formed, can never succeed: dead-lettered
     │   ├── ServiceRefused               bus: the service answered a final ServiceError
+    │   ├── BootstrapRefused             bootstrap: the server refused an asset as configured
     │   └── PayloadTooLarge              bus: larger than the server's max_payload
     └── NatsServerError                  natsserver: the embedded server did not start
 """

@@ -11,6 +11,7 @@ A request fails in one of these typed ways, each carrying what a caller acts on:
     ├── NoResponders                  nobody subscribes to the subject (``subject``): the service, or the
     │                                 replica addressed, is not running
     ├── RequestTimedOut               a subscriber exists but no reply came within the timeout
+    ├── StreamFull                    a publish the stream refused at its limit (discard ``new``)
     └── ServiceUnavailable            the service answered with a retryable ``ServiceError`` (``error``)
     ServiceRefused (PermanentError)   the service answered with a ``ServiceError`` that is not retryable
 
@@ -77,6 +78,19 @@ class ServiceUnavailable(BusUnavailable):
         super().__init__(f"{subject}: {error.code}: {error.message}")
         self.subject = subject
         self.error = error
+
+
+class StreamFull(BusUnavailable):
+    """The stream refused the message at its limit (``max_bytes`` / ``max_msgs`` with discard ``new``):
+    the producer keeps its input and tries again once consumers have drained some (``subject``)."""
+
+    def __init__(self, subject: str, description: str) -> None:
+        super().__init__(f"publish to {subject} refused: {description}")
+        self.subject = subject
+
+
+#: JetStream's "maximum bytes / messages exceeded" (a stream at its limit with discard ``new``).
+_STREAM_FULL_CODES = frozenset({10077, 10078})
 
 
 class ServiceRefused(PermanentError):
@@ -168,6 +182,10 @@ class Bus:
             nats.js.errors.NoStreamResponseError,
         ) as exc:
             raise BusUnavailable(f"publish to {subject} failed: {type(exc).__name__}") from None
+        except nats.js.errors.APIError as exc:
+            if exc.err_code in _STREAM_FULL_CODES:
+                raise StreamFull(subject, exc.description or "the stream is full") from None
+            raise
         return ack
 
     async def publish_core(

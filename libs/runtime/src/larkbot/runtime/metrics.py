@@ -20,6 +20,12 @@ BUS_SERVER = Gauge(
     "1 for the NATS server (host:port) the service is connected to now; absent while disconnected",
     ["service", "server"],
 )
+BOOTSTRAP_KEPT = Counter(
+    "larkbot_bootstrap_kept_total",
+    "Settings of a stream or bucket the bootstrap kept as an operator set them, against the configuration "
+    "(more replicas, a tighter limit, another discard policy)",
+    ["asset", "setting"],
+)
 BUS_RECONNECTS = Counter("larkbot_bus_reconnects_total", "NATS reconnections after a disconnect", ["service"])
 
 MESSAGES = Counter(

@@ -224,7 +224,7 @@ async def serve(
         metrics.BUS_CONNECTED.labels(name.value).set(1)
         metrics.set_bus_server(name.value, bus.server)
         stack.push_async_callback(bus.close, config.nats.drain_timeout_s)
-        await bootstrap(bus.js)
+        await bootstrap(bus.js, config.jetstream)
 
         ctx = ServiceContext(name, config, bus, ops, stack)
         ctx.stopping = stopping

@@ -13,6 +13,7 @@ from ._base import UserIds, _problems, _Section
 from ._chats import ChatSettings
 from ._driver import AuditSettings, MemorySettings, ShellSettings
 from ._inspector import InspectorSettings
+from ._jetstream import JetStreamSettings
 from ._llm import LlmSettings
 from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServicesSettings
@@ -21,6 +22,7 @@ from ._retry import RetrySettings
 
 class LarkbotConfig(_Section):
     nats: NatsSettings = NatsSettings()
+    jetstream: JetStreamSettings = JetStreamSettings()
     data_dir: str = "data"
     utc_offset_min: int | None = Field(default=None, ge=-840, le=840)
     services: ServicesSettings = ServicesSettings()
