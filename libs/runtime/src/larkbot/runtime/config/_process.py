@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
 from larkbot.canonical.names import SERVICE_PORTS, Service
 
-from ._base import _problems, _Section
+from ._base import Secret, _problems, _Section
 
 _SCHEMES = ("nats", "tls", "ws", "wss")
 
@@ -42,8 +42,8 @@ class NatsSettings(_Section):
     max_reconnect_wait_s: float = Field(default=10.0, gt=0)
     drain_timeout_s: float = Field(default=10.0, gt=0)
     user: str | None = None
-    password: SecretStr | None = None
-    token: SecretStr | None = None
+    password: Secret | None = None
+    token: Secret | None = None
 
     @model_validator(mode="after")
     def _servers_parse(self) -> NatsSettings:
@@ -77,7 +77,7 @@ class ServiceSettings(_Section):
     #: ``0.0.0.0`` (deploy/) so that probes and Prometheus reach it from outside.
     http_host: str = "127.0.0.1"
     http_port: int | None = Field(default=None, ge=0, le=65535)
-    database_url: SecretStr | None = None
+    database_url: Secret | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
