@@ -37,7 +37,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-from larkbot.canonical.names import SERVICE_PORTS, StreamSpec
+from larkbot.canonical.names import OBJECT_STORES, SERVICE_PORTS, STREAMS, StreamSpec
 from larkbot.cli.main import main as larkbot_main
 from larkbot.runtime.config import LarkbotConfig, NatsSettings, load_config
 from larkbot.runtime.natsserver import find_binary
@@ -185,6 +185,31 @@ def test_nats_config_is_accepted_by_nats_server() -> None:
     )
     assert unset.returncode != 0
     assert "NATS_TOKEN" in (unset.stdout + unset.stderr).decode()
+
+
+def _bytes(size: str) -> int:
+    """``20GB`` / ``25Gi`` as bytes (NATS' GB and Kubernetes' Gi are both powers of 1024)."""
+    number, unit = re.fullmatch(r"(\d+)\s*(GB|Gi|MB|Mi)", size).groups()  # type: ignore[union-attr]
+    return int(number) * 1024 ** (3 if unit in ("GB", "Gi") else 2)
+
+
+def test_jetstream_storage_holds_every_bounded_asset() -> None:
+    """The server's file store (compose and Helm) is bounded, above what the bounded assets may hold."""
+    bounded = sum(s.max_bytes for s in STREAMS if s.max_bytes > 0)
+    bounded += sum(o.max_bytes for o in OBJECT_STORES if o.max_bytes > 0)
+    conf = NATS_CONF.read_text(encoding="utf-8")
+    found = re.search(r"^\s+max_file_store: (\S+)$", conf, re.MULTILINE)
+    assert found, "deploy/nats/nats.conf sets no max_file_store"
+    assert _bytes(found.group(1)) > 2 * bounded
+    helm = yaml.safe_load((ROOT / "deploy" / "nats" / "helm-values.yaml").read_text(encoding="utf-8"))
+    cluster, jetstream = helm["config"]["cluster"], helm["config"]["jetstream"]
+    assert (cluster["enabled"], cluster["replicas"], jetstream["enabled"]) == (True, 3, True)
+    store = jetstream["fileStore"]
+    assert _bytes(store["pvc"]["size"]) > _bytes(store["maxSize"]) > 2 * bounded
+    assert helm["config"]["merge"]["max_payload"] == "<< 8MB >>"
+    assert helm["promExporter"]["enabled"] is True
+    k8s = yaml.safe_load(K8S_CONFIG.read_text(encoding="utf-8"))
+    assert k8s["jetstream"]["replicas"] == cluster["replicas"]
 
 
 def test_init_job_runs_before_every_service(compose: dict[str, Any]) -> None:
