@@ -228,13 +228,17 @@ class PartitionReader:
                     self.drained = False
                     self._set(ReaderState.RESTARTING)
                     self.on_restart(exc)
-                    log.error(
+                    # A transient failure (a server of a cluster lost, the reader's consumer with it) is
+                    # what restarting is for: one line. Anything else is a defect worth its traceback.
+                    transient = isinstance(exc, RetryableError)
+                    log.log(
+                        logging.WARNING if transient else logging.ERROR,
                         "partition %d failed (%s: %s); restarting from its resume point in %.1f s",
                         self.partition,
                         type(exc).__name__,
                         exc,
                         delay,
-                        exc_info=exc,
+                        exc_info=None if transient else exc,
                     )
                     await self.offsets.abandon(self.partition)
                     await self.sleep(delay)
