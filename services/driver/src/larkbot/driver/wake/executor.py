@@ -14,14 +14,14 @@ resolve too. The media worker gets the platform's file key and, when known, the 
 renders aliases, computed as the pipeline does), so the model can reply to it or recall it before the
 platform's echo arrives. ``recall_message`` deletes only the bot's own messages: those the context or
 history marks as the bot's, and those sent in this wake-up.
-``ban_spammer`` runs in ``adapters.moderation`` (only where the chat enables it), on the same resolution.
+``ban_spammer`` runs in ``moderation.moderation`` (only where the chat enables it), on the same resolution.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from larkbot.canonical.actions import ActionResult, DeleteMessageAction, ReactAction, SendMessageAction
 from larkbot.canonical.aliases import alias_for
@@ -30,28 +30,28 @@ from larkbot.canonical.context import AttachmentRef, HistoryItem, HistoryRequest
 from larkbot.canonical.llm import TextPart, UserPart
 from larkbot.canonical.media import ReadImageRequest
 from larkbot.canonical.names import Platform
+from larkbot.driver.memory import tools as memory_tools
 from larkbot.driver.memory.core.evidence import Provenance
 from larkbot.driver.memory.memory_tools import MemoryAccess, MemoryTools
+from larkbot.driver.moderation import tools as moderation_tools
 from larkbot.driver.moderation.moderation import Moderation, ModerationAccess
+from larkbot.driver.shell import tools as shell_tools
 from larkbot.driver.shell.shell import ShellAccess
 from larkbot.driver.tools.core import tools
+from larkbot.driver.tools.handlers import Handlers, Result, dispatch, text
 from larkbot.runtime.bus import BusUnavailable
 
 from .clients import ACTION_ATTEMPTS, BusClients
 from .clock import Clock
+from .core import tools as wake_tools
 from .core.clip import clip_xml
 from .core.estimate import CHARS_PER_TOKEN
 from .core.ids import alias_table, mentioned_uids
 from .core.outcomes import settled_text
 from .core.turn import ToolDone, ToolRun
 
-_Result = tuple[bool, tuple[UserPart, ...], bool]
 #: Attachment types a media worker renders as a picture; any other type must say ``image/*`` in its mime.
 _IMAGE_TYPES = frozenset({AttachmentType.PHOTO, AttachmentType.STICKER, AttachmentType.ANIMATION})
-
-
-def _text(text: str) -> tuple[UserPart, ...]:
-    return (TextPart(text=text),)
 
 
 class ActionUnanswered(Exception):
@@ -105,32 +105,19 @@ class ToolExecutor:
         )
 
     async def run(self, call: ToolRun) -> ToolDone:
-        handler = {
-            tools.SEND: self._send,
-            tools.REACT: self._react,
-            tools.READ_OLD: self._read_old,
-            tools.READ_IMAGE: self._read_image,
-            tools.MEMORY_SAVE: self._memory,
-            tools.MEMORY_SEARCH: self._memory,
-            tools.MEMORY_PATCH: self._memory,
-            tools.RECALL: self._recall,
-            tools.BASH: self._shell,
-            tools.KILL_TASK: self._shell,
-            tools.READ_TASK_OUTPUT: self._shell,
-            tools.BAN_SPAMMER: self._ban_spammer,
-        }[call.name]
+        handler = HANDLERS[call.name]
         # A wake-up's tool calls run one at a time (``core.turn`` yields them in order): what this call
         # appends to ``sent`` is its own.
         sent_before = len(self.sent)
         try:
-            ok, parts, final = await handler(call, call.args)
+            ok, parts, final = await handler(self, call, call.args)
         except BusUnavailable as exc:
             if call.name in tools.PARTICIPATION_TOOLS:
                 # Nobody answered any attempt (the ingress is restarting, say). The step was written
                 # ahead: it stays pending and the chat's retries redo it under the same idempotency key,
                 # which the platform side deduplicates if an attempt did act.
                 raise ActionUnanswered(f"{call.name} got no answer: {exc}") from exc
-            ok, parts, final = False, _text("error: the service is unavailable, try later"), False
+            ok, parts, final = False, text("error: the service is unavailable, try later"), False
         sent = tuple(self.sent[sent_before:])
         return ToolDone(ok, parts, self.clock.now_ms(), final=final, message_ids=sent)
 
@@ -161,36 +148,13 @@ class ToolExecutor:
             self._remember((await self.clients.history(request)).found)
         return [(i, resolved.get(i)) for i in ids], self.provenance
 
-    async def _memory(self, call: ToolRun, args: dict[str, Any]) -> _Result:
-        if self.memory is None:
-            return False, _text("error: memory is off in this chat"), False
-        if call.name == tools.MEMORY_SAVE:
-            ok, text = await self.memory.save(args, call.idempotency_key)
-        elif call.name == tools.MEMORY_SEARCH:
-            ok, text = await self.memory.search(args)
-        else:
-            ok, text = await self.memory.patch(args, call.idempotency_key)
-        return ok, _text(text), False
-
-    async def _shell(self, call: ToolRun, args: dict[str, Any]) -> _Result:
-        if self.shell is None:
-            return False, _text("error: the shell tools are not available here"), False
-        ok, text = await self.shell.call(call, self.platform.value, self.chat_id)
-        return ok, _text(text), False
-
-    async def _ban_spammer(self, call: ToolRun, args: dict[str, Any]) -> _Result:
-        if self.moderation is None:
-            return False, _text("error: ban_spammer is off in this chat"), False
-        ok, text = await self.moderation.ban_spammer(call, args)
-        return ok, _text(text), False
-
-    async def _send(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+    async def send(self, call: ToolRun, args: dict[str, Any]) -> Result:
         reply_to = args.get("reply_to")
         canonical_reply: str | None = None
         if reply_to is not None:
             canonical_reply = (await self.resolve([reply_to])).get(reply_to)
             if canonical_reply is None:
-                return False, _text(f"error: no message with id {reply_to!r}"), False
+                return False, text(f"error: no message with id {reply_to!r}"), False
         action = SendMessageAction(
             platform=self.platform,
             chat_id=self.chat_id,
@@ -205,7 +169,7 @@ class ToolExecutor:
             return self._outcome(result, action.kind, "sent")
         shown = [self._sent(message_id) for message_id in result.message_ids]
         ids = f"id {shown[0]}" if len(shown) == 1 else "ids " + ", ".join(shown)
-        return True, _text(f"sent ({ids})"), False
+        return True, text(f"sent ({ids})"), False
 
     def _sent(self, message_id: str) -> str:
         """Remember a message the bot has just sent (its echo may not be in the context yet) and return
@@ -219,20 +183,20 @@ class ToolExecutor:
         alias = alias_for(self.chat_id, message_id)
         return alias if self.aliases.setdefault(alias, message_id) == message_id else message_id
 
-    async def _recall(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+    async def recall(self, call: ToolRun, args: dict[str, Any]) -> Result:
         shown: str = args["message_id"]
         target = (await self.resolve([shown])).get(shown)
         if target is None:
-            return False, _text(f"error: no message with id {shown!r}"), False
+            return False, text(f"error: no message with id {shown!r}"), False
         known = self.provenance.get(target)
         if known is None:
             request = HistoryRequest(platform=self.platform, chat_id=self.chat_id, message_ids=(target,))
             self._remember((await self.clients.history(request)).found)
             known = self.provenance.get(target)
         if known is None or not known.is_myself:
-            return False, _text(f"error: {shown!r} is not your message; you can recall only your own"), False
+            return False, text(f"error: {shown!r} is not your message; you can recall only your own"), False
         if known.is_deleted:
-            return False, _text(f"error: {shown!r} is already deleted"), False
+            return False, text(f"error: {shown!r} is already deleted"), False
         action = DeleteMessageAction(
             platform=self.platform,
             chat_id=self.chat_id,
@@ -242,10 +206,10 @@ class ToolExecutor:
         )
         return self._outcome(await self.clients.act(action, self.action_attempts), action.kind, "recalled")
 
-    async def _react(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+    async def react(self, call: ToolRun, args: dict[str, Any]) -> Result:
         target = (await self.resolve([args["message_id"]])).get(args["message_id"])
         if target is None:
-            return False, _text(f"error: no message with id {args['message_id']!r}"), False
+            return False, text(f"error: no message with id {args['message_id']!r}"), False
         action = ReactAction(
             platform=self.platform,
             chat_id=self.chat_id,
@@ -261,16 +225,16 @@ class ToolExecutor:
             "reaction removed" if action.remove else "reacted",
         )
 
-    def _outcome(self, result: ActionResult, kind: str, done: str) -> _Result:
+    def _outcome(self, result: ActionResult, kind: str, done: str) -> Result:
         if result.ok:
-            return True, _text(done), False
+            return True, text(done), False
         # Parts of a long text delivered before it stopped are messages the members see (and may recall).
         delivered = [self._sent(m) for m in result.message_ids] if kind == "send_message" else []
-        text = settled_text(result, kind, self.platform.value, delivered)
+        told = settled_text(result, kind, self.platform.value, delivered)
         # An unknown outcome closes the call: a follow-up could only repeat what may have been done.
-        return False, _text(text), result.outcome == "unknown"
+        return False, text(told), result.outcome == "unknown"
 
-    async def _read_old(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+    async def read_old(self, call: ToolRun, args: dict[str, Any]) -> Result:
         ids = tuple(args["message_ids"])
         found = await self.clients.history(
             HistoryRequest(platform=self.platform, chat_id=self.chat_id, message_ids=ids)
@@ -297,16 +261,16 @@ class ToolExecutor:
         found = next((a for a in self.attachments.get(message_id, ()) if a.index == wanted), None)
         return (message_id, found) if found is not None else None
 
-    async def _read_image(self, call: ToolRun, args: dict[str, Any]) -> _Result:
+    async def read_image(self, call: ToolRun, args: dict[str, Any]) -> Result:
         file_id: str = args["file_id"]
         target = await self._attachment(file_id)
         if target is None:
-            return False, _text(f"error: no attachment with file-id {file_id!r}"), False
+            return False, text(f"error: no attachment with file-id {file_id!r}"), False
         message_id, ref = target
         if ref.type not in _IMAGE_TYPES and not (ref.mime or "").startswith("image/"):
             return (
                 False,
-                _text(f"error: the attachment {file_id!r} is a {ref.type.value}, not an image"),
+                text(f"error: the attachment {file_id!r} is a {ref.type.value}, not an image"),
                 False,
             )
         request = ReadImageRequest(
@@ -323,8 +287,27 @@ class ToolExecutor:
         answer = await self.clients.read_image(request, (call.deadline_ms - self.clock.now_ms()) / 1000)
         if not answer.ok or answer.image is None:
             code = answer.error.code if answer.error else "failed"
-            return False, _text(f"error: image could not be read ({code})"), False
+            return False, text(f"error: image could not be read ({code})"), False
         parts: list[UserPart] = [answer.image]
         if answer.alt_text:
             parts.append(TextPart(text=answer.alt_text))
         return True, tuple(parts), False
+
+
+#: The handlers of every feature's tools, one line per feature (``tools.handlers``); the wake-up's own
+#: are the methods above.
+HANDLERS: Final = dispatch(
+    Handlers(
+        wake_tools.router,
+        {
+            wake_tools.SEND: ToolExecutor.send,
+            wake_tools.REACT: ToolExecutor.react,
+            wake_tools.READ_OLD: ToolExecutor.read_old,
+            wake_tools.READ_IMAGE: ToolExecutor.read_image,
+            wake_tools.RECALL: ToolExecutor.recall,
+        },
+    ),
+    memory_tools.handlers,
+    moderation_tools.handlers,
+    shell_tools.handlers,
+)

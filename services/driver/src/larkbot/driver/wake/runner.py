@@ -79,16 +79,6 @@ log = logging.getLogger(__name__)
 REASONING_REPLAY_TURNS = 3
 #: The model identity of a primary answer a dry run made up instead of calling the model.
 DRY_RUN_MODEL = "dry-run"
-#: What a dry run withholds from the platform, and what the model is told instead (``ok``, text).
-DRY_RUN_RESULTS: dict[str, tuple[bool, str]] = {
-    tools.SEND: (True, "sent (id {id}); dry run: nothing was posted to the chat"),
-    tools.REACT: (True, "reacted; dry run: nothing was done in the chat"),
-    tools.RECALL: (True, "recalled; dry run: nothing was deleted in the chat"),
-    tools.BAN_SPAMMER: (False, "dry run: nobody was banned and nothing was deleted"),
-    tools.BASH: (False, "dry run: the command was not run"),
-    tools.KILL_TASK: (False, "dry run: no task runs"),
-    tools.READ_TASK_OUTPUT: (False, "dry run: no task runs"),
-}
 
 
 class WakeRunner:
@@ -382,7 +372,9 @@ class ChatPorts:
         return done
 
     async def _tool(self, run: ToolRun) -> ToolDone:
-        withheld = DRY_RUN_RESULTS.get(run.name) if self.dry_run else None
+        # What a dry run withholds from the platform, and what the model is told instead: each tool's
+        # ``dry_run`` (its feature's ``core/tools.py``).
+        withheld = tools.tool(run.name).dry_run if self.dry_run else None
         if withheld is not None:
             self.audit.withheld.append(run.name)
             ok, text = withheld

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field, replace
+from typing import assert_never
 
 from larkbot.canonical.llm import (
     AssistantMessage,
@@ -314,16 +315,23 @@ def _run_call(
     args = tools.validate(tc.name, tc.arguments_json)
     if isinstance(args, tools.Invalid):
         return _text(f"error: invalid arguments: {args.message}"), False, True
-    if tc.name == tools.END:
-        st.ended = True
-        return _text("turn ended"), True, False
     carried = replace(
         usage,
         work_calls=usage.work_calls + st.work_calls,
         participation_attempts=usage.participation_attempts + st.attempts,
     )
-    participation = tc.name in tools.PARTICIPATION_TOOLS
-    allowed = budget.participation_allowed(carried) if participation else budget.work_call_allowed(carried)
+    kind = tools.kind(tc.name)
+    match kind:
+        case "end":
+            st.ended = True
+            return _text("turn ended"), True, False
+        case "participation":
+            allowed = budget.participation_allowed(carried)
+        case "work":
+            allowed = budget.work_call_allowed(carried)
+        case _:
+            assert_never(kind)
+    participation = kind == "participation"
     if not allowed:
         st.over_budget = True
         return _text("not executed: the turn's budget for this kind of call is used up"), False, False
