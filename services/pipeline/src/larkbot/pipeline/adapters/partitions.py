@@ -18,7 +18,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import nats
 from nats.js.kv import KeyValue
@@ -33,7 +32,6 @@ from larkbot.canonical.names import (
 )
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.partitions import PartitionLeases
-from larkbot.runtime.process import replica_id
 from larkbot.runtime.reader import PartitionReader, ReaderState
 
 from .. import metrics
@@ -72,22 +70,16 @@ class _Partitions:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """Where this replica's share of the partitions stands (readiness, and "caught up")."""
+    """Where this replica's share of the partitions stands (readiness)."""
 
     #: The assignment is settled: this replica holds exactly the partitions it should.
     settled: bool
     #: partition → its reader's state
     states: dict[int, ReaderState]
-    #: Every owned partition's reader has handed over everything stored, and nothing waits to commit.
-    drained: bool
 
     @property
     def serving(self) -> bool:
         return self.settled and all(state is ReaderState.CONSUMING for state in self.states.values())
-
-    @property
-    def caught_up(self) -> bool:
-        return self.serving and self.drained
 
 
 class Ownership:
@@ -103,7 +95,7 @@ class Ownership:
         replica: str,
         *,
         heartbeat_s: float,
-        reader_options: dict[str, Any] | None = None,
+        fetch_timeout_s: float = 1.0,
     ) -> None:
         self.bus = bus
         self.kv = kv
@@ -111,7 +103,7 @@ class Ownership:
         self.load = load
         self.evict = evict
         self.replica = replica
-        self.reader_options = reader_options or {}
+        self.fetch_timeout_s = fetch_timeout_s
         self.readers: dict[int, tuple[PartitionReader, asyncio.Task[None]]] = {}
         self._partitions = _Partitions(intake, load)
         self.leases = PartitionLeases(
@@ -134,9 +126,9 @@ class Ownership:
         load: Callable[[int], Awaitable[int]],
         evict: Callable[[int], None],
         *,
+        replica: str,
         bucket: str = KV_LEASES,
-        replica: str | None = None,
-        reader_options: dict[str, Any] | None = None,
+        fetch_timeout_s: float = 1.0,
     ) -> Ownership:
         kv = await bus.js.key_value(bucket)
         ttl = (await kv.status()).ttl or 15.0
@@ -148,9 +140,9 @@ class Ownership:
             intake,
             load,
             evict,
-            replica or replica_id(),
+            replica,
             heartbeat_s=heartbeat,
-            reader_options=reader_options,
+            fetch_timeout_s=fetch_timeout_s,
         )
 
     def owned(self) -> list[int]:
@@ -165,7 +157,6 @@ class Ownership:
         return Progress(
             settled=self.leases.settled.is_set(),
             states={reader.partition: reader.state for reader in readers},
-            drained=all(reader.drained for reader in readers) and len(self.intake.admission) == 0,
         )
 
     def _update(self, _reader: PartitionReader | None = None) -> None:
@@ -183,7 +174,7 @@ class Ownership:
             name=CONSUMER_PIPELINE,
             observer=self._update,
             on_restart=lambda _exc: metrics.PARTITION_RESTARTS.inc(),
-            **self.reader_options,
+            fetch_timeout_s=self.fetch_timeout_s,
         )
         task = asyncio.create_task(reader.run(), name=f"pipeline-p{partition:02d}")
         self.readers[partition] = (reader, task)
