@@ -26,6 +26,7 @@ from larkbot.canonical.context import (
     MemberRequest,
     SnapshotRequest,
 )
+from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import (
     KV_LEASES,
     QUEUE_PIPELINE,
@@ -37,6 +38,7 @@ from larkbot.canonical.names import (
     Service,
 )
 from larkbot.canonical.replies import ServiceError
+from larkbot.runtime.backoff import Backoff, forever
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
@@ -108,9 +110,8 @@ class Pipeline:
         return self.chats.replayed_total
 
     async def start(self, ctx: ServiceContext) -> None:
-        await self.identities.load()
-        for platform in Platform:
-            ctx.spawn(self.identities.watch(platform, self.chats.rerender_platform), f"identity-{platform}")
+        await self.identities.start()
+        ctx.spawn(self.identities.run(), "identity-watch")
         for endpoint in self.endpoints:
             await endpoint.start()
         # Subscriptions reach the server asynchronously; be reachable before reporting ready.
@@ -232,13 +233,15 @@ class PipelineService:
         ctx.stack.push_async_callback(engine.dispose)
         await migrate(engine, MIGRATIONS)
         repo = EventRepository(engine)
-        identities = Identities(ctx.bus)
-        params_for = ChatParams(config, identities.current, deployment_offset_min(config.utc_offset_min))
+        current: dict[Platform, BotIdentity] = {}
+        params_for = ChatParams(config, current, deployment_offset_min(config.utc_offset_min))
         chats = ResidentChats(ctx.bus, repo, params_for, {})
+        identities = Identities(ctx.bus, current, chats.rerender_platform)
         intake = Intake(
             ctx.bus,
             chats,
             repo,
+            commit_retry=forever(Backoff.of(config.retry.background)),
             media_enabled=options.media_enabled,
             retry_base_s=options.media_retry_base_s,
             observer=options.observer,
