@@ -36,8 +36,9 @@ from larkbot.canonical.names import (
     partition_of,
 )
 from larkbot.pipeline.adapters.partitions import lease_key
-from larkbot.pipeline.adapters.repository import EventRepository, decode_event
+from larkbot.pipeline.adapters.repository import EventRepository
 from larkbot.pipeline.adapters.routing import direct_subject
+from larkbot.pipeline.adapters.writes import decode_event
 from larkbot.pipeline.app import MIGRATIONS, Pipeline, PipelineOptions, PipelineService
 from larkbot.pipeline.core import replay_chat
 from larkbot.runtime.bus import Bus, NoResponders, RequestTimedOut, ServiceUnavailable

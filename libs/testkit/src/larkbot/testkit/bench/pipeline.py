@@ -47,8 +47,9 @@ from larkbot.canonical.names import (
     partition_of,
 )
 from larkbot.pipeline.adapters.chats import ResidentChats
-from larkbot.pipeline.adapters.repository import EventRepository, NewEvent, _row
+from larkbot.pipeline.adapters.repository import EventRepository
 from larkbot.pipeline.adapters.tables import events as events_table
+from larkbot.pipeline.adapters.writes import NewEvent, event_row
 from larkbot.pipeline.app import MIGRATIONS, PipelineOptions, PipelineService
 from larkbot.pipeline.core import Projection
 from larkbot.pipeline.settings import ChatParams
@@ -173,7 +174,7 @@ async def persist(database_url: str, chats: list[str], events: int) -> int:
             if key in seen:
                 continue
             seen.add(key)
-            rows.append(_row(NewEvent(event)))
+            rows.append(event_row(NewEvent(event)))
             if len(rows) >= 20_000:
                 async with engine.begin() as conn:
                     await conn.execute(insert(events_table), rows)

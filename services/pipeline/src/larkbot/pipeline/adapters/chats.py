@@ -41,7 +41,8 @@ from larkbot.runtime.bus import Bus
 from .. import metrics
 from ..core import Projection, RenderParams, alias_for, attachment_key, looks_like_alias
 from ..core.model import MessageNode
-from .repository import EventRepository, decode_event
+from .repository import EventRepository
+from .writes import decode_event
 
 log = logging.getLogger(__name__)
 

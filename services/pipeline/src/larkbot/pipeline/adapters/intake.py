@@ -44,7 +44,8 @@ from ..core.repeats import classify
 from ..observer import UNOBSERVED, PipelineObserver
 from . import deadletters
 from .chats import ResidentChats
-from .repository import DatabaseUnavailable, EventRepository, NewEvent, Stored
+from .repository import DatabaseUnavailable, EventRepository
+from .writes import NewEvent, Stored
 
 log = logging.getLogger(__name__)
 
