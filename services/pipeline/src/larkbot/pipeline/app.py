@@ -53,7 +53,8 @@ from .adapters.identity import Identities
 from .adapters.intake import Intake
 from .adapters.partitions import Ownership
 from .adapters.repository import EventRepository
-from .adapters.routing import NotServedHere, OwnerUnavailable, Router, direct_subject
+from .adapters.routing import Router, direct_subject
+from .errors import NotServedHere, OwnerUnavailable
 from .observer import UNOBSERVED, PipelineObserver
 from .settings import ChatParams, resident_keys
 

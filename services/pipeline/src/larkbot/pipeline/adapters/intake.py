@@ -41,10 +41,11 @@ from .. import metrics
 from ..core.admission import Admission, Pending
 from ..core.offsets import Ticket, resume_points
 from ..core.repeats import classify
+from ..errors import DatabaseUnavailable, PartitionNotOpen
 from ..observer import UNOBSERVED, PipelineObserver
 from . import deadletters
 from .chats import ResidentChats
-from .repository import DatabaseUnavailable, EventRepository
+from .repository import EventRepository
 from .writes import NewEvent, Stored
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ class Intake:
     async def feed(self, partition: int, messages: Sequence[Record]) -> None:
         """Take a batch of ``partition``'s messages, in stream order."""
         if partition not in self.read:
-            raise RuntimeError(f"partition {partition} is not open")
+            raise PartitionNotOpen(f"partition {partition} is not open")
         jobs: list[MediaJob] = []
         counts: Counter[tuple[str, str]] = Counter()
         now = self.clock()

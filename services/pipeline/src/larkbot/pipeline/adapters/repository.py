@@ -2,9 +2,9 @@
 order of record (:mod:`.reads`), and the partitions' resume points, the chats' compaction cursors and the
 alt-text cache.
 
-Database failures surface as :class:`DatabaseUnavailable` (a ``RetryableError``); the consumer retries the
-same batch in-process rather than nak'ing, because a nak'ed message would be redelivered after later
-messages of its chat and break per-chat order.
+Database failures surface as :class:`~..errors.DatabaseUnavailable` (a ``RetryableError``); the consumer
+retries the same batch in-process rather than nak'ing, because a nak'ed message would be redelivered after
+later messages of its chat and break per-chat order.
 """
 
 from __future__ import annotations
@@ -16,18 +16,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from larkbot.canonical.errors import RetryableError
-
+from ..errors import DatabaseUnavailable
 from .reads import ChatKey, EventReads
 from .tables import alt_texts, chat_cursors, partition_offsets
 from .writes import BatchWriter, NewEvent, Stored
 
 #: The ``partition_offsets.consumer`` of the pipeline's consumption of ``EVENTS``.
 OFFSETS_CONSUMER = "pipeline"
-
-
-class DatabaseUnavailable(RetryableError):
-    """The database did not answer or refused the transaction; the batch is retried as a whole."""
 
 
 class EventRepository(EventReads):

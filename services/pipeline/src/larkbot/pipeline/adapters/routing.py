@@ -25,11 +25,11 @@ from typing import NamedTuple, TypeVar
 import nats
 from pydantic import BaseModel
 
-from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.names import Platform, partition_of, subject_token
 from larkbot.runtime.bus import Bus, NoResponders, RequestTimedOut, ServiceRefused, ServiceUnavailable
 
 from .. import metrics
+from ..errors import NotServedHere, OwnerUnavailable
 from .partitions import Ownership, lease_key
 
 log = logging.getLogger(__name__)
@@ -41,14 +41,6 @@ DIRECT_PREFIX = "pipeline.replica"
 
 def direct_subject(replica: str, op: str) -> str:
     return f"{DIRECT_PREFIX}.{subject_token(replica)}.{op}"
-
-
-class NotServedHere(RetryableError):
-    """No replica serves the chat's partition right now (a hand-over is in progress)."""
-
-
-class OwnerUnavailable(RetryableError):
-    """The replica holding the chat's partition lease does not answer; its lease has not expired yet."""
 
 
 class Lease(NamedTuple):
