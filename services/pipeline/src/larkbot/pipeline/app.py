@@ -50,8 +50,8 @@ from larkbot.runtime.service import ServiceContext, run
 
 from .adapters.chats import ResidentChats
 from .adapters.identity import Identities
-from .adapters.intake import Intake
-from .adapters.partitions import Ownership
+from .adapters.intake import TICK_S, Intake
+from .adapters.partitions import LAG_S, Ownership
 from .adapters.repository import EventRepository
 from .adapters.routing import Router, direct_subject
 from .errors import NotServedHere, OwnerUnavailable
@@ -119,9 +119,9 @@ class Pipeline:
         await ctx.bus.nc.flush()
         await self.intake.start_results()
         ctx.spawn(self.intake.run_commit(), "pipeline-commit")
-        ctx.spawn(self.intake.run_tick(), "pipeline-tick")
-        ctx.spawn(self.ownership.run(ctx.stopping), "pipeline-partitions")
-        ctx.spawn(self.ownership.report_lag(ctx.stopping), "pipeline-lag")
+        ctx.every(TICK_S, self.intake.tick, "pipeline-tick")
+        ctx.every(self.ownership.leases.heartbeat_s, self.ownership.heartbeat, "pipeline-partitions")
+        ctx.every(LAG_S, self.ownership.report_lag, "pipeline-lag")
         await self.ownership.serving_all.wait()
         log.info(
             "serving partitions %s: %d chats, %d events replayed",

@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: Results of media workers (core NATS for now: see docs/pipeline.md, "media results").
 MEDIA_RESULTS = "media.results.>"
+#: How often due media jobs are re-submitted and the gauges refreshed.
+TICK_S = 0.5
 
 
 class Intake:
@@ -193,14 +195,12 @@ class Intake:
             if self.stopping.is_set():
                 return
 
-    async def run_tick(self, interval_s: float = 0.5) -> None:
-        while not self.stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), timeout=interval_s)
-            for job in self.admission.due(self.clock()):
-                await self._submit(job, resubmit=True)
-            metrics.BLOCKED_CHATS.set(len(self.admission.blocked()))
-            metrics.MEDIA_WAITING.set(len(self.admission))
+    async def tick(self) -> None:
+        """Re-submit the media jobs that are due and refresh the gauges (every :data:`TICK_S`)."""
+        for job in self.admission.due(self.clock()):
+            await self._submit(job, resubmit=True)
+        metrics.BLOCKED_CHATS.set(len(self.admission.blocked()))
+        metrics.MEDIA_WAITING.set(len(self.admission))
 
     async def stop(self) -> None:
         self.stopping.set()

@@ -39,6 +39,9 @@ from .intake import Intake
 
 log = logging.getLogger(__name__)
 
+#: How often each partition's lag gauge is refreshed.
+LAG_S = 5.0
+
 #: Lease group in the ``leases`` bucket (keys ``pipeline.p<NNN>``, ``pipeline.members.<replica>``).
 GROUP = "pipeline"
 
@@ -196,30 +199,25 @@ class Ownership:
         self.evict(partition)
         self._update()
 
-    async def run(self, stopping: asyncio.Event) -> None:
-        """Heartbeat, renew and rebalance until ``stopping``. A round that fails on NATS is retried on
-        the next heartbeat: leases outlive one missed round."""
-        while not stopping.is_set():
-            try:
-                await self.leases.tick()
-            except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
-                log.warning("partition lease round failed: %s", type(exc).__name__)
-            self._update()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.leases.heartbeat_s)
+    async def heartbeat(self) -> None:
+        """One round: heartbeat, renew and rebalance (every ``leases.heartbeat_s``). A round that fails on
+        NATS is retried on the next heartbeat: leases outlive one missed round."""
+        try:
+            await self.leases.tick()
+        except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
+            log.warning("partition lease round failed: %s", type(exc).__name__)
+        self._update()
 
-    async def report_lag(self, stopping: asyncio.Event, interval_s: float = 5.0) -> None:
-        while not stopping.is_set():
-            for partition, (reader, _task) in list(self.readers.items()):
-                if reader.state is not ReaderState.CONSUMING:
-                    continue
-                with contextlib.suppress(nats.errors.Error, nats.js.errors.Error, TimeoutError):
-                    # Not yet delivered, plus delivered and waiting to commit.
-                    lag = await reader.lag() + self.intake.waiting_in(partition)
-                    metrics.PARTITION_LAG.labels(str(partition)).set(lag)
-            self._update()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval_s)
+    async def report_lag(self) -> None:
+        """Set each consuming partition's lag gauge (periodically)."""
+        for partition, (reader, _task) in list(self.readers.items()):
+            if reader.state is not ReaderState.CONSUMING:
+                continue
+            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error, TimeoutError):
+                # Not yet delivered, plus delivered and waiting to commit.
+                lag = await reader.lag() + self.intake.waiting_in(partition)
+                metrics.PARTITION_LAG.labels(str(partition)).set(lag)
+        self._update()
 
     async def stop(self) -> None:
         """Hand every partition back at once, so the others need not wait for the leases' TTL."""
