@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import NamedTuple, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 import nats
 from pydantic import BaseModel
@@ -38,8 +38,11 @@ M = TypeVar("M", bound=BaseModel)
 
 DIRECT_PREFIX = "pipeline.replica"
 
+#: The requests that are answered by the owner of the chat's partition.
+Op = Literal["snapshot", "history", "cursor"]
 
-def direct_subject(replica: str, op: str) -> str:
+
+def direct_subject(replica: str, op: Op) -> str:
     return f"{DIRECT_PREFIX}.{subject_token(replica)}.{op}"
 
 
@@ -72,7 +75,7 @@ class Router:
         self,
         platform: Platform,
         chat_id: str,
-        op: str,
+        op: Op,
         request: BaseModel,
         reply: type[M],
         local: Callable[[], Awaitable[M]],
