@@ -15,6 +15,7 @@ import asyncio
 import gc
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from larkbot.runtime.reader import ReaderState
 from larkbot.runtime.serve import Endpoint, model_decoder, service_error_reply
 from larkbot.runtime.service import ServiceContext, run
 
+from .adapters import lookups
 from .adapters.chats import ResidentChats
 from .adapters.identity import Identities
 from .adapters.intake import TICK_S, Intake
@@ -177,7 +179,7 @@ def endpoints(bus: Bus, replica: str, chats: ResidentChats, router: Router) -> t
 
     async def history(request: HistoryRequest) -> HistoryResponse:
         router.check_local(request.platform, request.chat_id)
-        return await chats.history(request)
+        return await lookups.history(chats, request)
 
     async def cursor(request: CursorMove) -> ContextSnapshot:
         router.check_local(request.platform, request.chat_id)
@@ -209,7 +211,7 @@ def endpoints(bus: Bus, replica: str, chats: ResidentChats, router: Router) -> t
         Endpoint(bus, SUBJECT_PIPELINE_SNAPSHOT, queue, snap, routed_snapshot, _error_reply),
         Endpoint(bus, SUBJECT_PIPELINE_HISTORY, queue, hist, routed_history, _error_reply),
         Endpoint(bus, SUBJECT_PIPELINE_CURSOR, queue, move, routed_cursor, _error_reply),
-        Endpoint(bus, SUBJECT_PIPELINE_MEMBER, queue, member, chats.member, _error_reply),
+        Endpoint(bus, SUBJECT_PIPELINE_MEMBER, queue, member, partial(lookups.member, chats), _error_reply),
         Endpoint(bus, direct_subject(replica, "snapshot"), "", snap, snapshot, _error_reply),
         Endpoint(bus, direct_subject(replica, "history"), "", hist, history, _error_reply),
         Endpoint(bus, direct_subject(replica, "cursor"), "", move, cursor, _error_reply),
