@@ -142,7 +142,7 @@ class Pipeline:
         owned = self.ownership.owned()
         shown = ",".join(map(str, owned)) or "none"
         progress = self.ownership.progress()
-        if not progress.settled:
+        if not progress.assignment_settled:
             return Check(False, f"rebalancing; owns partitions {shown}")
         behind = [
             (p, state) for p, state in sorted(progress.states.items()) if state is not ReaderState.CONSUMING

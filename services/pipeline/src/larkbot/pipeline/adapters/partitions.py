@@ -76,13 +76,14 @@ class Progress:
     """Where this replica's share of the partitions stands (readiness)."""
 
     #: The assignment is settled: this replica holds exactly the partitions it should.
-    settled: bool
+    assignment_settled: bool
     #: partition → its reader's state
     states: dict[int, ReaderState]
 
     @property
     def serving(self) -> bool:
-        return self.settled and all(state is ReaderState.CONSUMING for state in self.states.values())
+        consuming = all(state is ReaderState.CONSUMING for state in self.states.values())
+        return self.assignment_settled and consuming
 
 
 class Ownership:
@@ -158,7 +159,7 @@ class Ownership:
     def progress(self) -> Progress:
         readers = [reader for reader, _ in self.readers.values()]
         return Progress(
-            settled=self.leases.settled.is_set(),
+            assignment_settled=self.leases.settled.is_set(),
             states={reader.partition: reader.state for reader in readers},
         )
 
