@@ -319,7 +319,9 @@ class Intake:
             if result.ok or result.error is None:
                 continue
             try:
-                await deadletters.media_rejection(self.dead_letters, pending.token.data, result)
+                await deadletters.media_rejection(
+                    self.dead_letters, pending.token.data, result.job_id, result.error
+                )
             except DeadLetterFailed as exc:
                 log.error("media rejection not recorded: %s", exc)
 
