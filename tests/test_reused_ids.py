@@ -28,10 +28,10 @@ from larkbot.canonical.names import (
 from larkbot.ingress_feishu.app import FeishuOptions, IngressFeishuService
 from larkbot.ingress_feishu.fake.samples import CHAT, payload
 from larkbot.ingress_feishu.fake.server import FakeFeishu
-from larkbot.pipeline.app import PipelineService
+from larkbot.pipeline.app import PipelineOptions, PipelineService
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built, running
 
 from .harness.world import until
 
@@ -69,10 +69,10 @@ async def test_a_reused_message_id_is_a_reported_conflict_and_a_re_push_a_silent
             env={},
         )
         ingress = IngressFeishuService(config, FeishuOptions(webhook_host="127.0.0.1", webhook_port=0))
-        pipeline = PipelineService(config, media_enabled=False)
+        pipeline = PipelineService(config, PipelineOptions(media_enabled=False))
         duplicates, conflicts = pipeline_events("duplicate"), pipeline_events("conflict")
         async with (
-            running(Service.PIPELINE, pipeline, config, nats_url=nats_url),
+            built(Service.PIPELINE, pipeline, config, nats_url=nats_url) as piped,
             running(Service.INGRESS_FEISHU, ingress, config, nats_url=nats_url),
         ):
             assert ingress.webhook is not None
@@ -84,8 +84,7 @@ async def test_a_reused_message_id_is_a_reported_conflict_and_a_re_push_a_silent
                     assert (await http.post(url, json=body)).status_code == 200
             stored = (await bus.js.stream_info(STREAM_EVENTS)).state.messages
             assert stored == 2  # the re-push absorbed at the ingress, the reuse passed on
-            assert pipeline.intake is not None
-            intake = pipeline.intake
+            intake = piped.components.intake
             await until(lambda: intake.handled >= stored, "the pipeline to take both events")
             request = SnapshotRequest(platform=Platform.FEISHU, chat_id=CHAT)
             snap = await bus.request(SUBJECT_PIPELINE_SNAPSHOT, request, ContextSnapshot, timeout_s=30)

@@ -79,7 +79,7 @@ async def test_media_head_blocks_only_its_chat_until_the_worker_succeeds(
     try:
         async with (
             watching(bus) as updates,
-            pipeline(bus, nats_url, cfg, intake_options={"retry_base_s": 0.05}) as (app, ctx),
+            pipeline(bus, nats_url, cfg, media_retry_base_s=0.05) as (app, ctx),
         ):
             await publish(
                 bus,

@@ -36,14 +36,15 @@ from larkbot.canonical.names import (
     partition_of,
 )
 from larkbot.pipeline.adapters.partitions import lease_key
-from larkbot.pipeline.adapters.repository import EventRepository, decode_event
+from larkbot.pipeline.adapters.repository import EventRepository
 from larkbot.pipeline.adapters.routing import direct_subject
-from larkbot.pipeline.app import MIGRATIONS, PipelineService
+from larkbot.pipeline.adapters.writes import decode_event
+from larkbot.pipeline.app import MIGRATIONS, Pipeline, PipelineOptions, PipelineService
 from larkbot.pipeline.core import replay_chat
 from larkbot.runtime.bus import Bus, NoResponders, RequestTimedOut, ServiceUnavailable
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
-from larkbot.runtime.service import ServiceContext, running
+from larkbot.runtime.service import ServiceContext, built
 from larkbot.testkit.pipeline import synthetic as s
 from larkbot.testkit.pipeline.fakes import FakeMediaWorker, fail, succeed
 from larkbot.testkit.pipeline.watch import caught_up
@@ -68,11 +69,11 @@ def chats_config(database_url: str, chats: list[str], **extra: Any) -> LarkbotCo
 @contextlib.asynccontextmanager
 async def replica(
     nats_url: str, cfg: LarkbotConfig, name: str, **options: Any
-) -> AsyncIterator[tuple[PipelineService, ServiceContext]]:
-    app = PipelineService(cfg, replica=name, reader_options={"fetch_timeout_s": 0.2}, **options)
-    async with running(Service.PIPELINE, app, cfg, nats_url=nats_url) as ctx:
-        await asyncio.wait_for(app.ready.wait(), TIMEOUT)
-        yield app, ctx
+) -> AsyncIterator[tuple[Pipeline, ServiceContext]]:
+    recipe = PipelineService(cfg, PipelineOptions(replica=name, fetch_timeout_s=0.2, **options))
+    async with built(Service.PIPELINE, recipe, cfg, nats_url=nats_url) as service:
+        await asyncio.wait_for(service.components.ready.wait(), TIMEOUT)
+        yield service.components, service.ctx
 
 
 async def publish_all(bus: Bus, events: list[CanonicalEvent]) -> list[int]:
@@ -136,12 +137,9 @@ async def test_two_replicas_share_the_partitions_and_rebalance_on_join_and_leave
         await wait_stored(repo, {c: first_occurrences(published, c) for c in chats})
 
     async with replica(nats_url, cfg, "a") as (a, _):
-        assert a.ownership is not None
         assert a.ownership.owned() == list(range(PARTITIONS))
-        assert a.repo is not None
         await send("one", a.repo)
         async with replica(nats_url, cfg, "b") as (b, _):
-            assert b.ownership is not None
             ownership_a, ownership_b = a.ownership, b.ownership
             await eventually(
                 lambda: (
@@ -151,10 +149,10 @@ async def test_two_replicas_share_the_partitions_and_rebalance_on_join_and_leave
                 )
             )
             assert set(ownership_a.owned()).isdisjoint(ownership_b.owned())
-            handled_a, handled_b = a.intake.handled, b.intake.handled  # type: ignore[union-attr]
+            handled_a, handled_b = a.intake.handled, b.intake.handled
             await send("two", a.repo)
-            assert a.intake.handled > handled_a  # type: ignore[union-attr]
-            assert b.intake.handled > handled_b  # type: ignore[union-attr]
+            assert a.intake.handled > handled_a
+            assert b.intake.handled > handled_b
             # Whichever replica takes a request, the owner of the chat's partition answers it.
             for chat in chats:
                 assert len((await snapshot(bus, chat)).segments) == 10, chat
@@ -272,10 +270,9 @@ async def test_a_waiting_media_head_holds_the_resume_point_and_survives_a_restar
         s.message("om_3", "same partition, other chat", chat=other),
         s.message("om_4", "and more", chat=other),
     ]
-    options = {"intake_options": {"retry_base_s": 0.05}}
+    options = {"media_retry_base_s": 0.05}
     try:
         async with replica(nats_url, cfg, "first", **options) as (app, _):
-            assert app.repo is not None
             repo = app.repo
             (warm_up,) = await publish_all(bus, [s.message("om_0", "first", chat=other)])
             await wait_stored(repo, {other: ["om_0"]})
@@ -294,7 +291,6 @@ async def test_a_waiting_media_head_holds_the_resume_point_and_survives_a_restar
     task = asyncio.create_task(worker.run())
     try:
         async with replica(nats_url, cfg, "second", **options) as (app, _):
-            assert app.repo is not None
             repo = app.repo
             await wait_stored(repo, {"oc_chat": ["om_1", "om_2"], other: ["om_0", "om_3", "om_4"]})
             await eventually(lambda: caught_up(app))
@@ -318,8 +314,6 @@ async def test_a_failing_partition_restarts_from_its_resume_point(
     partition = partition_of("feishu", "oc_chat")
     cfg = chats_config(database_url, chats)
     async with replica(nats_url, cfg, "solo") as (app, _):
-        assert app.repo is not None
-        assert app.ownership is not None
         first = round_of(chats, "before", 20)
         await publish_all(bus, first)
         await wait_stored(app.repo, {c: first_occurrences(first, c) for c in chats})
@@ -382,7 +376,6 @@ async def test_a_killed_replicas_partitions_answer_a_typed_error_until_they_move
             assert loop.time() < deadline, "the pipeline subprocess took no partition"
             await asyncio.sleep(0.05)
         async with replica(nats_url, chats_config(database_url, ["oc_chat"]), "survivor") as (survivor, _):
-            assert survivor.ownership is not None
             theirs = [p for p in range(PARTITIONS) if await lease_holder(bus, p) == doomed]
             assert theirs
             assert not set(theirs) & set(survivor.ownership.owned())

@@ -6,6 +6,7 @@ from larkbot.canonical.context import AppendOp, ReplaceOp
 from larkbot.canonical.events import ChatRenamed
 from larkbot.canonical.names import Platform
 from larkbot.pipeline.core import IC, MessageNode, Projection, RenderParams, reduce, replay
+from larkbot.pipeline.errors import BeforeCursor
 from larkbot.testkit.pipeline import synthetic as s
 
 PARAMS = RenderParams(Platform.FEISHU, "oc_chat", bot_user_id="ou_bot", deployment_utc_offset_min=480)
@@ -131,7 +132,7 @@ def test_events_at_or_before_the_cursor_are_refused() -> None:
     assert projection.segments[0].event_seq == 11
     try:
         projection.apply(s.message("om_2", "y"), 5)
-    except ValueError:
+    except BeforeCursor:
         pass
     else:  # pragma: no cover - the assertion below reports it
         raise AssertionError("an event before the cursor entered the context")

@@ -10,7 +10,8 @@ from larkbot.canonical.content import Attachment, AttachmentType
 from larkbot.canonical.events import EVENT_ADAPTER, MessageEvent
 from larkbot.canonical.fingerprint import event_fingerprint
 from larkbot.canonical.names import STREAM_DEAD_LETTER
-from larkbot.pipeline.adapters.repository import EventRepository, NewEvent, Stored
+from larkbot.pipeline.adapters.repository import EventRepository
+from larkbot.pipeline.adapters.writes import NewEvent, Stored
 from larkbot.pipeline.app import MIGRATIONS
 from larkbot.pipeline.core.repeats import classify
 from larkbot.runtime.bus import Bus

@@ -32,11 +32,11 @@ from larkbot.canonical.names import (
     identity_key,
     msg_id,
 )
-from larkbot.pipeline.app import PipelineService
+from larkbot.pipeline.app import Pipeline, PipelineOptions, PipelineService
 from larkbot.pipeline.core import alias_for
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
-from larkbot.runtime.service import ServiceContext, running
+from larkbot.runtime.service import ServiceContext, built
 from larkbot.testkit.pipeline import synthetic as s
 from larkbot.testkit.pipeline.watch import caught_up
 
@@ -92,11 +92,11 @@ class Updates:
 @contextlib.asynccontextmanager
 async def pipeline(
     bus: Bus, nats_url: str, cfg: LarkbotConfig, **options: Any
-) -> AsyncIterator[tuple[PipelineService, ServiceContext]]:
-    app = PipelineService(cfg, **options)
-    async with running(Service.PIPELINE, app, cfg, nats_url=nats_url) as ctx:
-        await asyncio.wait_for(app.ready.wait(), TIMEOUT)
-        yield app, ctx
+) -> AsyncIterator[tuple[Pipeline, ServiceContext]]:
+    recipe = PipelineService(cfg, PipelineOptions(**options))
+    async with built(Service.PIPELINE, recipe, cfg, nats_url=nats_url) as service:
+        await asyncio.wait_for(service.components.ready.wait(), TIMEOUT)
+        yield service.components, service.ctx
 
 
 @contextlib.asynccontextmanager
@@ -145,7 +145,6 @@ async def test_live_processing_publishes_updates_that_rebuild_the_snapshot(
             "hello &lt;world&gt;</message>"
         )
         # A redelivery (same dedup key, past the stream's duplicate window) adds no row and no segment.
-        assert app.repo is not None
         before = await app.repo.count("feishu", "oc_chat")
         seen = len(updates.items)
         await publish(bus, CONVERSATION[0], unique_msg_id=True)
@@ -333,7 +332,6 @@ async def test_residency_archives_telegram_and_drops_unconfigured_feishu(
             s.message("6", "projected", chat="-100", platform=Platform.TELEGRAM),
         )
         await updates.until(lambda: "-100" in updates.copies)
-        assert app.repo is not None
         await eventually(lambda: caught_up(app))
         assert await app.repo.count("feishu", "oc_other") == 0
         assert await app.repo.count("telegram", "-200") == 1

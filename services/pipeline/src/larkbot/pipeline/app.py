@@ -1,10 +1,12 @@
 """Composition root of the pipeline.
 
-Start-up: migrate → read the bot identities → serve ``pipeline.snapshot`` / ``pipeline.history`` /
-``pipeline.cursor`` (forwarded to the owner of the chat's partition when that is another replica) and
-``pipeline.member`` (answered from the database by any replica) → join the partition leases. Each acquired
-partition is cold-started (its configured chats replayed from their compaction cursors) and then consumed
-from the resume point the database records.
+:class:`PipelineService` is the recipe (the configuration and :class:`PipelineOptions`); its ``build``
+wires the components and returns them, frozen, as :class:`Pipeline`. Start-up: migrate → read the bot
+identities → serve ``pipeline.snapshot`` / ``pipeline.history`` / ``pipeline.cursor`` (forwarded to the
+owner of the chat's partition when that is another replica) and ``pipeline.member`` (answered from the
+database by any replica) → join the partition leases. Each acquired partition is cold-started (its
+configured chats replayed from their compaction cursors) and then consumed from the resume point the
+database records. :attr:`Pipeline.ready` is set once every owned partition is consuming.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ from larkbot.canonical.context import (
     MemberRequest,
     SnapshotRequest,
 )
+from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import (
     KV_LEASES,
     QUEUE_PIPELINE,
@@ -34,6 +39,8 @@ from larkbot.canonical.names import (
     Service,
 )
 from larkbot.canonical.replies import ServiceError
+from larkbot.runtime.backoff import Backoff, forever
+from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.http import Check
@@ -42,15 +49,16 @@ from larkbot.runtime.reader import ReaderState
 from larkbot.runtime.serve import Endpoint, model_decoder, service_error_reply
 from larkbot.runtime.service import ServiceContext, run
 
+from .adapters import lookups
 from .adapters.chats import ResidentChats
 from .adapters.identity import Identities
-from .adapters.intake import Intake
-from .adapters.partitions import Ownership
+from .adapters.intake import TICK_S, Intake
+from .adapters.partitions import LAG_S, Ownership
 from .adapters.repository import EventRepository
-from .adapters.routing import NotServedHere, OwnerUnavailable, Router, direct_subject
-from .core import RenderParams
+from .adapters.routing import Router, direct_subject
+from .errors import NotServedHere, OwnerUnavailable
 from .observer import UNOBSERVED, PipelineObserver
-from .settings import render_params
+from .settings import ChatParams, resident_keys
 
 log = logging.getLogger(__name__)
 
@@ -67,104 +75,55 @@ def _error_reply(data: bytes, exc: BaseException) -> ServiceError:
     return service_error_reply(data, exc)
 
 
-class PipelineService:
-    def __init__(
-        self,
-        config: LarkbotConfig,
-        *,
-        media_enabled: bool = True,
-        lease_bucket: str = KV_LEASES,
-        replica: str | None = None,
-        intake_options: dict[str, Any] | None = None,
-        reader_options: dict[str, Any] | None = None,
-        observer: PipelineObserver = UNOBSERVED,
-    ) -> None:
-        self.config = config
-        self.media_enabled = media_enabled
-        self.lease_bucket = lease_bucket
-        self.replica = replica or replica_id()
-        self.intake_options = intake_options or {}
-        self.reader_options = reader_options or {}
-        #: Told of the intake's progress (``larkbot.pipeline.observer``).
-        self.observer = observer
-        self.deployment_offset_min = deployment_offset_min(config.utc_offset_min)
-        #: Set once the partition assignment first settled with every owned partition consuming.
-        self.ready = asyncio.Event()
-        self.repo: EventRepository | None = None
-        self.chats: ResidentChats | None = None
-        self.intake: Intake | None = None
-        self.identities: Identities | None = None
-        self.ownership: Ownership | None = None
-        self.router: Router | None = None
-        self._endpoints: list[Endpoint[Any]] = []
+@dataclass(frozen=True, slots=True)
+class PipelineOptions:
+    """How one pipeline process runs, beyond the configuration (tests and benchmarks vary these)."""
+
+    #: Submit media jobs for the events of configured chats (off: every event commits as it came).
+    media_enabled: bool = True
+    #: The KV bucket of the partition leases.
+    lease_bucket: str = KV_LEASES
+    #: This process's replica id (leases, reader consumers, forwarded requests).
+    replica: str = field(default_factory=replica_id)
+    #: First wait before a failed media job is submitted again (doubling, see ``core.admission``).
+    media_retry_base_s: float = 2.0
+    #: How long a partition reader's fetch waits for messages before it asks again.
+    fetch_timeout_s: float = 1.0
+    #: Told of the intake's progress (``larkbot.pipeline.observer``).
+    observer: PipelineObserver = UNOBSERVED
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """The pipeline's wired components."""
+
+    repo: EventRepository
+    identities: Identities
+    params_for: ChatParams
+    chats: ResidentChats
+    intake: Intake
+    ownership: Ownership
+    router: Router
+    endpoints: tuple[Endpoint[Any], ...]
+    #: Set once the partition assignment first settled with every owned partition consuming.
+    ready: asyncio.Event
 
     @property
     def replayed_events(self) -> int:
-        return self.chats.replayed_total if self.chats is not None else 0
-
-    def params_for(self, platform: Platform, chat_id: str) -> RenderParams | None:
-        chat = self.config.chat(platform.value, chat_id)
-        if chat is None:
-            return None
-        identity = self.identities.current.get(platform) if self.identities is not None else None
-        return render_params(self.config, chat, platform, chat_id, identity, self.deployment_offset_min)
-
-    def resident_keys(self) -> list[tuple[str, str]]:
-        return [
-            (platform.value, chat_id)
-            for platform in Platform
-            for chat_id in sorted(self.config.chat_ids(platform.value))
-        ]
+        return self.chats.replayed_total
 
     async def start(self, ctx: ServiceContext) -> None:
-        # The pipeline keeps a large, growing heap of long-lived objects (every resident chat's nodes and
-        # segments) and allocates thousands per batch. With CPython's default thresholds (700, 10, 10)
-        # the cyclic collector's passes took ~35 % of the service's time; (50 000, 20, 20) measured
-        # 3.5k → 5.2k events/s (docs/pipeline.md, Benchmark). Process-wide: one service per process.
-        gc.set_threshold(*GC_THRESHOLDS)
-        engine = create_engine(ctx.database_url())
-        ctx.stack.push_async_callback(engine.dispose)
-        await migrate(engine, MIGRATIONS)
-        self.repo = EventRepository(engine)
-        self.identities = Identities(ctx.bus)
-        chats = self.chats = ResidentChats(ctx.bus, self.repo, self.params_for, {})
-        self.intake = Intake(
-            ctx.bus,
-            self.chats,
-            self.repo,
-            media_enabled=self.media_enabled,
-            observer=self.observer,
-            **self.intake_options,
-        )
-        self.ownership = await Ownership.open(
-            ctx.bus,
-            self.intake,
-            lambda p: chats.load_partition(p, self.resident_keys()),
-            chats.evict_partition,
-            bucket=self.lease_bucket,
-            replica=self.replica,
-            reader_options=self.reader_options,
-        )
-        self.router = Router(ctx.bus, self.ownership)
-        ctx.add_check("database", self._database_ready)
-        ctx.add_check("partitions", self._partitions_ready)
-        ctx.add_check("media", self._media_ready)
-        ctx.spawn(self._main(ctx), "pipeline-main")
-
-    async def _main(self, ctx: ServiceContext) -> None:
-        assert self.identities is not None
-        assert self.chats is not None
-        assert self.intake is not None
-        assert self.ownership is not None
-        await self.identities.load()
-        for platform in Platform:
-            ctx.spawn(self.identities.watch(platform, self.chats.rerender_platform), f"identity-{platform}")
-        await self._serve(ctx)
+        await self.identities.start()
+        ctx.spawn(self.identities.run(), "identity-watch")
+        for endpoint in self.endpoints:
+            await endpoint.start()
+        # Subscriptions reach the server asynchronously; be reachable before reporting ready.
+        await ctx.bus.nc.flush()
         await self.intake.start_results()
         ctx.spawn(self.intake.run_commit(), "pipeline-commit")
-        ctx.spawn(self.intake.run_tick(), "pipeline-tick")
-        ctx.spawn(self.ownership.run(ctx.stopping), "pipeline-partitions")
-        ctx.spawn(self.ownership.report_lag(ctx.stopping), "pipeline-lag")
+        ctx.every(TICK_S, self.intake.tick, "pipeline-tick")
+        ctx.every(self.ownership.leases.heartbeat_s, self.ownership.heartbeat, "pipeline-partitions")
+        ctx.every(LAG_S, self.ownership.report_lag, "pipeline-lag")
         await self.ownership.serving_all.wait()
         log.info(
             "serving partitions %s: %d chats, %d events replayed",
@@ -174,85 +133,16 @@ class PipelineService:
         )
         self.ready.set()
 
-    async def _serve(self, ctx: ServiceContext) -> None:
-        chats, router = self.chats, self.router
-        assert chats is not None
-        assert router is not None
-
-        async def snapshot(request: SnapshotRequest) -> ContextSnapshot:
-            router.check_local(request.platform, request.chat_id)
-            return chats.snapshot(request.platform, request.chat_id)
-
-        async def history(request: HistoryRequest) -> HistoryResponse:
-            router.check_local(request.platform, request.chat_id)
-            return await chats.history(request)
-
-        async def cursor(request: CursorMove) -> ContextSnapshot:
-            router.check_local(request.platform, request.chat_id)
-            return await chats.move_cursor(request.platform, request.chat_id, request.cursor, request.reason)
-
-        async def routed_snapshot(request: SnapshotRequest) -> ContextSnapshot:
-            return await router.route(
-                request.platform,
-                request.chat_id,
-                "snapshot",
-                request,
-                ContextSnapshot,
-                lambda: snapshot(request),
-            )
-
-        async def routed_history(request: HistoryRequest) -> HistoryResponse:
-            return await router.route(
-                request.platform,
-                request.chat_id,
-                "history",
-                request,
-                HistoryResponse,
-                lambda: history(request),
-            )
-
-        async def routed_cursor(request: CursorMove) -> ContextSnapshot:
-            return await router.route(
-                request.platform, request.chat_id, "cursor", request, ContextSnapshot, lambda: cursor(request)
-            )
-
-        bus, queue, replica = ctx.bus, QUEUE_PIPELINE, self.replica
-        snap, hist, move, member = (
-            model_decoder(SnapshotRequest),
-            model_decoder(HistoryRequest),
-            model_decoder(CursorMove),
-            model_decoder(MemberRequest),
-        )
-        self._endpoints = [
-            Endpoint(bus, SUBJECT_PIPELINE_SNAPSHOT, queue, snap, routed_snapshot, _error_reply),
-            Endpoint(bus, SUBJECT_PIPELINE_HISTORY, queue, hist, routed_history, _error_reply),
-            Endpoint(bus, SUBJECT_PIPELINE_CURSOR, queue, move, routed_cursor, _error_reply),
-            Endpoint(bus, SUBJECT_PIPELINE_MEMBER, queue, member, chats.member, _error_reply),
-            # Forwarded by other replicas: answered only for partitions served here (no queue group).
-            Endpoint(bus, direct_subject(replica, "snapshot"), "", snap, snapshot, _error_reply),
-            Endpoint(bus, direct_subject(replica, "history"), "", hist, history, _error_reply),
-            Endpoint(bus, direct_subject(replica, "cursor"), "", move, cursor, _error_reply),
-        ]
-        for endpoint in self._endpoints:
-            await endpoint.start()
-        # Subscriptions reach the server asynchronously; be reachable before reporting ready.
-        await bus.nc.flush()
-
-    async def _database_ready(self) -> Check:
-        assert self.repo is not None
+    async def database_ready(self) -> Check:
         await self.repo.ping()
-        ok = self.intake is None or self.intake.database_ok
+        ok = self.intake.database_ok
         return Check(ok, self.repo.engine.dialect.name if ok else "commits failing")
 
-    async def _partitions_ready(self) -> Check:
-        ownership = self.ownership
-        if ownership is None:
-            return Check(False, "starting")
-        owned = ownership.owned()
+    async def partitions_ready(self) -> Check:
+        owned = self.ownership.owned()
         shown = ",".join(map(str, owned)) or "none"
-        resident = len(self.chats.chats) if self.chats else 0
-        progress = ownership.progress()
-        if not progress.settled:
+        progress = self.ownership.progress()
+        if not progress.assignment_settled:
             return Check(False, f"rebalancing; owns partitions {shown}")
         behind = [
             (p, state) for p, state in sorted(progress.states.items()) if state is not ReaderState.CONSUMING
@@ -260,11 +150,9 @@ class PipelineService:
         if behind:
             states = ", ".join(f"{p} {state}" for p, state in behind[:8])
             return Check(False, f"owns partitions {shown}; not consuming: {states}")
-        return Check(True, f"owns partitions {shown}; {resident} resident chats")
+        return Check(True, f"owns partitions {shown}; {len(self.chats.chats)} resident chats")
 
-    async def _media_ready(self) -> Check:
-        if self.intake is None:
-            return Check(True, "idle")
+    async def media_ready(self) -> Check:
         blocked = self.intake.admission.blocked()
         waiting = len(self.intake.admission)
         if blocked:
@@ -274,14 +162,120 @@ class PipelineService:
 
     async def stop(self) -> None:
         """Stop taking requests, hand the partitions back (each after its in-flight commit), stop."""
-        for endpoint in self._endpoints:
+        for endpoint in self.endpoints:
             await endpoint.stop()
-        if self.ownership is not None:
-            await self.ownership.stop()
-        if self.intake is not None:
-            await self.intake.stop()
-        if self.identities is not None:
-            await self.identities.stop()
+        await self.ownership.stop()
+        await self.intake.stop()
+        await self.identities.stop()
+
+
+def endpoints(bus: Bus, replica: str, chats: ResidentChats, router: Router) -> tuple[Endpoint[Any], ...]:
+    """The ``pipeline.*`` request endpoints (queue group), and the direct subjects other replicas forward
+    requests to (answered only for partitions served here: no queue group)."""
+
+    async def snapshot(request: SnapshotRequest) -> ContextSnapshot:
+        router.check_local(request.platform, request.chat_id)
+        return chats.snapshot(request.platform, request.chat_id)
+
+    async def history(request: HistoryRequest) -> HistoryResponse:
+        router.check_local(request.platform, request.chat_id)
+        return await lookups.history(chats, request)
+
+    async def cursor(request: CursorMove) -> ContextSnapshot:
+        router.check_local(request.platform, request.chat_id)
+        return await chats.move_cursor(request.platform, request.chat_id, request.cursor, request.reason)
+
+    async def routed_snapshot(request: SnapshotRequest) -> ContextSnapshot:
+        return await router.route(
+            request.platform, request.chat_id, "snapshot", request, ContextSnapshot, lambda: snapshot(request)
+        )
+
+    async def routed_history(request: HistoryRequest) -> HistoryResponse:
+        return await router.route(
+            request.platform, request.chat_id, "history", request, HistoryResponse, lambda: history(request)
+        )
+
+    async def routed_cursor(request: CursorMove) -> ContextSnapshot:
+        return await router.route(
+            request.platform, request.chat_id, "cursor", request, ContextSnapshot, lambda: cursor(request)
+        )
+
+    queue = QUEUE_PIPELINE
+    snap, hist, move, member = (
+        model_decoder(SnapshotRequest),
+        model_decoder(HistoryRequest),
+        model_decoder(CursorMove),
+        model_decoder(MemberRequest),
+    )
+    return (
+        Endpoint(bus, SUBJECT_PIPELINE_SNAPSHOT, queue, snap, routed_snapshot, _error_reply),
+        Endpoint(bus, SUBJECT_PIPELINE_HISTORY, queue, hist, routed_history, _error_reply),
+        Endpoint(bus, SUBJECT_PIPELINE_CURSOR, queue, move, routed_cursor, _error_reply),
+        Endpoint(bus, SUBJECT_PIPELINE_MEMBER, queue, member, partial(lookups.member, chats), _error_reply),
+        Endpoint(bus, direct_subject(replica, "snapshot"), "", snap, snapshot, _error_reply),
+        Endpoint(bus, direct_subject(replica, "history"), "", hist, history, _error_reply),
+        Endpoint(bus, direct_subject(replica, "cursor"), "", move, cursor, _error_reply),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineService:
+    """The recipe of a pipeline process (:class:`larkbot.runtime.service.Buildable`)."""
+
+    config: LarkbotConfig
+    options: PipelineOptions = field(default_factory=PipelineOptions)
+
+    async def build(self, ctx: ServiceContext) -> Pipeline:
+        # The pipeline keeps a large, growing heap of long-lived objects (every resident chat's nodes and
+        # segments) and allocates thousands per batch. With CPython's default thresholds (700, 10, 10)
+        # the cyclic collector's passes took ~35 % of the service's time; (50 000, 20, 20) measured
+        # 3.5k → 5.2k events/s (docs/pipeline.md, Benchmark). Process-wide: one service per process.
+        gc.set_threshold(*GC_THRESHOLDS)
+        config, options = self.config, self.options
+        engine = create_engine(ctx.database_url())
+        ctx.stack.push_async_callback(engine.dispose)
+        await migrate(engine, MIGRATIONS)
+        repo = EventRepository(engine)
+        current: dict[Platform, BotIdentity] = {}
+        params_for = ChatParams(config, current, deployment_offset_min(config.utc_offset_min))
+        chats = ResidentChats(ctx.bus, repo, params_for, {})
+        identities = Identities(ctx.bus, current, chats.rerender_platform)
+        intake = Intake(
+            ctx.bus,
+            chats,
+            repo,
+            commit_retry=forever(Backoff.of(config.retry.background)),
+            media_enabled=options.media_enabled,
+            retry_base_s=options.media_retry_base_s,
+            observer=options.observer,
+        )
+        keys = resident_keys(config)
+        ownership = await Ownership.open(
+            ctx.bus,
+            intake,
+            lambda p: chats.load_partition(p, keys),
+            chats.evict_partition,
+            replica=options.replica,
+            bucket=options.lease_bucket,
+            fetch_timeout_s=options.fetch_timeout_s,
+        )
+        router = Router(ctx.bus, ownership)
+        pipeline = Pipeline(
+            repo=repo,
+            identities=identities,
+            params_for=params_for,
+            chats=chats,
+            intake=intake,
+            ownership=ownership,
+            router=router,
+            endpoints=endpoints(ctx.bus, options.replica, chats, router),
+            ready=asyncio.Event(),
+        )
+        ctx.add_check("database", pipeline.database_ready)
+        ctx.add_check("partitions", pipeline.partitions_ready)
+        ctx.add_check("media", pipeline.media_ready)
+        ctx.spawn(pipeline.start(ctx), "pipeline-main")
+        return pipeline
 
 
 def main() -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from larkbot.canonical.aliases import aliases_enabled
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform
@@ -33,3 +35,31 @@ def render_params(
         chat_utc_offset_min=chat.utc_offset_min,
         chat_title=chat.display_name,
     )
+
+
+class ChatParams:
+    """The render parameters of a configured chat (``None`` for any other), read with the bot's current
+    identity per platform (``identities``, kept up to date by the identity watch)."""
+
+    def __init__(
+        self, config: LarkbotConfig, identities: Mapping[Platform, BotIdentity], deployment_offset_min: int
+    ) -> None:
+        self.config = config
+        self.identities = identities
+        self.deployment_offset_min = deployment_offset_min
+
+    def __call__(self, platform: Platform, chat_id: str) -> RenderParams | None:
+        chat = self.config.chat(platform.value, chat_id)
+        if chat is None:
+            return None
+        identity = self.identities.get(platform)
+        return render_params(self.config, chat, platform, chat_id, identity, self.deployment_offset_min)
+
+
+def resident_keys(config: LarkbotConfig) -> list[tuple[str, str]]:
+    """Every configured chat as ``(platform, chat_id)``, in a fixed order (platform, then id)."""
+    return [
+        (platform.value, chat_id)
+        for platform in Platform
+        for chat_id in sorted(config.chat_ids(platform.value))
+    ]

@@ -47,15 +47,18 @@ from larkbot.canonical.names import (
     partition_of,
 )
 from larkbot.pipeline.adapters.chats import ResidentChats
-from larkbot.pipeline.adapters.repository import EventRepository, NewEvent, _row
+from larkbot.pipeline.adapters.repository import EventRepository
 from larkbot.pipeline.adapters.tables import events as events_table
-from larkbot.pipeline.app import MIGRATIONS, PipelineService
+from larkbot.pipeline.adapters.writes import NewEvent, event_row
+from larkbot.pipeline.app import MIGRATIONS, PipelineOptions, PipelineService
 from larkbot.pipeline.core import Projection
+from larkbot.pipeline.settings import ChatParams
 from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
 from larkbot.runtime.db import create_engine, migrate
-from larkbot.runtime.service import running
+from larkbot.runtime.process import deployment_offset_min
+from larkbot.runtime.service import built
 
 from ..pipeline.synthetic import chat_traffic
 from ..pipeline.watch import PipelineWatch
@@ -83,6 +86,11 @@ def bench_config(chats: list[str], database_url: str) -> LarkbotConfig:
             "chats": {"default": {}, **{f"feishu:{chat}": {} for chat in chats}},
         }
     )
+
+
+def chat_params(config: LarkbotConfig) -> ChatParams:
+    """The service's render parameters of ``config``'s chats, with no bot identity known."""
+    return ChatParams(config, {}, deployment_offset_min(config.utc_offset_min))
 
 
 async def _bus_is_ours(bus: Bus) -> bool:
@@ -120,10 +128,10 @@ async def measure_service(nats_url: str, events: int, chats_count: int, root: Pa
         await asyncio.gather(*futures)
         stored = (await bus.js.stream_info(STREAM_EVENTS)).state.messages
         watch = PipelineWatch()
-        app = PipelineService(cfg, media_enabled=False, observer=watch)
+        recipe = PipelineService(cfg, PipelineOptions(media_enabled=False, observer=watch))
         started = time.perf_counter()
-        async with running(Service.PIPELINE, app, cfg, nats_url=nats_url, timeout_s=600):
-            await asyncio.wait_for(app.ready.wait(), 600)
+        async with built(Service.PIPELINE, recipe, cfg, nats_url=nats_url, timeout_s=600) as service:
+            await asyncio.wait_for(service.components.ready.wait(), 600)
             # Steady state: from the moment every partition is loaded and consuming.
             ready_at, handled_at_ready = time.perf_counter(), watch.handled
             await watch.until(lambda: watch.handled >= stored, HANDLED_TIMEOUT_S)
@@ -166,7 +174,7 @@ async def persist(database_url: str, chats: list[str], events: int) -> int:
             if key in seen:
                 continue
             seen.add(key)
-            rows.append(_row(NewEvent(event)))
+            rows.append(event_row(NewEvent(event)))
             if len(rows) >= 20_000:
                 async with engine.begin() as conn:
                     await conn.execute(insert(events_table), rows)
@@ -190,8 +198,7 @@ async def measure_cold_replay(events: int, chats_count: int, root: Path) -> dict
     engine = create_engine(database_url)
     try:
         repo = EventRepository(engine)
-        app = PipelineService(bench_config(chats, database_url))
-        resident = ResidentChats(None, repo, app.params_for, {})  # type: ignore[arg-type]
+        resident = ResidentChats(None, repo, chat_params(bench_config(chats, database_url)), {})  # type: ignore[arg-type]
         gc.collect()
         started = time.perf_counter()
         replayed = await resident.cold_start([("feishu", chat) for chat in chats])
@@ -212,14 +219,14 @@ def measure_resident_bytes(chats_count: int = 50) -> int:
     what a resident chat keeps (IC nodes and the event data they reference, rendered segments, alias
     table), measured after everything transient (the decoded stream, the dedup set) is gone."""
     chats = [f"oc_mem_{i}" for i in range(chats_count)]
-    app = PipelineService(bench_config(chats, "sqlite+aiosqlite:///:memory:"))
+    params_for = chat_params(bench_config(chats, "sqlite+aiosqlite:///:memory:"))
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         projections: dict[str, Projection] = {}
         for chat in chats:
-            params = app.params_for(Platform.FEISHU, chat)
+            params = params_for(Platform.FEISHU, chat)
             assert params is not None
             projections[chat] = Projection(params)
         seen: set[tuple[str, str]] = set()

@@ -56,14 +56,14 @@ from larkbot.driver.app import DriverService
 from larkbot.driver.tools.core import tools
 from larkbot.driver.wake.chatstate import ChatState
 from larkbot.driver.wake.clock import ManualClock
-from larkbot.pipeline.app import PipelineService
+from larkbot.pipeline.app import PipelineOptions, PipelineService
 from larkbot.pipeline.core import alias_for
 from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
 from larkbot.runtime.ingress import actions_endpoint, publish_identity
 from larkbot.runtime.serve import Endpoint
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built, running
 
 from ..driver.fakes import FakeLLM
 from ..driver.harness import decide, end_turn
@@ -336,7 +336,7 @@ async def replay_world(
         fetch_timeout_s=0.25,
         observer=watch,
     )
-    pipeline = PipelineService(config, replica="prefix-bench", reader_options={"fetch_timeout_s": 0.25})
+    pipeline = PipelineService(config, PipelineOptions(replica="prefix-bench", fetch_timeout_s=0.25))
     replay = Replay(bus, chat_id, driver, watch, clock)
     model: AbstractAsyncContextManager[object]
     if gateway:
@@ -347,8 +347,8 @@ async def replay_world(
         model = _serving(replay.llm.endpoint)
     await replay.platform.endpoint.start()
     try:
-        async with model, running(Service.PIPELINE, pipeline, config, nats_url=nats_url):
-            await asyncio.wait_for(pipeline.ready.wait(), WAIT_S)
+        async with model, built(Service.PIPELINE, pipeline, config, nats_url=nats_url) as piped:
+            await asyncio.wait_for(piped.components.ready.wait(), WAIT_S)
             async with running(Service.DRIVER, driver, config, nats_url=nats_url):
                 await watch.until(lambda: watch.holds(PARTITIONS), WAIT_S)
                 yield replay

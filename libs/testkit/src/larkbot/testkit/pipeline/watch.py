@@ -1,11 +1,11 @@
 """Conditions over a running pipeline service: its observer's reports (``larkbot.pipeline.observer``) and
-the partition reader's own predicate."""
+"caught up", read from its components."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from larkbot.pipeline.app import PipelineService
+from larkbot.pipeline.app import Pipeline
 
 from ..conditions import DEFAULT_TIMEOUT_S, Conditions
 
@@ -26,8 +26,12 @@ class PipelineWatch:
         await self.conditions.until(predicate, timeout_s)
 
 
-def caught_up(service: PipelineService) -> bool:
+def caught_up(service: Pipeline) -> bool:
     """Every partition the service owns is consumed and was read to its end, and nothing waits to commit.
 
-    Read from the ownership's progress (``Ownership.progress()``: the partition readers' states)."""
-    return service.ownership is not None and service.ownership.progress().caught_up
+    Read from the ownership's progress (``Ownership.progress()``: the assignment settled, every reader
+    consuming), each partition reader's ``drained`` and the intake's admission queue."""
+    ownership = service.ownership
+    readers = [reader for reader, _task in ownership.readers.values()]
+    drained = all(reader.drained for reader in readers) and len(service.intake.admission) == 0
+    return ownership.progress().serving and drained

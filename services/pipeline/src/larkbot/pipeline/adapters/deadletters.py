@@ -20,7 +20,7 @@ import logging
 
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import CanonicalEvent
-from larkbot.canonical.media import MediaResult
+from larkbot.canonical.media import MediaError
 from larkbot.canonical.names import CONSUMER_PIPELINE, STREAM_EVENTS, STREAM_MEDIA, events_subject
 from larkbot.runtime.deadletter import DeadLetter, DeadLetters, describe
 
@@ -80,16 +80,15 @@ async def conflict(
     )
 
 
-async def media_rejection(writer: DeadLetters, data: bytes, result: MediaResult) -> None:
-    """A non-retryable media failure let the event commit without that transform."""
-    assert result.error is not None
+async def media_rejection(writer: DeadLetters, data: bytes, job_id: str, error: MediaError) -> None:
+    """A non-retryable media failure (job ``job_id``) let the event commit without that transform."""
     await writer.write(
         DeadLetter(
             source=STREAM_MEDIA,
             consumer=CONSUMER_PIPELINE,
-            reason=f"media:{result.error.code}",
-            error=result.error.message[:500],
+            reason=f"media:{error.code}",
+            error=error.message[:500],
             data=data,
-            key=result.job_id,
+            key=job_id,
         )
     )

@@ -1,66 +1,66 @@
-"""The bot's own identity per platform, as each ingress publishes it to the ``identity`` KV bucket."""
+"""The bot's own identity per platform, as each ingress publishes it to the ``identity`` KV bucket.
+
+A mirror of the bucket (:class:`larkbot.runtime.watch.KvWatch`): :meth:`Identities.start` loads what is
+stored, :meth:`Identities.run` follows later writes, and an identity that changed after the load (another
+bot id or user name) re-renders the platform's chats (``on_change``). An entry that does not decode is
+logged and counted by the watch and changes nothing; a deleted key keeps the identity last seen.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-import nats
-from nats.js.kv import KeyValue
-
 from larkbot.canonical.codec import decode
-from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import KV_IDENTITY, Platform, identity_key
 from larkbot.runtime.bus import Bus
+from larkbot.runtime.watch import KvUpdate, KvWatch
 
 log = logging.getLogger(__name__)
 
+#: The bucket's key of each platform's identity.
+PLATFORM_OF_KEY = {identity_key(platform.value): platform for platform in Platform}
+
 
 class Identities:
-    """Current identities, plus a watch that reports changes (``on_change(platform)``)."""
+    """Current identities (``current``, shared with the render parameters), kept by a watch."""
 
-    def __init__(self, bus: Bus) -> None:
-        self.bus = bus
-        self.current: dict[Platform, BotIdentity] = {}
-        self._watchers: list[KeyValue.KeyWatcher] = []
+    def __init__(
+        self,
+        bus: Bus,
+        current: dict[Platform, BotIdentity],
+        on_change: Callable[[Platform], Awaitable[None]],
+    ) -> None:
+        self.current = current
+        self.on_change = on_change
+        self.watch = KvWatch(bus, KV_IDENTITY, self._take)
+        #: Set once the stored identities were loaded: from then on a change re-renders.
+        self._following = False
 
-    async def load(self) -> None:
-        kv = await self.bus.js.key_value(KV_IDENTITY)
-        for platform in Platform:
-            with contextlib.suppress(nats.js.errors.KeyNotFoundError):
-                entry = await kv.get(identity_key(platform.value))
-                self._take(platform, entry.value)
+    async def start(self) -> None:
+        """Load every stored identity."""
+        await self.watch.start()
+        self._following = True
 
-    def _take(self, platform: Platform, value: bytes | None) -> bool:
-        if not value:
-            return False
-        try:
-            identity = decode(value, BotIdentity)
-        except ContractError as exc:
-            log.error("identity of %s is not readable: %s", platform.value, exc)
-            return False
+    async def run(self) -> None:
+        """Follow the bucket until :meth:`stop`."""
+        await self.watch.run()
+
+    async def stop(self) -> None:
+        await self.watch.stop()
+
+    async def _take(self, update: KvUpdate) -> None:
+        platform = PLATFORM_OF_KEY.get(update.key)
+        if platform is None or not update.value:
+            return
+        identity = decode(update.value, BotIdentity)
         previous = self.current.get(platform)
         self.current[platform] = identity
-        return previous is None or (previous.bot_id, previous.username) != (
+        changed = previous is None or (previous.bot_id, previous.username) != (
             identity.bot_id,
             identity.username,
         )
-
-    async def watch(self, platform: Platform, on_change: Callable[[Platform], Awaitable[None]]) -> None:
-        kv = await self.bus.js.key_value(KV_IDENTITY)
-        watcher = await kv.watch(identity_key(platform.value))
-        self._watchers.append(watcher)
-        async for entry in watcher:
-            if entry is None or entry.value is None:
-                continue
-            if self._take(platform, entry.value):
-                log.info("bot identity of %s changed: re-rendering its chats", platform.value)
-                await on_change(platform)
-
-    async def stop(self) -> None:
-        for watcher in self._watchers:
-            with contextlib.suppress(nats.errors.Error):
-                await watcher.stop()  # type: ignore[no-untyped-call]
-        self._watchers.clear()
+        if changed and self._following:
+            log.info("bot identity of %s changed: re-rendering its chats", platform.value)
+            await self.on_change(platform)

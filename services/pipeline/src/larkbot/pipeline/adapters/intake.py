@@ -7,9 +7,11 @@ takes every chat's contiguous ready prefix and commits it in one transaction tog
 partition's resume point (:func:`..core.offsets.resume_points`), then applies the committed events to the
 resident projections and publishes one ``ContextUpdate`` per changed chat. Nothing is acknowledged: the
 database's resume point is the only consumption state. The *tick* loop re-submits media jobs whose backoff
-ran out or which got no answer, and refreshes gauges.
+ran out or which got no answer, and refreshes gauges. Media results arrive on a core subscription
+(:class:`larkbot.runtime.subscribe.Subscription`: one that does not decode is logged and counted there).
 
-A database failure is retried in-process with backoff; the partition readers keep reading until the
+A database failure is retried in-process by the runtime's retry policy (``retry.background``: exponential
+with jitter, never giving up — a commit cannot be skipped); the partition readers keep reading until the
 admission queue is full.
 """
 
@@ -23,32 +25,35 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-import nats
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
-
 from larkbot.canonical.codec import decode, decode_as
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent
 from larkbot.canonical.media import MediaJob, MediaResult
 from larkbot.canonical.names import Platform, media_job_subject
+from larkbot.runtime.backoff import Failure, RetryPolicy
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.deadletter import DeadLetterFailed, DeadLetters
 from larkbot.runtime.reader import Record
+from larkbot.runtime.retry import retrying
+from larkbot.runtime.subscribe import Subscription
 
 from .. import metrics
 from ..core.admission import Admission, Pending
 from ..core.offsets import Ticket, resume_points
 from ..core.repeats import classify
+from ..errors import DatabaseUnavailable, PartitionNotOpen
 from ..observer import UNOBSERVED, PipelineObserver
 from . import deadletters
 from .chats import ResidentChats
-from .repository import DatabaseUnavailable, EventRepository, NewEvent, Stored
+from .repository import EventRepository
+from .writes import NewEvent, Stored
 
 log = logging.getLogger(__name__)
 
 #: Results of media workers (core NATS for now: see docs/pipeline.md, "media results").
 MEDIA_RESULTS = "media.results.>"
+#: How often due media jobs are re-submitted and the gauges refreshed.
+TICK_S = 0.5
 
 
 class Intake:
@@ -58,6 +63,7 @@ class Intake:
         chats: ResidentChats,
         repo: EventRepository,
         *,
+        commit_retry: RetryPolicy,
         media_enabled: bool = True,
         max_waiting: int = 5000,
         retry_base_s: float = 2.0,
@@ -69,6 +75,7 @@ class Intake:
         self.dead_letters = DeadLetters(bus.js)
         self.chats = chats
         self.repo = repo
+        self.commit_retry = commit_retry
         self.media_enabled = media_enabled
         self.max_waiting = max_waiting
         self.clock = clock
@@ -76,7 +83,7 @@ class Intake:
         self.stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
-        self._results: Subscription | None = None
+        self.results = Subscription(bus, MEDIA_RESULTS, _decode_result, self._on_result)
         self.database_ok = True
         #: partition → highest stream sequence handed over (open partitions only)
         self.read: dict[int, int] = {}
@@ -127,7 +134,7 @@ class Intake:
     async def feed(self, partition: int, messages: Sequence[Record]) -> None:
         """Take a batch of ``partition``'s messages, in stream order."""
         if partition not in self.read:
-            raise RuntimeError(f"partition {partition} is not open")
+            raise PartitionNotOpen(f"partition {partition} is not open")
         jobs: list[MediaJob] = []
         counts: Counter[tuple[str, str]] = Counter()
         now = self.clock()
@@ -171,8 +178,7 @@ class Intake:
 
     # -- loops -----------------------------------------------------------------------------------------
     async def start_results(self) -> None:
-        self._results = await self.bus.nc.subscribe(MEDIA_RESULTS, cb=self._on_result)
-        await self.bus.nc.flush()
+        await self.results.start()
 
     async def run_commit(self) -> None:
         """Flush whenever something arrives. Batches grow by themselves under load: what is fed while a
@@ -189,23 +195,18 @@ class Intake:
             if self.stopping.is_set():
                 return
 
-    async def run_tick(self, interval_s: float = 0.5) -> None:
-        while not self.stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), timeout=interval_s)
-            for job in self.admission.due(self.clock()):
-                await self._submit(job, resubmit=True)
-            metrics.BLOCKED_CHATS.set(len(self.admission.blocked()))
-            metrics.MEDIA_WAITING.set(len(self.admission))
+    async def tick(self) -> None:
+        """Re-submit the media jobs that are due and refresh the gauges (every :data:`TICK_S`)."""
+        for job in self.admission.due(self.clock()):
+            await self._submit(job, resubmit=True)
+        metrics.BLOCKED_CHATS.set(len(self.admission.blocked()))
+        metrics.MEDIA_WAITING.set(len(self.admission))
 
     async def stop(self) -> None:
         self.stopping.set()
         self._wake.set()
         self._room.set()
-        if self._results is not None:
-            with contextlib.suppress(nats.errors.Error):
-                await self._results.unsubscribe()
-            self._results = None
+        await self.results.stop()
 
     def waiting_in(self, partition: int) -> int:
         return sum(1 for pending in self.admission.waiting() if pending.token.partition == partition)
@@ -224,12 +225,7 @@ class Intake:
             return
         metrics.MEDIA_JOBS.labels(job.transform, "resubmitted" if resubmit else "submitted").inc()
 
-    async def _on_result(self, msg: Msg) -> None:
-        try:
-            result = decode(msg.data, MediaResult, dict(msg.headers or {}))
-        except ContractError as exc:
-            log.warning("undecodable media result ignored: %s", exc)
-            return
+    async def _on_result(self, result: MediaResult) -> None:
         outcome = "ok" if result.ok else ("failed" if result.error and result.error.retryable else "rejected")
         metrics.MEDIA_JOBS.labels(result.transform, outcome).inc()
         if self.admission.result(result, self.clock()):
@@ -306,18 +302,16 @@ class Intake:
     async def _commit(
         self, batch: list[NewEvent], alts: list[tuple[str, str]], offsets: dict[int, int]
     ) -> list[int | Stored]:
-        delay = 0.25
-        while True:
-            try:
+        def retried(_failure: Failure, _attempts: int, wait: float, exc: BaseException | None) -> None:
+            self.database_ok = False
+            log.warning("commit failed, retrying in %.2f s: %s", wait, exc)
+
+        ids: list[int | Stored] = []
+        async for attempt in retrying(self.commit_retry, _database_failure, on_retry=retried):
+            with attempt:
                 ids = await self.repo.commit(batch, alts, offsets, at_ms=int(time.time() * 1000))
-            except DatabaseUnavailable as exc:
-                self.database_ok = False
-                log.warning("commit failed, retrying in %.2f s: %s", delay, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-                continue
-            self.database_ok = True
-            return ids
+        self.database_ok = True
+        return ids
 
     async def _report_rejections(self, pending: Pending[Ticket]) -> None:
         """A non-retryable media failure let the event commit without that transform: record it."""
@@ -325,6 +319,17 @@ class Intake:
             if result.ok or result.error is None:
                 continue
             try:
-                await deadletters.media_rejection(self.dead_letters, pending.token.data, result)
+                await deadletters.media_rejection(
+                    self.dead_letters, pending.token.data, result.job_id, result.error
+                )
             except DeadLetterFailed as exc:
                 log.error("media rejection not recorded: %s", exc)
+
+
+def _decode_result(data: bytes, headers: dict[str, str]) -> MediaResult:
+    return decode(data, MediaResult, headers)
+
+
+def _database_failure(exc: BaseException) -> Failure | None:
+    """A commit is retried while the database is unavailable; anything else is final."""
+    return Failure.TRANSIENT if isinstance(exc, DatabaseUnavailable) else None

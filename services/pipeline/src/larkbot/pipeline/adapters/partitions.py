@@ -18,7 +18,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import nats
 from nats.js.kv import KeyValue
@@ -33,13 +32,15 @@ from larkbot.canonical.names import (
 )
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.partitions import PartitionLeases
-from larkbot.runtime.process import replica_id
 from larkbot.runtime.reader import PartitionReader, ReaderState
 
 from .. import metrics
 from .intake import Intake
 
 log = logging.getLogger(__name__)
+
+#: How often each partition's lag gauge is refreshed.
+LAG_S = 5.0
 
 #: Lease group in the ``leases`` bucket (keys ``pipeline.p<NNN>``, ``pipeline.members.<replica>``).
 GROUP = "pipeline"
@@ -72,22 +73,17 @@ class _Partitions:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """Where this replica's share of the partitions stands (readiness, and "caught up")."""
+    """Where this replica's share of the partitions stands (readiness)."""
 
     #: The assignment is settled: this replica holds exactly the partitions it should.
-    settled: bool
+    assignment_settled: bool
     #: partition → its reader's state
     states: dict[int, ReaderState]
-    #: Every owned partition's reader has handed over everything stored, and nothing waits to commit.
-    drained: bool
 
     @property
     def serving(self) -> bool:
-        return self.settled and all(state is ReaderState.CONSUMING for state in self.states.values())
-
-    @property
-    def caught_up(self) -> bool:
-        return self.serving and self.drained
+        consuming = all(state is ReaderState.CONSUMING for state in self.states.values())
+        return self.assignment_settled and consuming
 
 
 class Ownership:
@@ -103,7 +99,7 @@ class Ownership:
         replica: str,
         *,
         heartbeat_s: float,
-        reader_options: dict[str, Any] | None = None,
+        fetch_timeout_s: float = 1.0,
     ) -> None:
         self.bus = bus
         self.kv = kv
@@ -111,7 +107,7 @@ class Ownership:
         self.load = load
         self.evict = evict
         self.replica = replica
-        self.reader_options = reader_options or {}
+        self.fetch_timeout_s = fetch_timeout_s
         self.readers: dict[int, tuple[PartitionReader, asyncio.Task[None]]] = {}
         self._partitions = _Partitions(intake, load)
         self.leases = PartitionLeases(
@@ -134,9 +130,9 @@ class Ownership:
         load: Callable[[int], Awaitable[int]],
         evict: Callable[[int], None],
         *,
+        replica: str,
         bucket: str = KV_LEASES,
-        replica: str | None = None,
-        reader_options: dict[str, Any] | None = None,
+        fetch_timeout_s: float = 1.0,
     ) -> Ownership:
         kv = await bus.js.key_value(bucket)
         ttl = (await kv.status()).ttl or 15.0
@@ -148,9 +144,9 @@ class Ownership:
             intake,
             load,
             evict,
-            replica or replica_id(),
+            replica,
             heartbeat_s=heartbeat,
-            reader_options=reader_options,
+            fetch_timeout_s=fetch_timeout_s,
         )
 
     def owned(self) -> list[int]:
@@ -163,9 +159,8 @@ class Ownership:
     def progress(self) -> Progress:
         readers = [reader for reader, _ in self.readers.values()]
         return Progress(
-            settled=self.leases.settled.is_set(),
+            assignment_settled=self.leases.settled.is_set(),
             states={reader.partition: reader.state for reader in readers},
-            drained=all(reader.drained for reader in readers) and len(self.intake.admission) == 0,
         )
 
     def _update(self, _reader: PartitionReader | None = None) -> None:
@@ -183,7 +178,7 @@ class Ownership:
             name=CONSUMER_PIPELINE,
             observer=self._update,
             on_restart=lambda _exc: metrics.PARTITION_RESTARTS.inc(),
-            **self.reader_options,
+            fetch_timeout_s=self.fetch_timeout_s,
         )
         task = asyncio.create_task(reader.run(), name=f"pipeline-p{partition:02d}")
         self.readers[partition] = (reader, task)
@@ -205,30 +200,25 @@ class Ownership:
         self.evict(partition)
         self._update()
 
-    async def run(self, stopping: asyncio.Event) -> None:
-        """Heartbeat, renew and rebalance until ``stopping``. A round that fails on NATS is retried on
-        the next heartbeat: leases outlive one missed round."""
-        while not stopping.is_set():
-            try:
-                await self.leases.tick()
-            except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
-                log.warning("partition lease round failed: %s", type(exc).__name__)
-            self._update()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.leases.heartbeat_s)
+    async def heartbeat(self) -> None:
+        """One round: heartbeat, renew and rebalance (every ``leases.heartbeat_s``). A round that fails on
+        NATS is retried on the next heartbeat: leases outlive one missed round."""
+        try:
+            await self.leases.tick()
+        except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
+            log.warning("partition lease round failed: %s", type(exc).__name__)
+        self._update()
 
-    async def report_lag(self, stopping: asyncio.Event, interval_s: float = 5.0) -> None:
-        while not stopping.is_set():
-            for partition, (reader, _task) in list(self.readers.items()):
-                if reader.state is not ReaderState.CONSUMING:
-                    continue
-                with contextlib.suppress(nats.errors.Error, nats.js.errors.Error, TimeoutError):
-                    # Not yet delivered, plus delivered and waiting to commit.
-                    lag = await reader.lag() + self.intake.waiting_in(partition)
-                    metrics.PARTITION_LAG.labels(str(partition)).set(lag)
-            self._update()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval_s)
+    async def report_lag(self) -> None:
+        """Set each consuming partition's lag gauge (periodically)."""
+        for partition, (reader, _task) in list(self.readers.items()):
+            if reader.state is not ReaderState.CONSUMING:
+                continue
+            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error, TimeoutError):
+                # Not yet delivered, plus delivered and waiting to commit.
+                lag = await reader.lag() + self.intake.waiting_in(partition)
+                metrics.PARTITION_LAG.labels(str(partition)).set(lag)
+        self._update()
 
     async def stop(self) -> None:
         """Hand every partition back at once, so the others need not wait for the leases' TTL."""

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import NamedTuple, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 import nats
 from pydantic import BaseModel
 
-from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.names import Platform, partition_of, subject_token
 from larkbot.runtime.bus import Bus, NoResponders, RequestTimedOut, ServiceRefused, ServiceUnavailable
 
 from .. import metrics
+from ..errors import NotServedHere, OwnerUnavailable
 from .partitions import Ownership, lease_key
 
 log = logging.getLogger(__name__)
@@ -38,17 +38,12 @@ M = TypeVar("M", bound=BaseModel)
 
 DIRECT_PREFIX = "pipeline.replica"
 
+#: The requests that are answered by the owner of the chat's partition.
+Op = Literal["snapshot", "history", "cursor"]
 
-def direct_subject(replica: str, op: str) -> str:
+
+def direct_subject(replica: str, op: Op) -> str:
     return f"{DIRECT_PREFIX}.{subject_token(replica)}.{op}"
-
-
-class NotServedHere(RetryableError):
-    """No replica serves the chat's partition right now (a hand-over is in progress)."""
-
-
-class OwnerUnavailable(RetryableError):
-    """The replica holding the chat's partition lease does not answer; its lease has not expired yet."""
 
 
 class Lease(NamedTuple):
@@ -80,7 +75,7 @@ class Router:
         self,
         platform: Platform,
         chat_id: str,
-        op: str,
+        op: Op,
         request: BaseModel,
         reply: type[M],
         local: Callable[[], Awaitable[M]],

@@ -16,7 +16,7 @@ order), so an appended event never changes an earlier one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from larkbot.canonical.events import (
     BotAdded,
@@ -54,35 +54,38 @@ def event_xml(r: Renderer, node: SystemNode) -> tuple[str, str | None]:
         return xml.element("event", pairs, None), payload.user_id
     actor: Sender | None = payload.actor
     pairs += r.person("actor", actor)
-    if isinstance(payload, ReactionEvent):
-        pairs = [*pairs[:2], ("emoji", payload.emoji), *pairs[2:]]
-        pairs.append(("message_id", r.aliases.render(payload.message_id)))
-        if payload.removed:
-            pairs.append(("removed", "true"))
-    elif isinstance(payload, MembersJoined | MemberLeft):
-        pairs.append(("members", r.names(payload.members)))
-    elif isinstance(payload, ChatRenamed):
-        if payload.from_title is not None:
-            pairs.append(("from", payload.from_title))
-        pairs.append(("to", payload.to_title))
-    elif isinstance(payload, PinNote):
-        target = payload.target
-        pairs.append(("message_id", r.aliases.render(target.message_id)))
-        if target.sender_id is not None:
-            pairs.append(("sender", r.params.name_of(target.sender_id, target.sender_name)))
-        body = xml.text(target.preview or "")
-    elif isinstance(payload, TopicNote):
-        if payload.renamed_to is None:
-            pairs.append(("topic", payload.topic))
-        else:
-            if not payload.topic.startswith("#"):
-                pairs.append(("from", payload.topic))
-            pairs.append(("to", payload.renamed_to))
-    elif isinstance(payload, ChatNotice):
-        if payload.members:
+    match payload:
+        case ReactionEvent():
+            pairs = [*pairs[:2], ("emoji", payload.emoji), *pairs[2:]]
+            pairs.append(("message_id", r.aliases.render(payload.message_id)))
+            if payload.removed:
+                pairs.append(("removed", "true"))
+        case MembersJoined() | MemberLeft():
             pairs.append(("members", r.names(payload.members)))
-        xml.add_attributes(pairs, payload.attributes)
-        body = xml.text(payload.text or "")
-    else:
-        assert isinstance(payload, ChatPhotoChanged | BotAdded | BotRemoved)
+        case ChatRenamed():
+            if payload.from_title is not None:
+                pairs.append(("from", payload.from_title))
+            pairs.append(("to", payload.to_title))
+        case PinNote():
+            target = payload.target
+            pairs.append(("message_id", r.aliases.render(target.message_id)))
+            if target.sender_id is not None:
+                pairs.append(("sender", r.params.name_of(target.sender_id, target.sender_name)))
+            body = xml.text(target.preview or "")
+        case TopicNote():
+            if payload.renamed_to is None:
+                pairs.append(("topic", payload.topic))
+            else:
+                if not payload.topic.startswith("#"):
+                    pairs.append(("from", payload.topic))
+                pairs.append(("to", payload.renamed_to))
+        case ChatNotice():
+            if payload.members:
+                pairs.append(("members", r.names(payload.members)))
+            xml.add_attributes(pairs, payload.attributes)
+            body = xml.text(payload.text or "")
+        case ChatPhotoChanged() | BotAdded() | BotRemoved():
+            pass
+        case _:
+            assert_never(payload)
     return xml.element("event", pairs, body or None), actor.id if actor is not None else None

@@ -8,9 +8,21 @@ edits, deletes and echoes change a node in place and keep that sequence and its 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from larkbot.canonical.content import Attachment, Content
-from larkbot.canonical.events import ForwardInfo, ReactionEvent, Sender, ServiceAction
+from larkbot.canonical.events import (
+    BotAdded,
+    BotRemoved,
+    ChatNotice,
+    ChatPhotoChanged,
+    ChatRenamed,
+    ForwardInfo,
+    MemberLeft,
+    MembersJoined,
+    ReactionEvent,
+    Sender,
+)
 
 
 @dataclass(slots=True)
@@ -85,7 +97,21 @@ class TopicNote:
     renamed_to: str | None
 
 
-SystemPayload = ReactionEvent | ServiceAction | NameChange | PinNote | TopicNote
+#: What a system node shows: a reaction, a service action as it came — except a pin and a topic change,
+#: which reduce snapshots into a :class:`PinNote` / :class:`TopicNote` — or a sender's name change.
+SystemPayload = (
+    ReactionEvent
+    | MembersJoined
+    | MemberLeft
+    | ChatRenamed
+    | ChatPhotoChanged
+    | BotAdded
+    | BotRemoved
+    | ChatNotice
+    | NameChange
+    | PinNote
+    | TopicNote
+)
 
 
 @dataclass(slots=True)
@@ -133,8 +159,12 @@ class IC:
 
 def segment_id(node: Node) -> str:
     """Stable across re-renders: an edit or delete replaces the segment with this id in place."""
-    if isinstance(node, MessageNode):
-        return f"msg:{node.message_id}"
-    if isinstance(node, SystemNode):
-        return f"evt:{node.event_seq}{':' + node.part if node.part else ''}"
-    return f"rt:{node.event_seq}"
+    match node:
+        case MessageNode():
+            return f"msg:{node.message_id}"
+        case SystemNode():
+            return f"evt:{node.event_seq}{':' + node.part if node.part else ''}"
+        case RuntimeNode():
+            return f"rt:{node.event_seq}"
+        case _:
+            assert_never(node)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from larkbot.canonical.context import AppendOp, ContextOp, ReplaceOp, ResetOp, Segment
 from larkbot.canonical.events import CanonicalEvent
 
+from ..errors import BeforeCursor
 from .model import IC
 from .params import RenderParams
 from .reduce import Change, reduce
@@ -57,7 +58,7 @@ class Projection:
         """The first half of :meth:`apply` (kept apart so the shell can time each half)."""
         seq = self.last_event_seq + 1 if event_seq is None else event_seq
         if seq <= self.cursor:
-            raise ValueError("an event at or before the cursor cannot enter the context")
+            raise BeforeCursor("an event at or before the cursor cannot enter the context")
         self.last_event_seq = max(self.last_event_seq, seq)
         return reduce(self.ic, event, seq)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from larkbot.canonical.content import AttachmentType, Content
 from larkbot.canonical.events import (
@@ -268,39 +269,33 @@ def _delete(ic: IC, event: DeleteEvent, change: Change) -> None:
 def reduce(ic: IC, event: CanonicalEvent, event_seq: int) -> Change:
     """Apply ``event`` (committed with order-of-record sequence ``event_seq``) to ``ic`` in place."""
     change = Change()
-    if isinstance(event, MessageEvent):
-        _message(ic, event, event_seq, change)
-    elif isinstance(event, EditEvent):
-        _edit(ic, event, event_seq, change)
-    elif isinstance(event, DeleteEvent):
-        _delete(ic, event, change)
-    elif isinstance(event, ReactionEvent):
-        _append(
-            ic,
-            SystemNode(event_seq, "", event, event.received_at_ms, event.timestamp_sec, event.utc_offset_min),
-            change,
-        )
-    elif isinstance(event, ServiceEvent):
-        action = event.action
-        payload: SystemPayload = action
-        if isinstance(action, MessagePinned):
-            payload = PinNote(action.actor, _snapshot(ic, action.message_id, action.pinned))
-        elif isinstance(action, TopicChanged):
-            payload = _topic_note(ic, action)
-        _append(
-            ic,
-            SystemNode(
-                event_seq, "", payload, event.received_at_ms, event.timestamp_sec, event.utc_offset_min
-            ),
-            change,
-        )
-        if isinstance(action, ChatRenamed) and ic.title != action.to_title:
-            ic.title = action.to_title
-            change.title_changed = True
-    elif isinstance(event, RuntimeEvent):
-        _append(
-            ic,
-            RuntimeNode(
+    match event:
+        case MessageEvent():
+            _message(ic, event, event_seq, change)
+        case EditEvent():
+            _edit(ic, event, event_seq, change)
+        case DeleteEvent():
+            _delete(ic, event, change)
+        case ReactionEvent():
+            at = (event.received_at_ms, event.timestamp_sec, event.utc_offset_min)
+            _append(ic, SystemNode(event_seq, "", event, *at), change)
+        case ServiceEvent():
+            action = event.action
+            payload: SystemPayload
+            match action:
+                case MessagePinned():
+                    payload = PinNote(action.actor, _snapshot(ic, action.message_id, action.pinned))
+                case TopicChanged():
+                    payload = _topic_note(ic, action)
+                case _:
+                    payload = action
+            at = (event.received_at_ms, event.timestamp_sec, event.utc_offset_min)
+            _append(ic, SystemNode(event_seq, "", payload, *at), change)
+            if isinstance(action, ChatRenamed) and ic.title != action.to_title:
+                ic.title = action.to_title
+                change.title_changed = True
+        case RuntimeEvent():
+            node = RuntimeNode(
                 event_seq,
                 event.type,
                 event.attributes,
@@ -308,7 +303,8 @@ def reduce(ic: IC, event: CanonicalEvent, event_seq: int) -> Change:
                 event.received_at_ms,
                 event.timestamp_sec,
                 event.utc_offset_min,
-            ),
-            change,
-        )
+            )
+            _append(ic, node, change)
+        case _:
+            assert_never(event)
     return change

@@ -29,6 +29,7 @@ appending a node never changes an earlier segment's bytes. Vocabulary, attribute
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import assert_never
 
 from larkbot.canonical.content import (
     Attachment,
@@ -110,27 +111,30 @@ class Renderer:
     def inline(self, nodes: tuple[Inline, ...], sender_id: str) -> str:
         out: list[str] = []
         for node in nodes:
-            if isinstance(node, Text):
-                out.append(xml.text(node.text))
-            elif isinstance(node, Mention):
-                pairs = []
-                if node.user_id is not None and node.user_id != sender_id:
-                    pairs.append(("uid", node.user_id))
-                out.append(xml.element("mention", pairs, xml.text(node.text) or None))
-            elif isinstance(node, Code):
-                out.append(f"<code>{xml.text(node.text)}</code>")
-            elif isinstance(node, Pre):
-                pairs = [("lang", node.lang)] if node.lang else []
-                out.append(f"<pre{xml.attrs(pairs)}>{xml.text(node.text)}</pre>")
-            elif isinstance(node, Link):
-                body = self.inline(node.children, sender_id) if node.children else xml.text(node.url)
-                out.append(f'<a href="{xml.attr(node.url)}">{body}</a>')
-            elif isinstance(node, CustomEmoji):
-                pairs = [("pack", node.pack)] if node.pack else []
-                out.append(f"<custom-emoji{xml.attrs(pairs)}>{xml.text(node.alt)}</custom-emoji>")
-            else:
-                tag = _TAGS[type(node)]
-                out.append(f"<{tag}>{self.inline(node.children, sender_id)}</{tag}>")
+            match node:
+                case Text():
+                    out.append(xml.text(node.text))
+                case Mention():
+                    pairs = []
+                    if node.user_id is not None and node.user_id != sender_id:
+                        pairs.append(("uid", node.user_id))
+                    out.append(xml.element("mention", pairs, xml.text(node.text) or None))
+                case Code():
+                    out.append(f"<code>{xml.text(node.text)}</code>")
+                case Pre():
+                    pairs = [("lang", node.lang)] if node.lang else []
+                    out.append(f"<pre{xml.attrs(pairs)}>{xml.text(node.text)}</pre>")
+                case Link():
+                    body = self.inline(node.children, sender_id) if node.children else xml.text(node.url)
+                    out.append(f'<a href="{xml.attr(node.url)}">{body}</a>')
+                case CustomEmoji():
+                    pairs = [("pack", node.pack)] if node.pack else []
+                    out.append(f"<custom-emoji{xml.attrs(pairs)}>{xml.text(node.alt)}</custom-emoji>")
+                case Bold() | Italic() | Underline() | Strikethrough() | Spoiler() | Blockquote():
+                    tag = _TAGS[type(node)]
+                    out.append(f"<{tag}>{self.inline(node.children, sender_id)}</{tag}>")
+                case _:
+                    assert_never(node)
         return "".join(out)
 
     def attachment(self, attachment: Attachment, index: int, shown_id: str, images: list[ImagePart]) -> str:
@@ -288,11 +292,15 @@ class Renderer:
         )
 
     def render(self, node: Node) -> Segment:
-        if isinstance(node, MessageNode):
-            return self.message(node)
-        if isinstance(node, SystemNode):
-            return self.system(node)
-        return self.runtime(node)
+        match node:
+            case MessageNode():
+                return self.message(node)
+            case SystemNode():
+                return self.system(node)
+            case RuntimeNode():
+                return self.runtime(node)
+            case _:
+                assert_never(node)
 
 
 def _forwarded_from(f: ForwardInfo) -> str:
