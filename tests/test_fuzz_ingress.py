@@ -36,7 +36,8 @@ from larkbot.ingress_telegram.app import IngressTelegramService
 from larkbot.ingress_telegram.core import TelegramAdapter
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import ServiceContext, running
+from larkbot.runtime.service import ServiceContext, built, running
+from larkbot.testkit.ingress_feishu.service import webhook_url
 
 TELEGRAM_FIXTURES = (
     Path(__file__).parents[1] / "services" / "ingress-telegram" / "tests" / "fixtures" / "updates"
@@ -235,12 +236,11 @@ async def test_feishu_webhook_fuzz(bus: Bus, nats_url: str, fake_feishu: FakeFei
         },
         env={},
     )  # fmt: skip
-    app = IngressFeishuService(config)
     valid = [samples.payload(n) for n in ("message_text", "message_post", "message_text_reply")]
-    async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url) as ctx:
-        assert app.webhook is not None
-        assert app.webhook.bound_port
-        url = f"http://127.0.0.1:{app.webhook.bound_port}{app.webhook.path}"
+    recipe = IngressFeishuService.of(config)
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as service:
+        ctx = service.ctx
+        url = webhook_url(service)
         statuses: list[int] = []
         async with aiohttp.ClientSession() as http:
             for body, _valid in bodies(rng, valid, 150):

@@ -28,7 +28,8 @@ from larkbot.ingress_telegram.core import TelegramAdapter
 from larkbot.ingress_telegram.fake import FakeBotApi
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built, running
+from larkbot.testkit.ingress_feishu.service import webhook_url
 
 SURROGATE = "\ud800"  # what json.loads makes of the (valid JSON) escape "\\ud800"
 
@@ -155,11 +156,10 @@ async def test_bug4_feishu_webhook_huge_event_type_is_dead_lettered(
         },
         env={},
     )  # fmt: skip
-    app = IngressFeishuService(config)
     payload = copy.deepcopy(samples.payload("message_text"))
     payload["header"]["event_type"] = "x" * 70_000
-    async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
-        assert app.webhook is not None
-        url = f"http://127.0.0.1:{app.webhook.bound_port}{app.webhook.path}"
+    recipe = IngressFeishuService.of(config)
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as service:
+        url = webhook_url(service)
         async with aiohttp.ClientSession() as http, http.post(url, json=payload) as resp:
             assert resp.status == 200

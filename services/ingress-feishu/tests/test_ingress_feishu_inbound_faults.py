@@ -24,7 +24,7 @@ from larkbot.ingress_feishu.fake.samples import ALICE, BOB, CHAT, OTHER_CHAT, pa
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
 
 REACTION = "im.message.reaction.created_v1"
 
@@ -47,8 +47,8 @@ async def connection(fake: FakeFeishu, bus: Bus, nats_url: str) -> AsyncIterator
     )
     # The outcomes are under test, not Feishu's 3 s budget: a 10 MB event takes ~0.4 s here, more on a
     # loaded machine.
-    app = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0, ack_timeout_s=10.0))
-    async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
+    recipe = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0, ack_timeout_s=10.0))
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url):
         await fake.long_connection.wait_connected()
         yield fake.long_connection
 
