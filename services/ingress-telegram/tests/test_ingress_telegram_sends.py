@@ -24,6 +24,7 @@ from larkbot.ingress_telegram.adapters.migrations import ChatMigrations
 from larkbot.ingress_telegram.core import TelegramAdapter
 from larkbot.ingress_telegram.fake import FakeBotApi
 from larkbot.runtime.bus import Bus
+from larkbot.runtime.deadletter import DeadLetters
 
 FIXTURES = Path(__file__).parent / "fixtures" / "updates"
 GROUP, SUPERGROUP = "-4000000001", "-1004000000001"
@@ -142,7 +143,7 @@ async def test_an_upgrade_announced_by_an_update_is_stored_before_the_update_is_
     adapter = TelegramAdapter(str(fake.bot_id), frozenset({GROUP}), 0)
     migrations = await ChatMigrations.open(bus.js, adapter)
     try:
-        result = await Inbound(bus, adapter, migrations=migrations).handle(
+        result = await Inbound(bus, adapter, DeadLetters(bus.js), migrations=migrations).handle(
             load("service_migrate_to_chat_id"), 1
         )
     finally:

@@ -21,6 +21,7 @@ from larkbot.canonical.actions import ActionRequest, ActionResult
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform, Service
 from larkbot.runtime.config import FeishuSettings, LarkbotConfig
+from larkbot.runtime.deadletter import DeadLetters
 from larkbot.runtime.http import Check
 from larkbot.runtime.ingress import actions_endpoint, failed, publish_identity
 from larkbot.runtime.process import deployment_offset_min
@@ -180,7 +181,7 @@ class IngressFeishuService:
         await contacts.start()
         ctx.spawn(contacts.watch(), "feishu-contact-names")
         await contacts.learn(info.open_id, info.name)
-        inbound = Inbound(ctx.bus, adapter, contacts, api)
+        inbound = Inbound(ctx.bus, adapter, contacts, api, DeadLetters(ctx.bus.js))
         await inbound.start()
         actions = Actions(
             api,

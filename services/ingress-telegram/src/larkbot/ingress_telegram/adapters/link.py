@@ -22,6 +22,7 @@ from larkbot.canonical.actions import ActionRequest, ActionResult
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform
 from larkbot.runtime.bus import Bus
+from larkbot.runtime.deadletter import DeadLetters
 from larkbot.runtime.http import Check
 from larkbot.runtime.ingress import failed, publish_identity
 from larkbot.runtime.retry import Failure, RetryPolicy, retrying
@@ -134,7 +135,7 @@ class TelegramLink:
         migrations = await ChatMigrations.open(w.bus.js, adapter)
         spawn(migrations.watch(), "telegram-chat-migrations")
         executor = ActionExecutor(w.api, w.bus, ledger, adapter, migrations=migrations, retry=w.send_retry)
-        inbound = Inbound(w.bus, adapter, migrations=migrations)
+        inbound = Inbound(w.bus, adapter, DeadLetters(w.bus.js), migrations=migrations)
         receiver = await self._receive(inbound)
         self.state = Receiving(identity, privacy_mode, executor, migrations, receiver)
         self.ready.set()
