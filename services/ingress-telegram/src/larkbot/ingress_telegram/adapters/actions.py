@@ -61,7 +61,7 @@ from ..core import (
     to_telegram_html,
 )
 from ..core.context import platform_message_id
-from ..core.retries import NO_DEADLINE_BUDGET_S
+from ..core.retries import NO_DEADLINE_BUDGET_S, SELF_EVENT_RETRY
 from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
 from .downloads import download
 from .ledger import LedgerConflict, SentLedger
@@ -274,16 +274,21 @@ class ActionExecutor:
 
     async def _publish(self, event: MessageEvent | DeleteEvent, what: str) -> None:
         subject = events_subject(PLATFORM, event.chat_id)
-        for attempt in range(5):
-            try:
-                await self.bus.publish(subject, event, msg_id=event_msg_id(event))
-                metrics.SELF_EVENTS.labels("published").inc()
-                return
-            except BusUnavailable as exc:
-                log.warning("%s not stored (attempt %d): %s", what, attempt + 1, exc)
-                await self.sleep(0.5 * 2**attempt)
-        metrics.SELF_EVENTS.labels("failed").inc()
-        log.error("%s lost after retries: chat %s, dedup key %s", what, event.chat_id, event.dedup_key)
+
+        def retried(_failure: Failure, attempts: int, wait: float, exc: BaseException | None) -> None:
+            log.warning("%s not stored (attempt %d), retrying in %.2f s: %s", what, attempts, wait, exc)
+
+        try:
+            async for attempt in retrying(
+                SELF_EVENT_RETRY, _bus_failure, on_retry=retried, sleep=self.sleep, jitter=self.jitter
+            ):
+                with attempt:
+                    await self.bus.publish(subject, event, msg_id=event_msg_id(event))
+        except BusUnavailable:
+            metrics.SELF_EVENTS.labels("failed").inc()
+            log.error("%s lost after retries: chat %s, dedup key %s", what, event.chat_id, event.dedup_key)
+            return
+        metrics.SELF_EVENTS.labels("published").inc()
 
     # -- idempotent actions ------------------------------------------------------------------------------
     async def _call(self, chat_id: str, method: str, params: dict[str, Any]) -> Any:
@@ -397,3 +402,7 @@ def _send_failure(exc: BaseException) -> Failure | None:
 
 def _retry_after(exc: BaseException) -> float | None:
     return exc.retry_after if isinstance(exc, BotApiError) else None
+
+
+def _bus_failure(exc: BaseException) -> Failure | None:
+    return Failure.TRANSIENT if isinstance(exc, BusUnavailable) else None
