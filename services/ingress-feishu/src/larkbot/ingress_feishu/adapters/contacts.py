@@ -42,10 +42,9 @@ from larkbot.runtime.bus import Bus
 from larkbot.runtime.watch import KvUpdate, KvWatch
 
 from .. import metrics
-from ..core.apierrors import ApiFailure
 from ..core.names import NameEntry, contact_answer, merge, needs_lookup, payload_name
 from .api import FeishuApi
-from .rest import FeishuApiError
+from .rest import ApiTransient, FeishuApiError
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +255,7 @@ class Contacts:
             try:
                 name = await self.api.user_name(open_id)
             except LarkbotError as exc:
-                if not isinstance(exc, FeishuApiError) or exc.failure is ApiFailure.TRANSIENT:
+                if not isinstance(exc, FeishuApiError) or isinstance(exc, ApiTransient):
                     log.warning("contact lookup failed; asking again in %.0f s: %s", self.retry_s, exc)
                     metrics.NAME_LOOKUPS.labels("error").inc()
                     self._retry_at[open_id] = self._clock() + self.retry_s

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 import nats
 from nats.js.kv import KeyValue
 
+from larkbot.canonical.errors import PermanentError
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import KV_INGRESS_DEDUP, Platform, events_subject
 from larkbot.runtime.bus import Bus, PayloadTooLarge
@@ -44,11 +45,10 @@ from larkbot.runtime.logs import log_context
 
 from .. import metrics
 from ..core.adapter import EVENT_TYPES, Adapted, Dropped, FeishuAdapter, FeishuEvent, NeedsChat
-from ..core.apierrors import ApiFailure
 from ..core.errors import FeishuPayloadError, MalformedPayload
 from .api import FeishuApi
 from .contacts import Contacts
-from .rest import FeishuApiError
+from .rest import ApiTransient, FeishuApiError
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ DL_SOURCE = "feishu"
 DL_CONSUMER = "ingress-feishu"
 
 
-class EventRefused(Exception):
+class EventRefused(PermanentError):
     """The event can never be published as things stand: dead-lettered with ``reason`` and acknowledged.
 
     ``lookup_forbidden`` / ``lookup_refused``: an OpenAPI lookup it needs was refused for good (the app
@@ -218,11 +218,11 @@ class Inbound:
         other final refusal → :class:`EventRefused`; a transient failure raises (Feishu re-pushes)."""
         try:
             chat_id = await self.api.message_chat(needs.message_id) if self.api is not None else None
+        except ApiTransient:
+            raise
         except FeishuApiError as exc:
-            if exc.failure is ApiFailure.TRANSIENT:
-                raise
             # Final: a re-push would meet the same answer for hours (core.apierrors).
-            raise EventRefused(f"lookup_{exc.failure.value}", str(exc), needs.event_type) from None
+            raise EventRefused(f"lookup_{exc.kind.value}", str(exc), needs.event_type) from None
         if chat_id is None:
             return Dropped(needs.event_type, needs.event_id, "unknown_message")
         self.adapter.remember(needs.message_id, chat_id)

@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Any, Final, Literal
 
 from larkbot.canonical.actions import ActionRequest, ActionResult
+from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform
 from larkbot.runtime.bus import Bus
@@ -28,9 +29,9 @@ from larkbot.runtime.ingress import failed, publish_identity
 from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .. import metrics
-from ..core import ALLOWED_UPDATES, TelegramAdapter, send_failure
+from ..core import ALLOWED_UPDATES, TelegramAdapter
 from .actions import ActionExecutor
-from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
+from .botapi import BotApi, BotApiFault, NotSent, OutcomeUnknown
 from .inbound import Inbound
 from .ledger import SentLedger
 from .migrations import ChatMigrations
@@ -91,9 +92,7 @@ async def get_me(api: BotApi, policy: RetryPolicy) -> dict[str, Any]:
     token (401, 404) is raised."""
 
     def classify(exc: BaseException) -> Failure | None:
-        if isinstance(exc, BotApiError):
-            return None if send_failure(exc.code) is None else Failure.TRANSIENT
-        return Failure.TRANSIENT if isinstance(exc, NotSent | OutcomeUnknown) else None
+        return Failure.TRANSIENT if isinstance(exc, BotApiFault | NotSent | OutcomeUnknown) else None
 
     def retried(_failure: Failure, _attempts: int, wait: float, exc: BaseException | None) -> None:
         log.warning("getMe failed (%s); retrying in %.1f s", exc, wait)
@@ -102,7 +101,7 @@ async def get_me(api: BotApi, policy: RetryPolicy) -> dict[str, Any]:
         with attempt:
             me = await api.call("getMe")
     if not isinstance(me, dict) or not isinstance(me.get("id"), int):
-        raise RuntimeError("getMe returned no bot id")
+        raise ContractError("getMe returned no bot id")
     return me
 
 
