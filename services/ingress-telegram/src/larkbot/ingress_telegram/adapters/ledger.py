@@ -17,14 +17,16 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from larkbot.canonical.errors import RetryableError
+
 from ..core.ledger import Record
 
 BUCKET: Final = "telegram-sent-ledger"
 TTL_S: Final = 7 * 24 * 3600.0
 
 
-class LedgerConflict(Exception):
-    """Another attempt wrote the record first (compare-and-set lost)."""
+class LedgerConflict(RetryableError):
+    """Another attempt wrote the record first (compare-and-set lost): read it and decide again."""
 
 
 class SentLedger:
