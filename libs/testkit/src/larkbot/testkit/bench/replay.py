@@ -63,7 +63,7 @@ from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
 from larkbot.runtime.ingress import actions_endpoint, publish_identity
 from larkbot.runtime.serve import Endpoint
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built, running
 
 from ..driver.fakes import FakeLLM
 from ..driver.harness import decide, end_turn
@@ -342,7 +342,7 @@ async def replay_world(
     if gateway:
         from larkbot.llm_gateway.app import GatewayService
 
-        model = running(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url)
+        model = built(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url)
     else:
         model = _serving(replay.llm.endpoint)
     await replay.platform.endpoint.start()
