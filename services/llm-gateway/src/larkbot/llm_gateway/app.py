@@ -18,6 +18,7 @@ from larkbot.canonical.names import QUEUE_LLM, SUBJECT_LLM_GENERATE, Service
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.http import Check
 from larkbot.runtime.logs import mask
+from larkbot.runtime.retry import RetryPolicy
 from larkbot.runtime.serve import Endpoint, model_decoder
 from larkbot.runtime.service import ServiceContext, run
 
@@ -65,7 +66,12 @@ class GatewayService:
                     "not set: no prompt_cache_key is sent (set it to one secret value for the deployment)",
                     name,
                 )
-        gateway = Gateway(settings, ObjectStoreImages(ctx.bus.js), on_outcome=self._account)
+        gateway = Gateway(
+            settings,
+            ObjectStoreImages(ctx.bus.js),
+            policy=RetryPolicy.of(self.config.retry.llm_call),
+            on_outcome=self._account,
+        )
         endpoint = Endpoint(
             ctx.bus,
             SUBJECT_LLM_GENERATE,

@@ -32,14 +32,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Message, Usage
-from larkbot.runtime.config import LlmEndpoint, LlmSettings
+from larkbot.runtime.config import LlmEndpoint, LlmSettings, RetrySettings
 from larkbot.runtime.logs import mask, register_secrets
+from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .adapters.dumps import DumpWriter
 from .adapters.images import ImageUnavailable
@@ -58,18 +60,23 @@ from .core.common import (
 from .core.errors import (
     Category,
     ErrorInfo,
-    RetryPolicy,
     classify,
     context_numbers,
     error_info,
     retry_after_s,
+    retry_kind,
+    retry_window_s,
 )
 from .core.formats import CODECS, FAKE_HEADER, request_headers
 from .core.redact import redact_headers
 
 log = logging.getLogger(__name__)
 
-DEFAULT_POLICY = RetryPolicy()
+#: ``retry.llm_call`` as configured by default; the service passes the configured one.
+DEFAULT_POLICY = RetryPolicy.of(RetrySettings().llm_call)
+#: An attempt with less time than this left is not worth starting: the transient error is returned
+#: instead and the caller's schedule (5 s, 20 s) takes over.
+MIN_ATTEMPT_S = 0.5
 #: Resends without a refused parameter per call (one per capability at most).
 MAX_ADJUSTMENTS = 4
 #: Continuations of a paused turn per call.
@@ -126,13 +133,19 @@ class Gateway:
         *,
         transport: Transport | None = None,
         policy: RetryPolicy = DEFAULT_POLICY,
+        min_attempt_s: float = MIN_ATTEMPT_S,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.settings = settings
         self.images = images
         self.transport = transport or Transport(settings.endpoints)
         self.policy = policy
+        self.min_attempt_s = min_attempt_s
+        self.sleep = sleep
+        self.jitter = jitter
         self.clock_ms = clock_ms
         self.on_outcome = on_outcome
         self.dumps = DumpWriter(settings.dump_dir) if settings.dump_dir else None
@@ -275,25 +288,31 @@ class Gateway:
         headers: dict[str, str],
         outcome: Outcome,
     ) -> tuple[dict[str, Any], float]:
-        """One body to the provider, retrying transient failures within the deadline: the parsed reply
-        and the provider time of the attempt that answered."""
+        """One body to the provider, retrying transient failures within the deadline (``retry.llm_call``,
+        the only retry of a call): the parsed reply and the provider time of the attempt that answered."""
         body = dumps(wire)
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
+
+        def left_s() -> float:
+            return retry_window_s((request.deadline_ms - self.clock_ms()) / 1000, self.min_attempt_s)
+
+        def retried(_failure: Failure, _attempts: int, wait: float, exc: BaseException | None) -> None:
+            if isinstance(exc, _Failure):
+                outcome.retries.append(exc.reason)
+            outcome.waited_s += wait
+
+        async for attempt in retrying(
+            self.policy,
+            _retry_kind,
+            left_s=left_s,
+            retry_after=_retry_after,
+            on_retry=retried,
+            sleep=self.sleep,
+            jitter=self.jitter,
+        ):
+            with attempt:
                 reply = await self._attempt(request, endpoint, url, body, headers, outcome)
                 return self._parse(endpoint, reply), reply.elapsed_s
-            except _Failure as failure:
-                if failure.category != "transient":
-                    raise
-                remaining_s = (request.deadline_ms - self.clock_ms()) / 1000
-                delay = self.policy.next_delay(attempt, failure.retry_after, remaining_s)
-                if delay is None:
-                    raise
-                outcome.retries.append(failure.reason)
-                outcome.waited_s += delay
-                await asyncio.sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _attempt(
         self,
@@ -426,6 +445,14 @@ class Gateway:
         if self._cache_salt is None or scope is None:
             return None
         return prompt_cache_key(self._cache_salt, request.purpose, scope)
+
+
+def _retry_kind(exc: BaseException) -> Failure | None:
+    return retry_kind(exc.category, exc.retry_after) if isinstance(exc, _Failure) else None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    return exc.retry_after if isinstance(exc, _Failure) else None
 
 
 def _json_or_text(body: bytes) -> Any:

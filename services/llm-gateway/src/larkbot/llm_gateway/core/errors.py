@@ -40,6 +40,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 from larkbot.canonical.llm import WireFormat
+from larkbot.runtime.backoff import Failure
 
 Category = Literal["transient", "permanent", "deadline", "invalid_request", "config", "context_length"]
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
@@ -351,28 +352,16 @@ def _openai_error(message: str, kind: str, param: str | None, code: str | None) 
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Retries of transient failures inside one ``llm.generate`` call.
+def retry_kind(category: Category, retry_after: float | None) -> Failure | None:
+    """How the one retry policy (``retry.llm_call``) sees a failed attempt: a ``transient`` failure that
+    says when to come back is a rate limit (that wait is taken as it is), one that does not is backed
+    off; any other category is final (``None``)."""
+    if category != "transient":
+        return None
+    return Failure.RATE_LIMITED if retry_after is not None else Failure.TRANSIENT
 
-    ``min_attempt_s``: an attempt with less time than this left is not worth starting; the transient
-    error is returned instead and the caller's schedule (5 s, 20 s) takes over.
-    """
 
-    max_attempts: int = 4
-    base_delay_s: float = 0.25
-    max_delay_s: float = 8.0
-    min_attempt_s: float = 0.5
-
-    def next_delay(self, attempt: int, retry_after: float | None, remaining_s: float) -> float | None:
-        """Seconds to wait before attempt ``attempt + 1``, or ``None`` to give up now."""
-        if attempt >= self.max_attempts:
-            return None
-        delay = (
-            retry_after
-            if retry_after is not None
-            else min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
-        )
-        if delay + self.min_attempt_s > remaining_s:
-            return None
-        return delay
+def retry_window_s(remaining_s: float, min_attempt_s: float) -> float:
+    """The time a retry may start in: the request's remaining time less the shortest attempt worth
+    starting (with less left, the transient error is returned and the caller's schedule takes over)."""
+    return remaining_s - min_attempt_s
