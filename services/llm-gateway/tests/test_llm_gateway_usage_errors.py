@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from larkbot.canonical.errors import PermanentError, RetryableError
 from larkbot.canonical.llm import Usage
 from larkbot.llm_gateway.core import usage
 from larkbot.llm_gateway.core.errors import (
@@ -17,6 +18,7 @@ from larkbot.llm_gateway.core.errors import (
     retry_window_s,
 )
 from larkbot.llm_gateway.core.redact import redact_body, redact_headers
+from larkbot.llm_gateway.errors import FinalFailure, TransientFailure, call_failed
 from larkbot.runtime.retry import Backoff, Failure, RetryPolicy
 
 
@@ -178,7 +180,7 @@ def test_retry_policy_stays_inside_the_deadline() -> None:
 
     def next_delay(attempt: int, retry_after: float | None, remaining_s: float) -> float | None:
         """What the gateway's loop decides (u=0.5: the middle of the jitter)."""
-        failure = retry_kind("transient", retry_after)
+        failure = retry_kind(call_failed("transient", "overloaded", retry_after=retry_after))
         assert failure is not None
         return policy.wait(failure, attempt, retry_window_s(remaining_s, 1), 0.5, retry_after)
 
@@ -190,11 +192,18 @@ def test_retry_policy_stays_inside_the_deadline() -> None:
 
 
 def test_only_transient_failures_are_retried_and_a_provider_wait_is_a_rate_limit() -> None:
-    assert retry_kind("transient", None) is Failure.TRANSIENT
-    assert retry_kind("transient", 2.0) is Failure.RATE_LIMITED
+    transient = call_failed("transient", "x")
+    assert isinstance(transient, TransientFailure)
+    assert isinstance(transient, RetryableError)
+    assert retry_kind(transient) is Failure.TRANSIENT
+    assert retry_kind(call_failed("transient", "x", retry_after=2.0)) is Failure.RATE_LIMITED
     finals: tuple[Category, ...] = ("permanent", "deadline", "invalid_request", "config", "context_length")
     for final in finals:
-        assert retry_kind(final, 2.0) is None
+        failure = call_failed(final, "x", retry_after=2.0)
+        assert isinstance(failure, FinalFailure)
+        assert isinstance(failure, PermanentError)
+        assert failure.category == final
+        assert retry_kind(failure) is None
 
 
 def test_provider_message_shapes() -> None:

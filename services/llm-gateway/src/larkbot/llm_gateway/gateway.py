@@ -44,8 +44,7 @@ from larkbot.runtime.logs import mask, register_secrets
 from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .adapters.dumps import DumpWriter
-from .adapters.images import ImageUnavailable
-from .adapters.transport import HttpReply, ProviderTimeout, ProviderUnreachable, Transport
+from .adapters.transport import HttpReply, Transport
 from .core.cachekey import prompt_cache_key
 from .core.capabilities import refused_capability
 from .core.common import (
@@ -58,8 +57,6 @@ from .core.common import (
     prepare_messages,
 )
 from .core.errors import (
-    Category,
-    ErrorInfo,
     classify,
     context_numbers,
     error_info,
@@ -69,6 +66,7 @@ from .core.errors import (
 )
 from .core.formats import CODECS, FAKE_HEADER, request_headers
 from .core.redact import redact_headers
+from .errors import CallFailed, ImageUnavailable, ProviderTimeout, ProviderUnreachable, WireError, call_failed
 
 log = logging.getLogger(__name__)
 
@@ -105,24 +103,6 @@ class Outcome:
     @property
     def overhead_s(self) -> float:
         return max(0.0, self.total_s - sum(self.provider_s) - self.waited_s)
-
-
-class _Failure(Exception):
-    def __init__(
-        self,
-        category: Category,
-        message: str,
-        *,
-        status: int | None = None,
-        retry_after: float | None = None,
-        info: ErrorInfo | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.category = category
-        self.status = status
-        self.retry_after = retry_after
-        self.info = info
-        self.reason = f"status_{status}" if status is not None else "timeout"
 
 
 class Gateway:
@@ -169,9 +149,9 @@ class Gateway:
         )
         try:
             if endpoint is None:
-                raise _Failure("config", f"no LLM endpoint named {request.endpoint!r} is configured")
+                raise call_failed("config", f"no LLM endpoint named {request.endpoint!r} is configured")
             reply: LLMResponse | LLMError = await self._generate(request, endpoint, outcome, started)
-        except _Failure as failure:
+        except CallFailed as failure:
             outcome.outcome = failure.category
             message = self._mask(str(failure))
             window, given = context_numbers(message) if failure.category == "context_length" else (None, None)
@@ -196,7 +176,7 @@ class Gateway:
         codec = CODECS[endpoint.format]
         identity = model_identity(endpoint.format, endpoint.base_url, endpoint.model)
         if self.clock_ms() >= request.deadline_ms:
-            raise _Failure("deadline", "the request's deadline passed before the call started")
+            raise call_failed("deadline", "the request's deadline passed before the call started")
         accepts = self._accepts_for(request.endpoint, endpoint)
 
         def prepare(replay: bool) -> tuple[tuple[Message, ...], int]:
@@ -213,7 +193,7 @@ class Gateway:
         try:
             images = await self.images.resolve(image_refs(messages))
         except ImageUnavailable as exc:
-            raise _Failure("invalid_request", str(exc)) from None
+            raise call_failed("invalid_request", str(exc)) from None
         url = endpoint.base_url.rstrip("/") + codec.path
         headers = request_headers(
             endpoint.format, endpoint.api_key.get_secret_value() if endpoint.api_key else None
@@ -235,7 +215,7 @@ class Gateway:
             try:
                 reply, provider_s = await self._send(request, endpoint, url, wire, headers, outcome)
                 break
-            except _Failure as failure:
+            except CallFailed as failure:
                 refused = (
                     refused_capability(endpoint.format, failure.info, encoded, accepts)
                     if failure.category == "invalid_request" and failure.info is not None
@@ -296,7 +276,7 @@ class Gateway:
             return retry_window_s((request.deadline_ms - self.clock_ms()) / 1000, self.min_attempt_s)
 
         def retried(_failure: Failure, _attempts: int, wait: float, exc: BaseException | None) -> None:
-            if isinstance(exc, _Failure):
+            if isinstance(exc, CallFailed):
                 outcome.retries.append(exc.reason)
             outcome.waited_s += wait
 
@@ -327,7 +307,7 @@ class Gateway:
         attempt = outcome.attempts
         remaining_s = (request.deadline_ms - self.clock_ms()) / 1000
         if remaining_s <= 0:
-            raise _Failure("deadline", "the request's deadline passed between attempts")
+            raise call_failed("deadline", "the request's deadline passed between attempts")
         shortened = remaining_s < endpoint.timeout_s
         timeout_s = min(endpoint.timeout_s, remaining_s)
         record: dict[str, Any] = {"request_id": request.request_id, "endpoint": request.endpoint, "url": url}
@@ -338,17 +318,15 @@ class Gateway:
             outcome.provider_s.append(time.perf_counter() - started)
             await self._dump(request, attempt, record, headers, body, {"failure": "timeout"})
             if shortened:
-                raise _Failure(
+                raise call_failed(
                     "deadline",
                     f"the request's deadline passed while waiting {timeout_s:.1f} s for the provider",
                 ) from None
-            raise _Failure("transient", f"provider timed out after {timeout_s:.1f} s") from None
+            raise call_failed("transient", f"provider timed out after {timeout_s:.1f} s") from None
         except ProviderUnreachable as exc:
             outcome.provider_s.append(time.perf_counter() - started)
             await self._dump(request, attempt, record, headers, body, {"failure": str(exc)})
-            failure = _Failure("transient", f"provider unreachable: {exc}")
-            failure.reason = "connect"
-            raise failure from None
+            raise call_failed("transient", f"provider unreachable: {exc}", reason="connect") from None
         outcome.provider_s.append(reply.elapsed_s)
         await self._dump(
             request,
@@ -359,7 +337,7 @@ class Gateway:
             {"status": reply.status, "headers": reply.headers, "body": _json_or_text(reply.body)},
         )
         if reply.headers.get(FAKE_HEADER) and not endpoint.fake:
-            raise _Failure(
+            raise call_failed(
                 "config", "the endpoint answered as the fake provider but is not configured with fake: true"
             )
         if not 200 <= reply.status <= 299:
@@ -367,7 +345,7 @@ class Gateway:
             category = classify(reply.status, info, reply.headers)
             retry_after = retry_after_s(reply.headers, self.clock_ms() / 1000, reply.status)
             message = f"provider answered HTTP {reply.status}: {info.message}"
-            raise _Failure(category, message, status=reply.status, retry_after=retry_after, info=info)
+            raise call_failed(category, message, status=reply.status, retry_after=retry_after, info=info)
         return reply
 
     def _parse(self, endpoint: LlmEndpoint, reply: HttpReply) -> dict[str, Any]:
@@ -377,17 +355,14 @@ class Gateway:
         except ValueError:
             parsed = None
         if not isinstance(parsed, dict):
-            raise _Failure(
+            raise call_failed(
                 "permanent",
                 f"provider reply is not valid {endpoint.format}: not a JSON object",
                 status=reply.status,
             )
         failed = CODECS[endpoint.format].failed(parsed)
         if failed is not None:
-            category: Category = failed.category  # type: ignore[assignment]
-            failure = _Failure(category, str(failed), status=reply.status)
-            failure.reason = "response_failed"
-            raise failure
+            raise call_failed(failed.category, str(failed), status=reply.status, reason=failed.reason)
         return parsed
 
     def _decode(
@@ -400,9 +375,9 @@ class Gateway:
     ) -> LLMResponse:
         try:
             decoded = CODECS[endpoint.format].decode_response(reply, identity)
-        except (ValueError, KeyError, TypeError) as exc:
-            # ValueError covers WireError and pydantic validation errors of a malformed reply.
-            raise _Failure(
+        except (WireError, ValueError, KeyError, TypeError) as exc:
+            # ValueError covers pydantic validation errors of a malformed reply.
+            raise call_failed(
                 "permanent", f"provider reply is not valid {endpoint.format}: {type(exc).__name__}"
             ) from None
         return LLMResponse(
@@ -448,11 +423,11 @@ class Gateway:
 
 
 def _retry_kind(exc: BaseException) -> Failure | None:
-    return retry_kind(exc.category, exc.retry_after) if isinstance(exc, _Failure) else None
+    return retry_kind(exc) if isinstance(exc, CallFailed) else None
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    return exc.retry_after if isinstance(exc, _Failure) else None
+    return exc.retry_after if isinstance(exc, CallFailed) else None
 
 
 def _json_or_text(body: bytes) -> Any:

@@ -47,13 +47,13 @@ from larkbot.canonical.llm import (
     canonical_json,
 )
 
+from ..errors import WireError
 from . import usage as usage_codec
 from .common import (
     BlobKeyOf,
     Decoded,
     EncodeOptions,
     ParsedRequest,
-    WireError,
     json_list,
     json_object,
     load_extra,

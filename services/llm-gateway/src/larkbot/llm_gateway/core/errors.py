@@ -39,10 +39,13 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
-from larkbot.canonical.llm import WireFormat
+from larkbot.canonical.llm import LLMErrorCategory, WireFormat
 from larkbot.runtime.backoff import Failure
 
-Category = Literal["transient", "permanent", "deadline", "invalid_request", "config", "context_length"]
+from ..errors import CallFailed, TransientFailure
+
+#: The wire's error categories (``LLMError.category``).
+Category = LLMErrorCategory
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
 _MAX_MESSAGE = 300
 _ANTHROPIC_TYPES = {
@@ -352,13 +355,13 @@ def _openai_error(message: str, kind: str, param: str | None, code: str | None) 
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def retry_kind(category: Category, retry_after: float | None) -> Failure | None:
-    """How the one retry policy (``retry.llm_call``) sees a failed attempt: a ``transient`` failure that
-    says when to come back is a rate limit (that wait is taken as it is), one that does not is backed
-    off; any other category is final (``None``)."""
-    if category != "transient":
+def retry_kind(failure: CallFailed) -> Failure | None:
+    """How the one retry policy (``retry.llm_call``) sees a failed attempt: a transient failure (its
+    type) that says when to come back is a rate limit (that wait is taken as it is), one that does not
+    is backed off; a final one is raised as it is (``None``)."""
+    if not isinstance(failure, TransientFailure):
         return None
-    return Failure.RATE_LIMITED if retry_after is not None else Failure.TRANSIENT
+    return Failure.RATE_LIMITED if failure.retry_after is not None else Failure.TRANSIENT
 
 
 def retry_window_s(remaining_s: float, min_attempt_s: float) -> float:

@@ -10,8 +10,9 @@ from typing import Any
 
 from larkbot.canonical.llm import AssistantMessage, LLMRequest, Message, StopReason, Usage, WireFormat
 
+from ..errors import CallFailed
 from . import anthropic, openai_chat, responses
-from .common import BlobKeyOf, Decoded, EncodeOptions, ParsedRequest, ProviderFailure
+from .common import BlobKeyOf, Decoded, EncodeOptions, ParsedRequest
 from .usage import OpenAIUsageStyle
 
 
@@ -24,7 +25,7 @@ class Codec:
     encode_response: Callable[..., dict[str, Any]]
     decode_request: Callable[[dict[str, Any], BlobKeyOf, str], ParsedRequest]
     supports_prompt_cache_key: bool
-    failed: Callable[[dict[str, Any]], ProviderFailure | None] = lambda _reply: None
+    failed: Callable[[dict[str, Any]], CallFailed | None] = lambda _reply: None
     continuation: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None] = lambda _w, _r: None
     merge: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] = lambda _first, second: second
 

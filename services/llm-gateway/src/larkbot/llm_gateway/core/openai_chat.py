@@ -49,6 +49,7 @@ from larkbot.canonical.llm import (
     canonical_json,
 )
 
+from ..errors import WireError
 from . import usage as usage_codec
 from .common import (
     Accepts,
@@ -56,7 +57,6 @@ from .common import (
     Decoded,
     EncodeOptions,
     ParsedRequest,
-    WireError,
     arguments_text,
     json_list,
     json_object,

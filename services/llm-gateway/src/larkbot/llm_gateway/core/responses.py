@@ -13,7 +13,8 @@ Decisions:
   item — a ``commentary`` message and the ``final_answer`` never merge — with its ``phase`` when the reply
   gave one; each tool call a ``function_call`` item. Item ids and statuses of the reply are not kept (they
   are not needed without server state).
-- ``status: failed`` raises :class:`ProviderFailure` with the category its ``error.code`` means;
+- ``status: failed`` raises a :class:`~larkbot.llm_gateway.errors.CallFailed` of the category its
+  ``error.code`` means;
   ``status: incomplete`` decodes with the stop reason of ``incomplete_details.reason``
   (``max_output_tokens`` → ``max_tokens``, ``content_filter`` → ``refusal``, else ``other``).
 - Tool results carrying images send ``output`` as a list of ``input_text`` / ``input_image`` parts (this
@@ -33,6 +34,7 @@ from larkbot.canonical.llm import (
     AssistantMessage,
     AssistantPart,
     ImagePart,
+    LLMErrorCategory,
     LLMRequest,
     Message,
     ReasoningPart,
@@ -49,14 +51,13 @@ from larkbot.canonical.llm import (
     canonical_json,
 )
 
+from ..errors import CallFailed, WireError, call_failed
 from . import usage as usage_codec
 from .common import (
     BlobKeyOf,
     Decoded,
     EncodeOptions,
     ParsedRequest,
-    ProviderFailure,
-    WireError,
     arguments_text,
     json_list,
     json_object,
@@ -72,7 +73,7 @@ _ASSISTANT_ITEMS = frozenset({"reasoning", "function_call"})
 _INCOMPLETE: dict[str, StopReason] = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
 _PHASES = frozenset({"commentary", "final_answer"})
 #: ``error.code`` of a failed response → category; image and prompt codes reject this input.
-_FAILED: dict[str, str] = {
+_FAILED: dict[str, LLMErrorCategory] = {
     "server_error": "transient",
     "rate_limit_exceeded": "transient",
     "vector_store_timeout": "transient",
@@ -218,14 +219,16 @@ def decode_response(body: dict[str, Any], identity: str) -> Decoded:
     )
 
 
-def failure_of(body: dict[str, Any]) -> ProviderFailure:
+def failure_of(body: dict[str, Any]) -> CallFailed:
     """A ``status: failed`` response as a failure of the category its ``error.code`` means."""
     error = body.get("error")
     error = error if isinstance(error, dict) else {}
     code = str(error.get("code") or "")
     category = _FAILED.get(code, "invalid_request" if "image" in code else "permanent")
     message = str(error.get("message") or "no error message")[:300]
-    return ProviderFailure(category, f"response failed ({code or 'no code'}): {message}")
+    return call_failed(
+        category, f"response failed ({code or 'no code'}): {message}", reason="response_failed"
+    )
 
 
 def _read_assistant(output: list[Any], identity: str, seed: str = "") -> tuple[AssistantMessage, bool]:
