@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from larkbot.canonical.llm import AssistantMessage, LLMRequest, Message, StopReason, Usage, WireFormat
 
@@ -78,12 +78,16 @@ def codec_for_path(path: str) -> Codec | None:
 def request_headers(fmt: WireFormat, api_key: str | None) -> dict[str, str]:
     """Every header of a call, the credential included; callers redact before logging or dumping."""
     headers = {"content-type": "application/json", "accept": "application/json"}
-    if fmt == "anthropic-messages":
-        headers["anthropic-version"] = anthropic.API_VERSION
-        if api_key:
-            headers["x-api-key"] = api_key
-    elif api_key:
-        headers["authorization"] = f"Bearer {api_key}"
+    match fmt:
+        case "anthropic-messages":
+            headers["anthropic-version"] = anthropic.API_VERSION
+            if api_key:
+                headers["x-api-key"] = api_key
+        case "openai-chat" | "responses":
+            if api_key:
+                headers["authorization"] = f"Bearer {api_key}"
+        case _:
+            assert_never(fmt)
     return headers
 
 

@@ -27,7 +27,7 @@ Decisions:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, assert_never
 
 from larkbot.canonical.llm import (
     AssistantMessage,
@@ -93,19 +93,22 @@ def encode_request(request: LLMRequest, messages: tuple[Message, ...], opts: Enc
         if not isinstance(message, ToolResultMessage) and pending_images:
             wire.append({"role": "user", "content": pending_images})
             pending_images = []
-        if isinstance(message, UserMessage):
-            wire.append({"role": "user", "content": _user_content(message.parts, opts)})
-        elif isinstance(message, AssistantMessage):
-            wire.append(_assistant(message))
-        else:
-            texts = [p for p in message.parts if isinstance(p, TextPart)]
-            images = [p for p in message.parts if isinstance(p, ImagePart)]
-            wire.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": _texts(texts)})
-            if images:
-                pending_images.append(
-                    {"type": "text", "text": f"Images from tool call {message.tool_call_id}:"}
-                )
-                pending_images.extend(_image(p, opts) for p in images)
+        match message:
+            case UserMessage():
+                wire.append({"role": "user", "content": _user_content(message.parts, opts)})
+            case AssistantMessage():
+                wire.append(_assistant(message))
+            case ToolResultMessage():
+                texts = [p for p in message.parts if isinstance(p, TextPart)]
+                images = [p for p in message.parts if isinstance(p, ImagePart)]
+                wire.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": _texts(texts)})
+                if images:
+                    pending_images.append(
+                        {"type": "text", "text": f"Images from tool call {message.tool_call_id}:"}
+                    )
+                    pending_images.extend(_image(p, opts) for p in images)
+            case _:
+                assert_never(message)
     if pending_images:
         wire.append({"role": "user", "content": pending_images})
     accepts = opts.accepts

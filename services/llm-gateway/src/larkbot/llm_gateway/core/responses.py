@@ -28,7 +28,7 @@ Decisions:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, assert_never
 
 from larkbot.canonical.llm import (
     AssistantMessage,
@@ -85,18 +85,21 @@ _FAILED: dict[str, LLMErrorCategory] = {
 def encode_request(request: LLMRequest, messages: tuple[Message, ...], opts: EncodeOptions) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     for message in messages:
-        if isinstance(message, UserMessage):
-            items.append({"type": "message", "role": "user", "content": _user_parts(message.parts, opts)})
-        elif isinstance(message, AssistantMessage):
-            items.extend(_assistant_items(message, refusal=False))
-        else:
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": message.tool_call_id,
-                    "output": _output(message, opts),
-                }
-            )
+        match message:
+            case UserMessage():
+                items.append({"type": "message", "role": "user", "content": _user_parts(message.parts, opts)})
+            case AssistantMessage():
+                items.extend(_assistant_items(message, refusal=False))
+            case ToolResultMessage():
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": message.tool_call_id,
+                        "output": _output(message, opts),
+                    }
+                )
+            case _:
+                assert_never(message)
     body: dict[str, Any] = {"model": opts.model}
     if request.system:
         body["instructions"] = request.system
@@ -118,11 +121,14 @@ def encode_request(request: LLMRequest, messages: tuple[Message, ...], opts: Enc
 def _user_parts(parts: tuple[UserPart, ...], opts: EncodeOptions) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for part in parts:
-        if isinstance(part, TextPart):
-            out.append({"type": "input_text", "text": part.text})
-        else:
-            url = lookup_image(opts.images, part).data_url()
-            out.append({"type": "input_image", "image_url": url, "detail": part.detail})
+        match part:
+            case TextPart():
+                out.append({"type": "input_text", "text": part.text})
+            case ImagePart():
+                url = lookup_image(opts.images, part).data_url()
+                out.append({"type": "input_image", "image_url": url, "detail": part.detail})
+            case _:
+                assert_never(part)
     return out
 
 
@@ -140,28 +146,32 @@ def _assistant_items(message: AssistantMessage, *, refusal: bool) -> list[dict[s
     }
     out: list[dict[str, Any]] = []
     for index, part in enumerate(message.parts):
-        if isinstance(part, TextPart):
-            if part.text:
-                kind = "refusal" if refusal else "output_text"
-                item: dict[str, Any] = {
-                    "type": "message",
-                    "role": "assistant",
-                    "content": [{"type": kind, kind if refusal else "text": part.text}],
-                }
-                if index in phases:
-                    item["phase"] = phases[index]
-                out.append(item)
-        elif isinstance(part, ToolCallPart):
-            out.append(
-                {
-                    "type": "function_call",
-                    "call_id": part.id,
-                    "name": part.name,
-                    "arguments": part.arguments_json,
-                }
-            )
-        elif part.item_id is not None and (part.opaque is not None or index in content_of):
-            out.append(_reasoning_item(part, content_of.get(index)))
+        match part:
+            case TextPart():
+                if part.text:
+                    kind = "refusal" if refusal else "output_text"
+                    item: dict[str, Any] = {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": kind, kind if refusal else "text": part.text}],
+                    }
+                    if index in phases:
+                        item["phase"] = phases[index]
+                    out.append(item)
+            case ToolCallPart():
+                out.append(
+                    {
+                        "type": "function_call",
+                        "call_id": part.id,
+                        "name": part.name,
+                        "arguments": part.arguments_json,
+                    }
+                )
+            case ReasoningPart():
+                if part.item_id is not None and (part.opaque is not None or index in content_of):
+                    out.append(_reasoning_item(part, content_of.get(index)))
+            case _:
+                assert_never(part)
     for kept in json_list(extra.get("items"), "provider_extra.items"):
         out.insert(min(int(kept["at"]), len(out)), kept["item"])
     return out
