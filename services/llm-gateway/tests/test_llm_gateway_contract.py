@@ -40,7 +40,8 @@ from larkbot.llm_gateway.fake import (
     Sequence,
     estimate_tokens,
 )
-from larkbot.llm_gateway.gateway import Gateway, Outcome
+from larkbot.llm_gateway.gateway import Gateway
+from larkbot.llm_gateway.outcome import Outcome
 from larkbot.runtime.config import LlmEndpoint, LlmSettings
 from larkbot.runtime.retry import Backoff, RetryPolicy
 

@@ -244,7 +244,7 @@ def test_metrics_account_tokens_per_model_and_purpose() -> None:
     from prometheus_client import REGISTRY
 
     from larkbot.llm_gateway import metrics
-    from larkbot.llm_gateway.gateway import Outcome
+    from larkbot.llm_gateway.outcome import Outcome
 
     labels = {"model": "metrics-test-model", "purpose": "probe"}
 

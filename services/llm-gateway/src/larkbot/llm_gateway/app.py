@@ -24,7 +24,8 @@ from larkbot.runtime.service import ServiceContext, run
 
 from . import metrics
 from .adapters.images import ObjectStoreImages
-from .gateway import Gateway, Outcome
+from .gateway import Gateway
+from .outcome import Outcome
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""One ``llm.generate`` call: prepare, encode, send with retries inside the deadline, decode, account.
+"""One ``llm.generate`` call: prepare, encode, send (the attempts and their retries inside the deadline are
+``attempts.py``), decode, account.
 
 Every outcome is a reply — :class:`LLMResponse` or a typed :class:`LLMError` — never an exception, so
 the caller applies its own retry policy (SPEC §4.4). Error categories (decided by meaning first, see
@@ -30,43 +31,34 @@ leave.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Message, Usage
+from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Message
 from larkbot.runtime.config import LlmEndpoint, LlmSettings, RetrySettings
 from larkbot.runtime.logs import mask, register_secrets
-from larkbot.runtime.retry import Failure, RetryPolicy, retrying
+from larkbot.runtime.retry import RetryPolicy
 
 from .adapters.dumps import DumpWriter
-from .adapters.transport import HttpReply, Transport
+from .adapters.transport import Transport
+from .attempts import Attempts
 from .core.cachekey import prompt_cache_key
 from .core.capabilities import refused_capability
 from .core.common import (
     Accepts,
     EncodedImage,
     EncodeOptions,
-    dumps,
     image_refs,
     model_identity,
     prepare_messages,
 )
-from .core.errors import (
-    classify,
-    context_numbers,
-    error_info,
-    retry_after_s,
-    retry_kind,
-    retry_window_s,
-)
-from .core.formats import CODECS, FAKE_HEADER, request_headers
-from .core.redact import redact_headers
-from .errors import CallFailed, ImageUnavailable, ProviderTimeout, ProviderUnreachable, WireError, call_failed
+from .core.errors import context_numbers
+from .core.formats import CODECS, request_headers
+from .errors import CallFailed, ImageUnavailable, WireError, call_failed
+from .outcome import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -83,26 +75,6 @@ MAX_CONTINUATIONS = 3
 
 class ImageSource(Protocol):
     async def resolve(self, refs: list[tuple[str, int]]) -> dict[tuple[str, int], EncodedImage]: ...
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What one call did, for metrics and benchmarks."""
-
-    model: str
-    purpose: str
-    outcome: str
-    total_s: float = 0.0
-    provider_s: list[float] = field(default_factory=list)
-    waited_s: float = 0.0
-    retries: list[str] = field(default_factory=list)
-    usage: Usage | None = None
-    images_omitted: int = 0
-    attempts: int = 0
-
-    @property
-    def overhead_s(self) -> float:
-        return max(0.0, self.total_s - sum(self.provider_s) - self.waited_s)
 
 
 class Gateway:
@@ -122,13 +94,17 @@ class Gateway:
         self.settings = settings
         self.images = images
         self.transport = transport or Transport(settings.endpoints)
-        self.policy = policy
-        self.min_attempt_s = min_attempt_s
-        self.sleep = sleep
-        self.jitter = jitter
         self.clock_ms = clock_ms
         self.on_outcome = on_outcome
-        self.dumps = DumpWriter(settings.dump_dir) if settings.dump_dir else None
+        self.attempts = Attempts(
+            self.transport,
+            DumpWriter(settings.dump_dir) if settings.dump_dir else None,
+            policy=policy,
+            min_attempt_s=min_attempt_s,
+            clock_ms=clock_ms,
+            sleep=sleep,
+            jitter=jitter,
+        )
         self._keys = [e.api_key.get_secret_value() for e in settings.endpoints.values() if e.api_key]
         salt = settings.prompt_cache_key_salt
         self._cache_salt = salt.get_secret_value().encode() if salt is not None else None
@@ -213,7 +189,7 @@ class Gateway:
             # Operator-supplied provider options (thinking budgets, reasoning effort) win over ours.
             wire = {**encoded, **endpoint.extra_body} if endpoint.extra_body else encoded
             try:
-                reply, provider_s = await self._send(request, endpoint, url, wire, headers, outcome)
+                reply, provider_s = await self.attempts.send(request, endpoint, url, wire, headers, outcome)
                 break
             except CallFailed as failure:
                 refused = (
@@ -241,7 +217,7 @@ class Gateway:
             if follow is None:
                 break
             outcome.retries.append("pause_turn")
-            more, more_s = await self._send(request, endpoint, url, follow, headers, outcome)
+            more, more_s = await self.attempts.send(request, endpoint, url, follow, headers, outcome)
             reply, wire, provider_s = codec.merge(reply, more), follow, provider_s + more_s
         response = self._decode(request, endpoint, identity, reply, provider_s)
         outcome.usage = response.usage
@@ -258,112 +234,6 @@ class Gateway:
                 replay_reasoning=resolved.replay_reasoning,
             )
         return found
-
-    async def _send(
-        self,
-        request: LLMRequest,
-        endpoint: LlmEndpoint,
-        url: str,
-        wire: dict[str, Any],
-        headers: dict[str, str],
-        outcome: Outcome,
-    ) -> tuple[dict[str, Any], float]:
-        """One body to the provider, retrying transient failures within the deadline (``retry.llm_call``,
-        the only retry of a call): the parsed reply and the provider time of the attempt that answered."""
-        body = dumps(wire)
-
-        def left_s() -> float:
-            return retry_window_s((request.deadline_ms - self.clock_ms()) / 1000, self.min_attempt_s)
-
-        def retried(_failure: Failure, _attempts: int, wait: float, exc: BaseException | None) -> None:
-            if isinstance(exc, CallFailed):
-                outcome.retries.append(exc.reason)
-            outcome.waited_s += wait
-
-        async for attempt in retrying(
-            self.policy,
-            _retry_kind,
-            left_s=left_s,
-            retry_after=_retry_after,
-            on_retry=retried,
-            sleep=self.sleep,
-            jitter=self.jitter,
-        ):
-            with attempt:
-                reply = await self._attempt(request, endpoint, url, body, headers, outcome)
-                return self._parse(endpoint, reply), reply.elapsed_s
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    async def _attempt(
-        self,
-        request: LLMRequest,
-        endpoint: LlmEndpoint,
-        url: str,
-        body: bytes,
-        headers: dict[str, str],
-        outcome: Outcome,
-    ) -> HttpReply:
-        outcome.attempts += 1
-        attempt = outcome.attempts
-        remaining_s = (request.deadline_ms - self.clock_ms()) / 1000
-        if remaining_s <= 0:
-            raise call_failed("deadline", "the request's deadline passed between attempts")
-        shortened = remaining_s < endpoint.timeout_s
-        timeout_s = min(endpoint.timeout_s, remaining_s)
-        record: dict[str, Any] = {"request_id": request.request_id, "endpoint": request.endpoint, "url": url}
-        started = time.perf_counter()
-        try:
-            reply = await self.transport.post(request.endpoint, url, body, headers, timeout_s)
-        except ProviderTimeout:
-            outcome.provider_s.append(time.perf_counter() - started)
-            await self._dump(request, attempt, record, headers, body, {"failure": "timeout"})
-            if shortened:
-                raise call_failed(
-                    "deadline",
-                    f"the request's deadline passed while waiting {timeout_s:.1f} s for the provider",
-                ) from None
-            raise call_failed("transient", f"provider timed out after {timeout_s:.1f} s") from None
-        except ProviderUnreachable as exc:
-            outcome.provider_s.append(time.perf_counter() - started)
-            await self._dump(request, attempt, record, headers, body, {"failure": str(exc)})
-            raise call_failed("transient", f"provider unreachable: {exc}", reason="connect") from None
-        outcome.provider_s.append(reply.elapsed_s)
-        await self._dump(
-            request,
-            attempt,
-            record,
-            headers,
-            body,
-            {"status": reply.status, "headers": reply.headers, "body": _json_or_text(reply.body)},
-        )
-        if reply.headers.get(FAKE_HEADER) and not endpoint.fake:
-            raise call_failed(
-                "config", "the endpoint answered as the fake provider but is not configured with fake: true"
-            )
-        if not 200 <= reply.status <= 299:
-            info = error_info(reply.body)
-            category = classify(reply.status, info, reply.headers)
-            retry_after = retry_after_s(reply.headers, self.clock_ms() / 1000, reply.status)
-            message = f"provider answered HTTP {reply.status}: {info.message}"
-            raise call_failed(category, message, status=reply.status, retry_after=retry_after, info=info)
-        return reply
-
-    def _parse(self, endpoint: LlmEndpoint, reply: HttpReply) -> dict[str, Any]:
-        """The reply as a JSON object, or the failure it reports (a Responses ``status: failed``)."""
-        try:
-            parsed = json.loads(reply.body)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            raise call_failed(
-                "permanent",
-                f"provider reply is not valid {endpoint.format}: not a JSON object",
-                status=reply.status,
-            )
-        failed = CODECS[endpoint.format].failed(parsed)
-        if failed is not None:
-            raise call_failed(failed.category, str(failed), status=reply.status, reason=failed.reason)
-        return parsed
 
     def _decode(
         self,
@@ -389,26 +259,6 @@ class Gateway:
             provider_latency_ms=round(provider_s * 1000),
         )
 
-    async def _dump(
-        self,
-        request: LLMRequest,
-        attempt: int,
-        record: dict[str, Any],
-        headers: dict[str, str],
-        body: bytes,
-        response: dict[str, Any],
-    ) -> None:
-        if self.dumps is None:
-            return
-        full = {
-            **record,
-            "attempt": attempt,
-            "headers": redact_headers(headers),
-            "request": json.loads(body),
-            "response": response,
-        }
-        await self.dumps.write(request.request_id, attempt, full)
-
     def _mask(self, text: str) -> str:
         for key in self._keys:
             text = text.replace(key, "***")
@@ -420,18 +270,3 @@ class Gateway:
         if self._cache_salt is None or scope is None:
             return None
         return prompt_cache_key(self._cache_salt, request.purpose, scope)
-
-
-def _retry_kind(exc: BaseException) -> Failure | None:
-    return retry_kind(exc) if isinstance(exc, CallFailed) else None
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    return exc.retry_after if isinstance(exc, CallFailed) else None
-
-
-def _json_or_text(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return body[:4000].decode("utf-8", "replace")

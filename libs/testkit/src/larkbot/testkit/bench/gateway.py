@@ -31,7 +31,7 @@ from larkbot.canonical.llm import (
 from larkbot.canonical.names import SUBJECT_LLM_GENERATE, Service
 from larkbot.llm_gateway.app import GatewayService
 from larkbot.llm_gateway.fake import FakeProvider, Reply
-from larkbot.llm_gateway.gateway import Outcome
+from larkbot.llm_gateway.outcome import Outcome
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import LarkbotConfig, LlmEndpoint, LlmSettings, NatsSettings
 from larkbot.runtime.natsserver import EmbeddedNats
