@@ -36,9 +36,9 @@ from larkbot.llm_gateway.core.common import (
     dumps,
     prepare_messages,
 )
+from larkbot.llm_gateway.core.error_bodies import context_length_body
 from larkbot.llm_gateway.core.errors import (
     classify,
-    context_length_body,
     context_numbers,
     error_info,
     provider_message,

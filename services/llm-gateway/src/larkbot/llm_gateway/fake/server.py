@@ -42,7 +42,7 @@ from aiohttp import web
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.llm import TextPart, ToolCallPart, Usage
 
-from ..core.errors import context_length_body, error_body
+from ..core.error_bodies import context_length_body, error_body
 from ..core.formats import FAKE_HEADER, codec_for_path, encode_response
 from ..errors import WireError
 from .cache import CacheHit, PromptCache
