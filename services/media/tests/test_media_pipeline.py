@@ -37,7 +37,7 @@ from larkbot.media.core import images
 from larkbot.pipeline.app import PipelineService
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built, running
 from larkbot.testkit.media import samples
 from larkbot.testkit.media.fakes import FakeIngress, FakeVision
 from larkbot.testkit.pipeline import synthetic as s
@@ -121,7 +121,7 @@ async def stack(bus: Bus, nats_url: str, tmp_path: Path, *, vision: bool) -> Asy
     pipeline = PipelineService(cfg)
     try:
         async with (
-            running(Service.MEDIA, MediaService(cfg, concurrency=2), cfg, nats_url=nats_url),
+            built(Service.MEDIA, MediaService(cfg, concurrency=2), cfg, nats_url=nats_url),
             running(Service.PIPELINE, pipeline, cfg, nats_url=nats_url),
         ):
             await asyncio.wait_for(pipeline.ready.wait(), TIMEOUT)

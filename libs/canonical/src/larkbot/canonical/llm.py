@@ -225,6 +225,13 @@ class LLMResponse(WireModel):
     gateway_latency_ms: NonNegativeInt | None = None
 
 
+#: What an :class:`LLMError` says about the call (its docstring says what each means): a closed set, so a
+#: dispatch over it ends in ``assert_never``.
+LLMErrorCategory = Literal[
+    "transient", "permanent", "deadline", "invalid_request", "config", "context_length"
+]
+
+
 class LLMError(WireModel):
     """A failed call. ``category``, decided by what the provider said, not by the status alone:
 
@@ -244,7 +251,7 @@ class LLMError(WireModel):
 
     kind: Literal["error"] = "error"
     request_id: Id
-    category: Literal["transient", "permanent", "deadline", "invalid_request", "config", "context_length"]
+    category: LLMErrorCategory
     message: str
     status: int | None = None
     retry_after_s: Annotated[float, Field(ge=0)] | None = None

@@ -342,7 +342,7 @@ async def replay_world(
     if gateway:
         from larkbot.llm_gateway.app import GatewayService
 
-        model = running(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url)
+        model = built(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url)
     else:
         model = _serving(replay.llm.endpoint)
     await replay.platform.endpoint.start()
