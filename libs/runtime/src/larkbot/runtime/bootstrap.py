@@ -43,6 +43,16 @@ from larkbot.canonical.names import (
     StreamSpec,
 )
 
+__all__ = [
+    "bootstrap",
+    "consumer_config",
+    "declare_partition_consumer",
+    "declare_reader",
+    "ensure_consumer",
+    "ensure_stream",
+    "stream_config",
+]
+
 log = logging.getLogger(__name__)
 
 

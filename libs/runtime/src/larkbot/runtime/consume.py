@@ -41,6 +41,8 @@ from .deadletter import DeadLetter, DeadLetterFailed, DeadLetters, describe
 from .logs import log_context, mask
 from .pull import PullStream
 
+__all__ = ["Delivery", "ErrorPolicy", "Handler", "Middleware", "PullConsumer"]
+
 log = logging.getLogger(__name__)
 
 
