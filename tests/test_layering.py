@@ -213,7 +213,8 @@ def test_the_tree_is_found() -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.__name__)
 def test_the_workspace_keeps_its_layers(rule: Rule) -> None:
-    assert check(rule, MODULES) == []
+    problems = check(rule, MODULES)
+    assert not problems, "\n".join(problems)
 
 
 def test_every_testkit_entry_of_the_product_is_still_used() -> None:

@@ -159,7 +159,8 @@ def test_all_is_sorted_and_resolvable() -> None:
 
 @pytest.mark.parametrize("module", public_modules(canonical), ids=lambda module: module.__name__)
 def test_all_is_what_the_module_defines(module: ModuleType) -> None:
-    assert export_problems(module) == []
+    problems = export_problems(module)
+    assert not problems, "\n".join(problems)
 
 
 def test_every_public_module_is_checked() -> None:

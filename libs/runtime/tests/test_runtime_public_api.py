@@ -27,7 +27,8 @@ def test_every_public_module_is_found() -> None:
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda module: module.__name__)
 def test_all_is_what_the_module_defines(module: ModuleType) -> None:
-    assert export_problems(module) == []
+    problems = export_problems(module)
+    assert not problems, "\n".join(problems)
 
 
 def test_the_package_exports_its_modules_not_names() -> None:
