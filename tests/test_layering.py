@@ -7,7 +7,8 @@
   ``larkbot bench``, whose benchmarks are the testkit's (:data:`TESTKIT_ENTRIES`);
 - the CLI imports from the driver only its public read API, ``larkbot.driver.read`` and
   ``larkbot.driver.forget`` (DESIGN §4);
-- a module with a path component named ``core`` inside a service imports no I/O (:data:`IO_MODULES`).
+- a module with a path component named ``core`` inside a service imports no I/O (:data:`IO_MODULES`),
+  neither itself nor through the larkbot modules it imports (``core → runtime.bus → nats`` is I/O too).
 
 Everything is read from the source with :mod:`ast` — nothing here imports a package, so the test is fast
 and sees lazy imports inside functions and ``TYPE_CHECKING`` blocks too. The modules are found from the
@@ -186,6 +187,42 @@ def core_is_pure(module: Module, imports: list[Import]) -> list[str]:
     ]
 
 
+def _executed(target: str, known: frozenset[str]) -> list[str]:
+    """The workspace modules an import of ``target`` runs: its packages' ``__init__`` and itself."""
+    parts = target.split(".")
+    return [name for i in range(2, len(parts) + 1) if (name := ".".join(parts[:i])) in known]
+
+
+def core_reaches_no_io(modules: Iterable[Module], known: frozenset[str]) -> list[str]:
+    """Every core module of a service whose imports lead, through workspace modules, to an I/O library;
+    each reported with one path to it."""
+    by_name = {module.name: module for module in modules}
+    known = known | frozenset(by_name)
+    problems = []
+    for module in by_name.values():
+        if module.package not in SERVICES or "core" not in module.name.split(".")[2:]:
+            continue
+        came_from: dict[str, str] = {}
+        todo = [module.name]
+        while todo:
+            current = todo.pop()
+            if current not in by_name:
+                continue
+            for imp in imports_of(by_name[current], known):
+                if imp.target.split(".")[0] in IO_MODULES and current != module.name:
+                    trail = [imp.target, current]
+                    while trail[-1] != module.name:
+                        trail.append(came_from[trail[-1]])
+                    problems.append(f"{module.name} reaches {' ← '.join(trail)}")
+                    todo = []
+                    break
+                for name in _executed(imp.target, known):
+                    if name not in came_from and name != module.name:
+                        came_from[name] = current
+                        todo.append(name)
+    return problems
+
+
 RULES: Final[list[Rule]] = [
     canonical_stands_alone,
     runtime_builds_on_canonical,
@@ -215,6 +252,22 @@ def test_the_tree_is_found() -> None:
 def test_the_workspace_keeps_its_layers(rule: Rule) -> None:
     problems = check(rule, MODULES)
     assert not problems, "\n".join(problems)
+
+
+def test_core_modules_reach_no_io_through_their_imports() -> None:
+    problems = core_reaches_no_io(MODULES, KNOWN)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_transitive_check_catches_io_behind_an_import() -> None:
+    core = Module("larkbot.driver.memory.core.model", False, "from ..store import Store\n")
+    store = Module("larkbot.driver.memory.store", False, "def f():\n    import sqlalchemy\n")
+    package = Module("larkbot.driver.memory", True, "")
+    pure = Module("larkbot.driver.memory.core.facts", False, "from larkbot.canonical import names\n")
+    assert core_reaches_no_io([core, store, package, pure], KNOWN) == [
+        "larkbot.driver.memory.core.model reaches sqlalchemy ← larkbot.driver.memory.store"
+        " ← larkbot.driver.memory.core.model"
+    ]
 
 
 def test_every_testkit_entry_of_the_product_is_still_used() -> None:
