@@ -29,6 +29,32 @@ from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 from ._base import EpochMs, Id, NonEmptyStr, NonNegativeInt, WireModel
 
+__all__ = [
+    "LLM_REPLY_ADAPTER",
+    "AssistantMessage",
+    "AssistantPart",
+    "ImageDetail",
+    "ImagePart",
+    "LLMError",
+    "LLMReply",
+    "LLMRequest",
+    "LLMResponse",
+    "Message",
+    "Purpose",
+    "ReasoningPart",
+    "StopReason",
+    "TextPart",
+    "ToolCallPart",
+    "ToolChoice",
+    "ToolResultMessage",
+    "ToolSpec",
+    "Usage",
+    "UserMessage",
+    "UserPart",
+    "WireFormat",
+    "canonical_json",
+]
+
 #: The wire formats the gateway speaks.
 WireFormat = Literal["openai-chat", "anthropic-messages", "responses"]
 ImageDetail = Literal["low", "high", "auto"]

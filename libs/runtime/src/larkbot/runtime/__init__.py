@@ -23,6 +23,9 @@ partition and reader consumers through its ``declare_*`` functions at run time);
 :mod:`.deadletter` is the one dead-letter writer, :mod:`.retry` (:mod:`.backoff`) the one retry policy,
 :mod:`.periodic` the one periodic loop and :mod:`.leadership` the one singleton lease.
 
+The package itself exports nothing: the API is its public modules, each with an ``__all__`` of what it
+defines (pinned from ``vars()`` by ``libs/runtime/tests/test_runtime_public_api.py``).
+
 Exceptions: one tree, rooted in :mod:`larkbot.canonical.errors`; transient versus permanent is the type,
 never a flag::
 
@@ -46,3 +49,5 @@ never a flag::
     │   └── PayloadTooLarge              bus: larger than the server's max_payload
     └── NatsServerError                  natsserver: the embedded server did not start
 """
+
+__all__: list[str] = []

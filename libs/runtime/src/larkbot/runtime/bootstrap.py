@@ -77,6 +77,21 @@ from . import metrics
 from .config import AssetSettings, JetStreamSettings
 from .retry import Backoff, Failure, forever, retrying
 
+__all__ = [
+    "BootstrapFailed",
+    "BootstrapRefused",
+    "bootstrap",
+    "consumer_config",
+    "declare_partition_consumer",
+    "declare_reader",
+    "ensure_consumer",
+    "ensure_key_value",
+    "ensure_object_store",
+    "ensure_stream",
+    "kept_from",
+    "stream_config",
+]
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")

@@ -45,6 +45,19 @@ from .config import NatsSettings
 from .logs import current_trace, mask
 from .retry import retrying
 
+__all__ = [
+    "Bus",
+    "BusUnavailable",
+    "NoResponders",
+    "PayloadTooLarge",
+    "RequestTimedOut",
+    "ServiceRefused",
+    "ServiceUnavailable",
+    "connect",
+    "message_size",
+    "raise_service_error",
+]
+
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)

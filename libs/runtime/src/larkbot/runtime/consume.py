@@ -49,6 +49,8 @@ from .deadletter import DeadLetter, DeadLetterFailed, DeadLetters, describe
 from .logs import log_context, mask
 from .pull import ConsumerGone, PullStream
 
+__all__ = ["Delivery", "ErrorPolicy", "Handler", "Middleware", "PullConsumer"]
+
 log = logging.getLogger(__name__)
 
 #: Asking a consumer again while its replicas elect a leader: 0.25 s doubling to 2 s.

@@ -8,6 +8,23 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+__all__ = [
+    "BUS_CONNECTED",
+    "BUS_RECONNECTS",
+    "CONSUMER_ACK_PENDING",
+    "CONSUMER_PENDING",
+    "DEAD_LETTERS",
+    "HANDLE_SECONDS",
+    "MESSAGES",
+    "REQUESTS",
+    "REQUEST_SECONDS",
+    "SERVICE_INFO",
+    "SERVICE_READY",
+    "SERVICE_START_TIME",
+    "SUBSCRIPTION_MESSAGES",
+    "WATCH_UPDATES",
+]
+
 SERVICE_INFO = Gauge(
     "larkbot_service_info", "Constant 1, labelled with the running service", ["service", "version"]
 )

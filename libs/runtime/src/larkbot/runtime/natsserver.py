@@ -24,6 +24,8 @@ from pathlib import Path
 
 from larkbot.canonical.errors import LarkbotError
 
+__all__ = ["EmbeddedNats", "NatsServerError", "find_binary"]
+
 
 class NatsServerError(LarkbotError):
     """The embedded NATS server could not be found or started."""

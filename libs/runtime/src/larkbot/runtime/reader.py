@@ -57,6 +57,21 @@ from .chain import Handler, build
 from .logs import log_context
 from .pull import PullStream
 
+__all__ = [
+    "RESTART",
+    "Batch",
+    "Meter",
+    "OffsetStore",
+    "PartitionHandler",
+    "PartitionReader",
+    "ReaderState",
+    "Record",
+    "SequenceGap",
+    "handler_of",
+    "read_subject",
+    "restart_policy",
+]
+
 log = logging.getLogger(__name__)
 
 

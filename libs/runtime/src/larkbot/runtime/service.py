@@ -40,6 +40,23 @@ from .db import default_sqlite_url
 from .http import Check, OpsServer
 from .logs import register_secrets, setup_logging
 
+__all__ = [
+    "VERSION",
+    "Buildable",
+    "Built",
+    "Running",
+    "ServiceApp",
+    "ServiceContext",
+    "built",
+    "data_dir",
+    "database_url",
+    "freeze_startup_heap",
+    "http_port",
+    "run",
+    "running",
+    "serve",
+]
+
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
