@@ -36,6 +36,7 @@ __all__ = [
     "ImageDetail",
     "ImagePart",
     "LLMError",
+    "LLMErrorCategory",
     "LLMReply",
     "LLMRequest",
     "LLMResponse",

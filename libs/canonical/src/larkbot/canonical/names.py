@@ -65,6 +65,7 @@ __all__ = [
     "Service",
     "StreamSpec",
     "actions_subject",
+    "asset_names",
     "context_subject",
     "dead_letter_subject",
     "events_subject",

@@ -53,9 +53,11 @@ __all__ = [
     "RequestTimedOut",
     "ServiceRefused",
     "ServiceUnavailable",
+    "StreamFull",
     "connect",
     "message_size",
     "raise_service_error",
+    "server_address",
 ]
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,10 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
+    "BOOTSTRAP_KEPT",
     "BUS_CONNECTED",
     "BUS_RECONNECTS",
+    "BUS_SERVER",
     "CONSUMER_ACK_PENDING",
     "CONSUMER_PENDING",
     "DEAD_LETTERS",
@@ -23,6 +25,7 @@ __all__ = [
     "SERVICE_START_TIME",
     "SUBSCRIPTION_MESSAGES",
     "WATCH_UPDATES",
+    "set_bus_server",
 ]
 
 SERVICE_INFO = Gauge(

@@ -24,7 +24,14 @@ from pathlib import Path
 
 from larkbot.canonical.errors import LarkbotError
 
-__all__ = ["EmbeddedNats", "NatsServerError", "find_binary"]
+__all__ = [
+    "ClusterMember",
+    "EmbeddedCluster",
+    "EmbeddedNats",
+    "NatsServerError",
+    "find_binary",
+    "free_port",
+]
 
 
 class NatsServerError(LarkbotError):
