@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from larkbot.canonical.names import KV_LEASES, STREAM_EVENTS, STREAM_MEDIA
-from larkbot.runtime.bootstrap import bootstrap
+from larkbot.runtime.bootstrap import BootstrapRefused, bootstrap
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import JetStreamSettings, NatsSettings
 from larkbot.runtime.natsserver import EmbeddedCluster
@@ -120,3 +120,12 @@ async def test_the_bootstrap_waits_out_the_election_after_the_leader_is_killed(
         print(f"bootstrap through the election of a new EVENTS leader: {waited:.1f} s")
     finally:
         killed.start()
+
+
+async def test_more_replicas_than_the_cluster_has_servers_is_refused_naming_the_asset(bus: Bus) -> None:
+    await bootstrap(bus.js, R3)
+    with pytest.raises(BootstrapRefused) as caught:
+        await bootstrap(bus.js, JetStreamSettings(replicas=5, election_wait_s=3.0))
+    assert caught.value.asset == STREAM_EVENTS
+    assert "fewer servers than replicas" in str(caught.value)
+    assert await replicas(bus, STREAM_EVENTS) == 3

@@ -356,12 +356,15 @@ async def bootstrap(js: JetStreamContext, settings: JetStreamSettings | None = N
 _ELECTING = (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError)
 #: JetStream API errors that say "not now" rather than "never": no leader yet, cluster not current.
 _NOT_NOW_CODES = frozenset({10008, 10009, 10023})
+#: "No suitable peers for placement": a cluster still forming (its servers not all known to the meta
+#: leader yet) — or one with fewer servers than replicas asked for, which waiting does not change.
+_NO_PEERS = 10005
 
 
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, _ELECTING):
         return True
-    return isinstance(exc, nats.js.errors.APIError) and exc.err_code in _NOT_NOW_CODES
+    return isinstance(exc, nats.js.errors.APIError) and exc.err_code in _NOT_NOW_CODES | {_NO_PEERS}
 
 
 async def _waited(settings: JetStreamSettings, asset: str, declare: Callable[[], Awaitable[T]]) -> T:
@@ -382,6 +385,9 @@ async def _waited(settings: JetStreamSettings, asset: str, declare: Callable[[],
             with attempt:
                 return await declare()
     except nats.js.errors.APIError as exc:
+        if exc.err_code == _NO_PEERS:
+            waited = f"{exc.description} for {settings.election_wait_s:g} s: fewer servers than replicas?"
+            raise BootstrapRefused(asset, waited) from None
         if _transient(exc):
             raise BootstrapFailed(asset, settings.election_wait_s, exc) from None
         raise BootstrapRefused(asset, exc.description or str(exc)) from None
