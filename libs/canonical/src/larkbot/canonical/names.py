@@ -35,6 +35,7 @@ __all__ = [
     "KV_LEASES",
     "KV_MEDIA_ALT_TEXTS",
     "KV_TELEGRAM_CHAT_MIGRATIONS",
+    "KV_TELEGRAM_SENT_LEDGER",
     "OBJECT_STORES",
     "OBJECT_STORE_BLOBS",
     "PARTITIONS",
@@ -254,6 +255,7 @@ KV_INGRESS_DEDUP: Final = "ingress-dedup"
 KV_FEISHU_CONTACT_NAMES: Final = "feishu-contact-names"
 KV_MEDIA_ALT_TEXTS: Final = "media-alt-texts"
 KV_TELEGRAM_CHAT_MIGRATIONS: Final = "telegram-chat-migrations"
+KV_TELEGRAM_SENT_LEDGER: Final = "telegram-sent-ledger"
 OBJECT_STORE_BLOBS: Final = "blobs"
 
 
@@ -338,6 +340,9 @@ KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
     # Telegram groups upgraded to supergroups (key: the group's id, value: the supergroup's): a chat
     # continues under its configured id for as long as it lives, so no TTL.
     KeyValueSpec(KV_TELEGRAM_CHAT_MIGRATIONS),
+    # The sent-ledger of Telegram sends, shared by ingress-telegram's replicas: a record matters until
+    # the driver stops asking about its action (minutes); a week is the retention.
+    KeyValueSpec(KV_TELEGRAM_SENT_LEDGER, ttl_s=7 * _DAY),
 )
 #: Media bytes by content hash. Bounded in age and size: a picture older than the events that show it
 #: is not asked for again, and one gone is described as unavailable (docs/media.md).
