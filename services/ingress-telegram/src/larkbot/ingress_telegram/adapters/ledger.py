@@ -1,11 +1,12 @@
 """The sent-ledger in a JetStream KV bucket of its own.
 
-Why KV and not a table: the ledger must be shared by every replica of the ``actions.telegram`` queue
-group and claimed atomically (``create`` fails when the key exists, ``update`` is compare-and-set on
-the revision), which KV gives without a database this otherwise stateless service would have to own and
-migrate; its records are short-lived by nature (a retry comes within minutes), so the bucket's TTL is
-the retention policy. The bucket is declared with the others (``names.KV_TELEGRAM_SENT_LEDGER``), so
-its replicas and limits are the configuration's (``jetstream``). KV keys allow only ``[-/_=.A-Za-z0-9]``, hence the SHA-256 of the caller's key.
+Why KV and not a table: the ledger must be shared by every replica of the ``actions.telegram`` queue group
+and claimed atomically (``create`` fails when the key exists, ``update`` is compare-and-set on the
+revision), which KV gives without a database this otherwise stateless service would have to own and migrate;
+its records are short-lived by nature (a retry comes within minutes), so the bucket's TTL is the retention
+policy. The bucket is declared with the others (``names.KV_TELEGRAM_SENT_LEDGER``), so its replicas and
+limits are the configuration's (``jetstream``). KV keys allow only ``[-/_=.A-Za-z0-9]``, hence the SHA-256
+of the caller's key.
 """
 
 from __future__ import annotations
