@@ -77,7 +77,8 @@ def _bootstrap(args: argparse.Namespace) -> int:
     from larkbot.runtime.config import load_config
 
     try:
-        config = load_config(args.config)
+        # The bootstrap needs only NATS: every other service's secrets are withheld.
+        config = load_config(args.config, service="bootstrap")
     except ConfigError as exc:
         print(exc.report(), file=sys.stderr)
         return 2

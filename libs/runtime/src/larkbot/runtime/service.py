@@ -280,7 +280,8 @@ def run(name: Service, factory: Callable[[LarkbotConfig], ServiceApp | Buildable
     """Entry point of ``larkbot run <service>``: returns the process exit status."""
     setup_logging(name.value)
     try:
-        config = load_config()
+        # Its own view: the secrets of other services are withheld (config._secrets).
+        config = load_config(service=name.value)
     except ConfigError as exc:
         print(f"larkbot {name.value}: {exc.report()}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ Chats: the keys of ``chats`` other than ``default`` are the residency whitelist,
 One private module per section, imported from here only (the names below are the public API):
 ``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``), ``_llm``, ``_chats``,
 ``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``),
-``_jetstream`` (``jetstream``); ``_root`` is the
+``_jetstream`` (``jetstream``); ``_secrets`` says which service receives which secret; ``_root`` is the
 whole file and the checks spanning sections, ``_loading`` reads it.
 """
 
@@ -29,9 +29,11 @@ from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServiceSettings, ServicesSettings
 from ._retry import BackoffSettings, RetrySettings
 from ._root import LarkbotConfig, deep_merge
+from ._secrets import WITHHELD
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
+    "WITHHELD",
     "AssetSettings",
     "AuditSettings",
     "BackoffSettings",

@@ -18,6 +18,7 @@ from ._llm import LlmSettings
 from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServicesSettings
 from ._retry import RetrySettings
+from ._secrets import WITHHELD
 
 
 class LarkbotConfig(_Section):
@@ -118,7 +119,7 @@ class LarkbotConfig(_Section):
         """Every secret value in the configuration, for log masking."""
         found: list[str] = []
         _collect_secrets(self, found)
-        return [s for s in found if s]
+        return [s for s in found if s and s != WITHHELD]
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
