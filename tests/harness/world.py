@@ -241,11 +241,13 @@ async def world(
     argv: dict[str, tuple[str, ...]] | None = None,
     feishu: dict[str, Any] | None = None,
     jetstream: JetStreamSettings | None = None,
+    service_env: dict[str, dict[str, str]] | None = None,
 ) -> AsyncIterator[World]:
     """Fakes up, streams reset, the services started and ready; everything stopped on exit. ``config``:
     top-level sections added to the configuration file; ``argv``: the command of a service, by name;
     ``feishu``: keys added to the ``feishu`` section (e.g. a short ``api_timeout_s``); ``jetstream``: the
-    replicas and limits the streams are declared with (and the services configured with)."""
+    replicas and limits the streams are declared with (and the services configured with); ``service_env``:
+    variables given to one service only (its own NATS user), by service name."""
     feishu_settings = feishu or {}
     feishu_fake = FakeFeishu()
     telegram = FakeBotApi()
@@ -265,6 +267,7 @@ async def world(
                 stack_config(root, feishu_fake, telegram, llm.url, chats, configured, chat_defaults),
             )
             stack.config["feishu"].update(feishu_settings)
+            stack.service_env.update(service_env or {})
             stack.config.update(config or {})
             if jetstream is not None:
                 stack.config["jetstream"] = jetstream.model_dump(exclude_defaults=True)

@@ -4,6 +4,7 @@ larkbot up                      the whole local stack (embedded NATS unless NATS
 larkbot run SERVICE             one service in the foreground (the container entrypoint)
 larkbot config check FILE       validate a configuration file
 larkbot bootstrap               declare streams, consumers and buckets on NATS (init job)
+larkbot nats-users              the nats.conf authorization block: a NATS user per service
 larkbot replay                  render raw platform payloads offline
 larkbot playground / say        a local group chat with a fake Telegram and a fake model
 larkbot fake-llm                the fake LLM provider on its own
@@ -68,6 +69,13 @@ def _config_check(args: argparse.Namespace) -> int:
         f"{args.file}: ok ({len(chats)} chat(s), platforms: {', '.join(platforms) or 'none'}, "
         f"{len(config.maintainers)} maintainer(s), {len(config.llm.endpoints)} LLM endpoint(s))"
     )
+    return 0
+
+
+def _nats_users(_args: argparse.Namespace) -> int:
+    from larkbot.runtime.permissions import users_conf
+
+    print(users_conf(), end="")
     return 0
 
 
@@ -239,6 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--config", default=None)
     boot.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for NATS")
     boot.set_defaults(func=_bootstrap)
+    users = sub.add_parser(
+        "nats-users",
+        help="print the nats.conf authorization block: one NATS user per service, least privilege",
+    )
+    users.set_defaults(func=_nats_users)
     replay = sub.add_parser("replay", help="render raw platform payloads offline (same code as the services)")
     replay.add_argument("--platform", required=True, choices=["feishu", "telegram"])
     replay.add_argument("--input", required=True, help="JSON lines: {received_at_ms, payload}")

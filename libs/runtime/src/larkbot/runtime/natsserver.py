@@ -102,11 +102,14 @@ class EmbeddedNats:
         log_file: Path | None = None,
         pass_fds: tuple[int, ...] = (),
         member: ClusterMember | None = None,
+        extra_conf: str = "",
     ) -> None:
         self.store_dir = Path(store_dir).resolve()
         self.log_file = log_file
         #: In a cluster: the fixed ports and the routes to the peers.
         self.member = member
+        #: Appended to the generated configuration (an ``authorization`` block, for tests of it).
+        self.extra_conf = extra_conf
         #: Descriptors the server inherits (``larkbot up``'s data directory lock).
         self.pass_fds = pass_fds
         self.proc: subprocess.Popen[bytes] | None = None
@@ -131,7 +134,7 @@ class EmbeddedNats:
             routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.member.peer_route_ports)
             text = _CONFIG.format(store=str(self.store_dir / "jetstream"), port=self.member.port)
             text += _CLUSTER.format(name=self.member.name, port=self.member.route_port, routes=routes)
-        conf.write_text(text, encoding="utf-8")
+        conf.write_text(text + self.extra_conf, encoding="utf-8")
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
         try:
             self.proc = subprocess.Popen(
