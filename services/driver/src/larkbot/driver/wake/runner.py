@@ -1,5 +1,6 @@
 """Runs one wake-up of a chat: the ``core.wake`` flow, driven by the interpreter against the real ports —
-the LLM gateway, the tool executor, the repository, the compactor and the chat's state.
+the LLM gateway, the tool executor, the repository, the compactor and the chat's state — through the
+interpreter's middleware (``wake.middleware``: audit trail → dry run → metrics), composed here.
 
 Failures leave through :class:`WakeFailed` only, classified in the flow: ``transient`` (gateway
 ``transient`` errors, an unanswered bus request before the turn deadline, a step left pending by a failure)
@@ -13,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Literal
+from typing import Literal, assert_never
 
 from larkbot.canonical.aliases import aliases_enabled
 from larkbot.canonical.llm import (
@@ -21,12 +22,12 @@ from larkbot.canonical.llm import (
     LLMError,
     LLMRequest,
     LLMResponse,
-    TextPart,
     ToolCallPart,
     Usage,
 )
 from larkbot.driver.audit.audit import AuditStore
 from larkbot.driver.audit.core.audit import AuditDraft
+from larkbot.driver.audit.middleware import AuditTrail
 from larkbot.driver.audit.requestlog import RequestStore
 from larkbot.driver.compaction.compactor import Compactor
 from larkbot.driver.compaction.core.compaction import turn_tokens
@@ -41,7 +42,7 @@ from larkbot.driver.tools.core import tools
 from larkbot.runtime.config import AuditSettings, ChatSettings, LlmSettings, MemorySettings
 
 from .. import metrics
-from .accounting import count_record, count_usage
+from .accounting import count_usage
 from .chatstate import ChatState, WakeFailed
 from .clients import BusClients
 from .clock import Clock
@@ -68,6 +69,7 @@ from .core.wake import (
 )
 from .executor import ToolExecutor
 from .interpreter import interpret
+from .middleware import DryRun, Metrics, Middleware
 from .repository import DriverRepository, StepConflict
 from .sizing import Sizing
 from .typing_indicator import TypingIndicators
@@ -169,8 +171,14 @@ class WakeRunner:
         """One wake-up; the caller binds the chat and ``wake_id`` to the log context."""
         inputs = self.inputs(chat, wake, wake_id, input_until_ms)
         ports = ChatPorts(self, chat, inputs)
+        # The one order of the interpreter's middleware (``wake.middleware``): the audit trail sees what a
+        # dry run withheld; metrics count only what reached the ports.
+        middleware: list[Middleware] = [AuditTrail(ports.audit)]
+        if ports.dry_run:
+            middleware.append(DryRun(self.clock, ports.audit.withheld.append))
+        middleware.append(Metrics(inputs.wake.kind))
         try:
-            outcome = await interpret(wake_up(inputs), ports)
+            outcome = await interpret(wake_up(inputs), ports, middleware)
         except StepConflict as exc:
             # Another replica drives the chat (a lease that lapsed during a slow step); it owns the
             # step and the input now. Nothing is marked processed here.
@@ -210,7 +218,10 @@ class WakeRunner:
 
 
 class ChatPorts:
-    """The interpreter's ports for one wake-up of one chat."""
+    """The interpreter's ports for one wake-up of one chat: what each command does. The audit record,
+    the dry run's withheld actions and the wake-up's metrics are the middleware's; the ports keep what
+    only they see — the model requests they build (recorded with their estimate and latency), the
+    model's usage, the windows learnt."""
 
     def __init__(self, runner: WakeRunner, chat: ChatState, inputs: WakeInput):
         self.runner = runner
@@ -220,7 +231,6 @@ class ChatPorts:
         self.input_until_ms = inputs.input_until_ms
         self._background: list[asyncio.Task[None]] = []
         self._executor: ToolExecutor | None = None
-        self._turn_started: float | None = None
         self.dry_run = runner.dry(chat.settings)
         self.audit = AuditDraft(
             platform=chat.platform,
@@ -240,10 +250,8 @@ class ChatPorts:
             if shell is not None and chat.settings.shell_enabled
             else ()
         )
-        segments = chat.shown_segments()
-        self.audit.saw(segments)
         return ChatView(
-            segments=segments,
+            segments=chat.shown_segments(),
             summary=chat.summary,
             last_action_ms=chat.last_action_ms(),
             processed_until_ms=chat.marks.processed_until_ms,
@@ -312,8 +320,6 @@ class ChatPorts:
         chat = self.chat
         runner = self.runner
         clock = runner.clock
-        if self._turn_started is None:
-            self._turn_started = time.perf_counter()
         request = LLMRequest(
             request_id=f"{self.wake_id}-{call.step}-{uuid.uuid4().hex[:8]}",
             purpose="primary",
@@ -362,24 +368,6 @@ class ChatPorts:
 
     # -- tools, persistence, interruption ---------------------------------------------------------------
     async def tool(self, run: ToolRun) -> ToolDone:
-        done = await self._tool(run)
-        remove = bool(run.args.get("remove", False))
-        self.audit.tool(
-            run.name, done.ok, send=run.name == tools.SEND, react=run.name == tools.REACT and not remove
-        )
-        if done.message_ids:
-            self.audit.delivered(done.message_ids, done.now_ms)
-        return done
-
-    async def _tool(self, run: ToolRun) -> ToolDone:
-        # What a dry run withholds from the platform, and what the model is told instead: each tool's
-        # ``dry_run`` (its feature's ``core/tools.py``).
-        withheld = tools.tool(run.name).dry_run if self.dry_run else None
-        if withheld is not None:
-            self.audit.withheld.append(run.name)
-            ok, text = withheld
-            fake_id = f"dry-run-{run.step}-{run.call_index}"
-            return ToolDone(ok, (TextPart(text=text.format(id=fake_id)),), self.runner.clock.now_ms())
         if self._executor is None:
             chat = self.chat
             self._executor = ToolExecutor(
@@ -418,11 +406,8 @@ class ChatPorts:
 
     async def persist(self, record: TurnRecord) -> Ack:
         await self.runner.repo.add_turn(record)
-        self.audit.stored(record)
-        if not record.pending:
-            count_record(record)
-            if self.chat.turn_tokens is not None:
-                self.chat.turn_tokens += turn_tokens(record)
+        if not record.pending and self.chat.turn_tokens is not None:
+            self.chat.turn_tokens += turn_tokens(record)
         if record.sent or record.reacted:
             self.chat.acted(record.requested_at_ms)
         return Ack(self.runner.clock.now_ms())
@@ -442,7 +427,6 @@ class ChatPorts:
             self._background.append(task)
         else:
             await self.runner.repo.add_probe(command.record)
-        self.audit.probe = command.record
 
     async def compact(self) -> bool:
         return await self.runner.compactor.now(self.chat)
@@ -451,59 +435,43 @@ class ChatPorts:
         store = self.runner.memories
         assert store is not None
         found = await store.high_importance(persons, self.runner.visibility(self.chat), limit=limit)
-        metrics.MEMORY_OPS.labels("recall", "ok").inc()
         return Recalled(tuple(found))
 
     def remember(self, command: Remember) -> None:
         remember(self.chat, command)
 
     def show_typing(self, started_ms: int) -> None:
-        if self.dry_run:
-            self.audit.withheld.append("typing")
-            return
         self.runner.typing.show(self.chat.platform, self.chat.chat_id, self.wake_id, started_ms)
 
     async def mark_processed(self, until_ms: int) -> None:
         await self.chat.processed(self.runner.repo, until_ms)
 
     def note(self, note: Note) -> None:
+        # What the audit trail and metrics take from a note is theirs (``wake.middleware``); the ports log.
         kind, detail = note.kind, note.detail
-        if kind == "path":
-            self.audit.path = detail
-            metrics.WAKEUPS.labels(self.wake.kind, detail).inc()
-        elif kind == "probe":
-            self.audit.probe_error = detail == "error"
-            metrics.PROBE_DECISIONS.labels(detail).inc()
-        elif kind == "suppressed":
-            log.info("probe suppressed the wake-up: %s", detail)
-        elif kind == "probe_omitted":
-            log.warning("probe window omitted %s messages of unprocessed input", detail)
-        elif kind == "braked":
-            log.info("bot-to-bot exchange reached its cap; not waking")
-        elif kind == "recovering":
-            log.warning("a step was left pending: %s", detail)
-        elif kind == "recovered":
-            metrics.RECOVERED_STEPS.labels(detail).inc()
-        elif kind == "recover_failed":
-            log.warning("redoing the pending step failed: %s", detail)
-        elif kind == "context_length":
-            log.warning("the request did not fit the model's window; compacting or trimming")
-        elif kind == "trimmed":
-            metrics.REQUESTS_TRIMMED.inc()
-            log.warning("the history was trimmed: %s messages left out", detail)
-        elif kind == "clipped":
-            metrics.INPUTS_CLIPPED.inc()
-            log.warning("the input to answer did not fit the model's window and was clipped: %s", detail)
-        elif kind == "gate":
-            metrics.SHELL_GATE.labels(detail).inc()
-        elif kind == "gate_opened":
-            log.info("shell tools exposed: maintainer %s", detail)
-        elif kind == "turn":
-            self.audit.turn_outcome = detail
-            metrics.TURNS.labels(detail).inc()
-            if self._turn_started is not None:
-                metrics.TURN_SECONDS.observe(time.perf_counter() - self._turn_started)
-                self._turn_started = None
+        match kind:
+            case "suppressed":
+                log.info("probe suppressed the wake-up: %s", detail)
+            case "probe_omitted":
+                log.warning("probe window omitted %s messages of unprocessed input", detail)
+            case "braked":
+                log.info("bot-to-bot exchange reached its cap; not waking")
+            case "recovering":
+                log.warning("a step was left pending: %s", detail)
+            case "recover_failed":
+                log.warning("redoing the pending step failed: %s", detail)
+            case "context_length":
+                log.warning("the request did not fit the model's window; compacting or trimming")
+            case "trimmed":
+                log.warning("the history was trimmed: %s messages left out", detail)
+            case "clipped":
+                log.warning("the input to answer did not fit the model's window and was clipped: %s", detail)
+            case "gate_opened":
+                log.info("shell tools exposed: maintainer %s", detail)
+            case "path" | "probe" | "recovered" | "gate" | "turn":
+                pass
+            case _:
+                assert_never(kind)
 
     def fatal(self, exc: Exception) -> bool:
         return isinstance(exc, StepConflict)
