@@ -2,14 +2,17 @@
 :class:`WakePorts` implementation and returns the answer to the flow. The service's runner, the
 benchmark's pure replay and the tests differ only in their ports.
 
-An exception from a port is thrown back into the flow at its command (the flow decides what it means),
+Every command passes the middleware the caller gives (``wake.middleware``: one signature, composed once,
+the first one outermost) before it reaches its port. An exception from a port or a middleware is thrown
+back into the flow at its command (the flow decides what it means),
 except the ones the ports call *fatal* (a second writer of a step: the wake-up stops at once).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any, Protocol, TypeVar
+from collections.abc import Generator, Sequence
+from functools import partial
+from typing import Any, Protocol, TypeVar, assert_never
 
 from .core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, Persist, ToolDone, ToolRun
 from .core.records import TurnRecord
@@ -31,6 +34,7 @@ from .core.wake import (
     WakeCommand,
     WakeFeedback,
 )
+from .middleware import Middleware, chain
 
 
 class WakePorts(Protocol):
@@ -88,20 +92,23 @@ async def _dispatch(command: WakeCommand, ports: WakePorts) -> WakeFeedback:
     elif isinstance(command, Note):
         ports.note(command)
     else:
-        raise TypeError(f"unknown wake-up command {type(command).__name__}")
+        assert_never(command)
     return None
 
 
 R = TypeVar("R")
 
 
-async def interpret(flow: Generator[WakeCommand, Any, R], ports: WakePorts) -> R:
+async def interpret(
+    flow: Generator[WakeCommand, Any, R], ports: WakePorts, middleware: Sequence[Middleware] = ()
+) -> R:
     """Run ``flow`` (a wake-up, or one primary turn alone) to its end and return what it returns."""
+    dispatch = chain(partial(_dispatch, ports=ports), middleware)
     try:
         command = next(flow)
         while True:
             try:
-                feedback = await _dispatch(command, ports)
+                feedback = await dispatch(command)
             except Exception as exc:
                 if ports.fatal(exc):
                     raise

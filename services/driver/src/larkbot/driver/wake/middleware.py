@@ -1,0 +1,128 @@
+"""Middleware of the wake-up interpreter, the aiogram way: every command the flow yields passes a chain
+of middleware before it reaches the ports, and its feedback passes back through them.
+
+One signature, :class:`Middleware`: ``await middleware(command, call_next)`` returns the command's
+feedback; a middleware may look at the command, call ``call_next(command)`` (the rest of the chain, then
+the port) or answer itself, and look at the feedback. :func:`chain` composes them around the ports once
+per wake-up, the first one outermost. The service composes them in one fixed order
+(``wake.runner.WakeRunner.run``)::
+
+    audit → dry run → metrics → ports
+
+so the audit trail sees what a dry run withheld, and metrics count only what reached the ports.
+
+- :class:`DryRun` answers the platform actions a dry run withholds — the tools whose ``Tool.dry_run``
+  says what to answer instead (their feature's ``core/tools.py``) and the typing indicator — and tells
+  who records them (the audit draft's ``withheld``).
+- :class:`Metrics` counts wake-up paths, probe decisions, recovered steps, trims, clips, the shell gate,
+  turns and their duration, stored turn responses and recalls.
+- ``audit.middleware.AuditTrail`` gathers the wake-up's audit record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Protocol, assert_never
+
+from larkbot.canonical.llm import TextPart
+from larkbot.driver.tools.core import tools
+
+from .. import metrics
+from .accounting import count_record
+from .clock import Clock
+from .core.protocol import ModelCall, Persist, ToolDone, ToolRun
+from .core.wake import LoadMemories, Note, ShowTyping, WakeCommand, WakeFeedback
+
+Next = Callable[[WakeCommand], Awaitable[WakeFeedback]]
+
+
+class Middleware(Protocol):
+    async def __call__(self, command: WakeCommand, call_next: Next) -> WakeFeedback: ...
+
+
+def chain(handler: Next, middleware: Sequence[Middleware]) -> Next:
+    """``handler`` wrapped in ``middleware``, the first one outermost."""
+    for m in reversed(middleware):
+        handler = partial(m, call_next=handler)
+    return handler
+
+
+class DryRun:
+    """Withholds a dry run's platform actions: a withheld tool answers what its ``Tool.dry_run`` says
+    (``{id}`` becomes a made-up message id), the typing indicator is not shown. ``withheld`` hears the
+    name of each (``typing`` for the indicator), in order."""
+
+    def __init__(self, clock: Clock, withheld: Callable[[str], None]) -> None:
+        self.clock = clock
+        self.withheld = withheld
+
+    async def __call__(self, command: WakeCommand, call_next: Next) -> WakeFeedback:
+        if isinstance(command, ToolRun):
+            answer = tools.tool(command.name).dry_run
+            if answer is None:
+                return await call_next(command)
+            self.withheld(command.name)
+            ok, text = answer
+            fake_id = f"dry-run-{command.step}-{command.call_index}"
+            return ToolDone(ok, (TextPart(text=text.format(id=fake_id)),), self.clock.now_ms())
+        if isinstance(command, ShowTyping):
+            self.withheld("typing")
+            return None
+        return await call_next(command)
+
+
+class Metrics:
+    """The wake-up's metrics, from its notes and the commands that reached the ports."""
+
+    def __init__(self, wake_kind: str) -> None:
+        self.wake_kind = wake_kind
+        #: When the primary turn's first model call was asked for; the ``turn`` note observes the span.
+        self._turn_started: float | None = None
+
+    async def __call__(self, command: WakeCommand, call_next: Next) -> WakeFeedback:
+        if isinstance(command, Note):
+            self.note(command)
+            return await call_next(command)
+        if isinstance(command, ModelCall) and self._turn_started is None:
+            self._turn_started = time.perf_counter()
+        feedback = await call_next(command)
+        if isinstance(command, Persist) and not command.record.pending:
+            count_record(command.record)
+        elif isinstance(command, LoadMemories):
+            metrics.MEMORY_OPS.labels("recall", "ok").inc()
+        return feedback
+
+    def note(self, note: Note) -> None:
+        kind, detail = note.kind, note.detail
+        match kind:
+            case "path":
+                metrics.WAKEUPS.labels(self.wake_kind, detail).inc()
+            case "probe":
+                metrics.PROBE_DECISIONS.labels(detail).inc()
+            case "recovered":
+                metrics.RECOVERED_STEPS.labels(detail).inc()
+            case "trimmed":
+                metrics.REQUESTS_TRIMMED.inc()
+            case "clipped":
+                metrics.INPUTS_CLIPPED.inc()
+            case "gate":
+                metrics.SHELL_GATE.labels(detail).inc()
+            case "turn":
+                metrics.TURNS.labels(detail).inc()
+                if self._turn_started is not None:
+                    metrics.TURN_SECONDS.observe(time.perf_counter() - self._turn_started)
+                    self._turn_started = None
+            case (
+                "suppressed"
+                | "probe_omitted"
+                | "braked"
+                | "recovering"
+                | "recover_failed"
+                | "context_length"
+                | "gate_opened"
+            ):
+                pass
+            case _:
+                assert_never(kind)

@@ -1,0 +1,350 @@
+"""The interpreter's ports for one wake-up of one chat (:class:`ChatPorts`): what each command of the
+``core.wake`` flow does against the LLM gateway, the tool executor, the repository, the compactor and
+the chat's state. The audit record, a dry run's withheld actions and the wake-up's metrics are the
+interpreter's middleware's (``wake.middleware``); the ports keep what only they see — the model
+requests they build (recorded with their estimate and latency), the model's usage, the windows learnt,
+and the log lines of the flow's notes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Literal, assert_never
+
+from larkbot.canonical.aliases import aliases_enabled
+from larkbot.canonical.llm import (
+    AssistantMessage,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    ToolCallPart,
+    Usage,
+)
+from larkbot.driver.audit.core.audit import AuditDraft
+from larkbot.driver.compaction.core.compaction import turn_tokens
+from larkbot.driver.memory.memory_tools import MemoryAccess
+from larkbot.driver.moderation.moderation import ModerationAccess
+from larkbot.driver.shell.shell import ShellAccess
+from larkbot.driver.tools.core import tools
+
+from .. import metrics
+from .accounting import count_usage
+from .chatstate import ChatState
+from .core.estimate import request_tokens
+from .core.limits import Limits
+from .core.probe import DECIDE_CHOICE, DECIDE_SPEC
+from .core.prompt import ActiveTask
+from .core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
+from .core.records import TurnRecord
+from .core.wake import (
+    ChatView,
+    Note,
+    ProbeCall,
+    Recalled,
+    Remember,
+    StoreProbe,
+    WakeInput,
+    remember,
+)
+from .executor import ToolExecutor
+from .repository import StepConflict
+
+if TYPE_CHECKING:
+    from .runner import WakeRunner
+
+log = logging.getLogger(__name__)
+
+#: The model identity of a primary answer a dry run made up instead of calling the model.
+DRY_RUN_MODEL = "dry-run"
+
+
+class ChatPorts:
+    """The interpreter's ports for one wake-up of one chat."""
+
+    def __init__(self, runner: WakeRunner, chat: ChatState, inputs: WakeInput):
+        self.runner = runner
+        self.chat = chat
+        self.wake = inputs.wake
+        self.wake_id = inputs.wake_id
+        self.input_until_ms = inputs.input_until_ms
+        self._background: list[asyncio.Task[None]] = []
+        self._executor: ToolExecutor | None = None
+        self.dry_run = runner.dry(chat.settings)
+        self.audit = AuditDraft(
+            platform=chat.platform,
+            chat_id=chat.chat_id,
+            wake_id=inputs.wake_id,
+            wake_kind=inputs.wake.kind,
+            started_at_ms=runner.clock.now_ms(),
+            dry_run=self.dry_run,
+        )
+
+    # -- reads ----------------------------------------------------------------------------------------
+    async def read_chat(self) -> ChatView:
+        chat = self.chat
+        shell = self.runner.shell
+        running = (
+            await shell.store.running_of_chat(chat.platform, chat.chat_id)
+            if shell is not None and chat.settings.shell_enabled
+            else ()
+        )
+        return ChatView(
+            segments=chat.shown_segments(),
+            summary=chat.summary,
+            last_action_ms=chat.last_action_ms(),
+            processed_until_ms=chat.marks.processed_until_ms,
+            latest_external_ms=chat.latest_external_ms(),
+            probe_start=chat.probe_start,
+            trim_from_ms=chat.trim_from_ms,
+            recovery_failures=chat.recovery_failures,
+            stopping=chat.stopping,
+            now_ms=self.runner.clock.now_ms(),
+            limits=self.limits(),
+            active_tasks=tuple(ActiveTask(t.task_id, t.intention, t.started_at_ms) for t in running),
+        )
+
+    def limits(self) -> Limits:
+        """The chat's limits as the models' windows are known now (a refusal may have taught one)."""
+        chat = self.chat
+        return self.runner.sizing.limits(chat.settings, chat.persona.name, chat.platform, chat.persona.texts)
+
+    async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:
+        turns = await self.runner.repo.turns(self.chat.platform, self.chat.chat_id, since_ms=since_ms)
+        self.chat.turn_tokens = sum(turn_tokens(t) for t in turns if not t.pending)
+        return turns
+
+    async def load_chain(self, chain_id: str) -> tuple[TurnRecord, ...]:
+        return await self.runner.repo.chain(self.chat.platform, self.chat.chat_id, chain_id)
+
+    async def load_latest(self) -> TurnRecord | None:
+        return await self.runner.repo.latest_turn(self.chat.platform, self.chat.chat_id)
+
+    # -- model calls ----------------------------------------------------------------------------------
+    async def probe(self, call: ProbeCall) -> ModelAnswer:
+        chat = self.chat
+        runner = self.runner
+        request = LLMRequest(
+            request_id=f"{self.wake_id}-probe",
+            purpose="probe",
+            endpoint=runner.sizing.probe_endpoint,
+            system=call.system,
+            messages=call.messages,
+            tools=(DECIDE_SPEC,),
+            tool_choice=DECIDE_CHOICE,
+            deadline_ms=call.deadline_ms,
+            prompt_cache_key=f"{chat.key}:probe",
+            chat_key=chat.key,
+        )
+        estimate = request_tokens(request.system, request.tools, request.messages)
+        limit = runner.sizing.window(request.endpoint)
+        refused = limit is not None and estimate > limit
+        self.audit.requested(
+            request, step=None, at_ms=runner.clock.now_ms(), estimated_tokens=estimate, called=not refused
+        )
+        if refused:
+            return ModelAnswer(_too_long(request, estimate, limit), runner.clock.now_ms())
+        started = time.perf_counter()
+        reply = await runner.clients.generate(request, chat.settings.probe_timeout_s)
+        self.audit.probe_latency_ms = round((time.perf_counter() - started) * 1000)
+        if isinstance(reply, LLMResponse):
+            count_usage("probe", reply)
+            runner.sizing.observe(request.endpoint, estimate, reply)
+        elif reply.category == "context_length":
+            metrics.CONTEXT_LENGTH.labels("provider").inc()
+            runner.sizing.refused(request.endpoint, estimate, reply)
+        return ModelAnswer(reply, runner.clock.now_ms())
+
+    async def model(self, call: ModelCall) -> ModelAnswer:
+        chat = self.chat
+        runner = self.runner
+        clock = runner.clock
+        request = LLMRequest(
+            request_id=f"{self.wake_id}-{call.step}-{uuid.uuid4().hex[:8]}",
+            purpose="primary",
+            endpoint=runner.sizing.primary_endpoint,
+            system=call.system,
+            messages=call.messages,
+            tools=call.tools,
+            tool_choice=call.tool_choice,
+            deadline_ms=call.deadline_ms,
+            prompt_cache_key=chat.key,
+            chat_key=chat.key,
+        )
+        limit = runner.sizing.window(request.endpoint)
+        estimate = request_tokens(request.system, request.tools, request.messages)
+        refused = limit is not None and estimate > limit
+        answer_itself = self.dry_run and not chat.settings.dry_run_call_model
+        # Also the requests never sent: a refused one shows what did not fit, and a dry run exists to
+        # look at the prompts it assembles.
+        self.audit.requested(
+            request,
+            step=call.step,
+            at_ms=clock.now_ms(),
+            estimated_tokens=estimate,
+            called=not (refused or answer_itself),
+        )
+        if refused:
+            return ModelAnswer(_too_long(request, estimate, limit), clock.now_ms())
+        if answer_itself:
+            self.audit.model_called = False
+            return ModelAnswer(_dry_run_answer(request.request_id), clock.now_ms())
+        started = time.perf_counter()
+        reply = await runner.clients.generate(request, (call.deadline_ms - clock.now_ms()) / 1000)
+        self.audit.primary_call(round((time.perf_counter() - started) * 1000))
+        now = clock.now_ms()
+        if isinstance(reply, LLMError):
+            if reply.category == "transient" and now >= call.deadline_ms:
+                # The wait was cut to the turn deadline: that is the deadline, not a provider hiccup.
+                reply = replace_category(reply, "deadline")
+            elif reply.category == "context_length":
+                metrics.CONTEXT_LENGTH.labels("provider").inc()
+                runner.sizing.refused(request.endpoint, estimate, reply)
+        else:
+            count_usage("primary", reply)
+            runner.sizing.observe(request.endpoint, estimate, reply)
+        return ModelAnswer(reply, now)
+
+    # -- tools, persistence, interruption ---------------------------------------------------------------
+    async def tool(self, run: ToolRun) -> ToolDone:
+        if self._executor is None:
+            chat = self.chat
+            self._executor = ToolExecutor(
+                self.runner.clients,
+                self.runner.clock,
+                chat.platform,
+                chat.chat_id,
+                chat.context.segments,
+                action_attempts=chat.settings.action_attempts,
+                max_segment_tokens=chat.settings.max_segment_est_tokens,
+                memory=self._memory_access(),
+                aliased=aliases_enabled(chat.platform, chat.settings.alias_message_ids),
+                shell=self._shell_access(),
+                moderation=ModerationAccess(self.runner.maintainers)
+                if chat.settings.ban_spammer_enabled
+                else None,
+            )
+        return await self._executor.run(run)
+
+    def _memory_access(self) -> MemoryAccess | None:
+        runner, settings = self.runner, self.chat.settings
+        if runner.memories is None or not runner.memory_on(settings):
+            return None
+        return MemoryAccess(
+            runner.memories,
+            runner.visibility(self.chat),
+            search_max_results=settings.memory_search_max_results,
+            search_max_chars=settings.memory_search_max_chars,
+        )
+
+    def _shell_access(self) -> ShellAccess | None:
+        tasks, settings = self.runner.shell, self.chat.settings
+        if tasks is None:
+            return None
+        return ShellAccess(tasks, settings.shell_enabled, reserve_ms=round(settings.min_model_call_s * 1000))
+
+    async def persist(self, record: TurnRecord) -> Ack:
+        await self.runner.repo.add_turn(record)
+        if not record.pending and self.chat.turn_tokens is not None:
+            self.chat.turn_tokens += turn_tokens(record)
+        if record.sent or record.reacted:
+            self.chat.acted(record.requested_at_ms)
+        return Ack(self.runner.clock.now_ms())
+
+    async def check_interrupt(self, check: CheckInterrupt) -> Ack:
+        # New input, or the chat is being handed over / the service stops: the chain stays open and
+        # whoever drives the chat next continues it.
+        chat = self.chat
+        interrupted = chat.stopping or chat.latest_external_ms() > self.input_until_ms
+        return Ack(self.runner.clock.now_ms(), interrupted)
+
+    # -- the rest -------------------------------------------------------------------------------------
+    async def store_probe(self, command: StoreProbe) -> None:
+        if command.beside_primary:
+            # Stored beside the primary's first model call rather than before it (off the turn's path).
+            task = asyncio.create_task(self.runner.repo.add_probe(command.record), name="probe-record")
+            self._background.append(task)
+        else:
+            await self.runner.repo.add_probe(command.record)
+
+    async def compact(self) -> bool:
+        return await self.runner.compactor.now(self.chat)
+
+    async def load_memories(self, persons: tuple[str, ...], limit: int) -> Recalled:
+        store = self.runner.memories
+        assert store is not None
+        found = await store.high_importance(persons, self.runner.visibility(self.chat), limit=limit)
+        return Recalled(tuple(found))
+
+    def remember(self, command: Remember) -> None:
+        remember(self.chat, command)
+
+    def show_typing(self, started_ms: int) -> None:
+        self.runner.typing.show(self.chat.platform, self.chat.chat_id, self.wake_id, started_ms)
+
+    async def mark_processed(self, until_ms: int) -> None:
+        await self.chat.processed(self.runner.repo, until_ms)
+
+    def note(self, note: Note) -> None:
+        # What the audit trail and metrics take from a note is theirs (``wake.middleware``); the ports log.
+        kind, detail = note.kind, note.detail
+        match kind:
+            case "suppressed":
+                log.info("probe suppressed the wake-up: %s", detail)
+            case "probe_omitted":
+                log.warning("probe window omitted %s messages of unprocessed input", detail)
+            case "braked":
+                log.info("bot-to-bot exchange reached its cap; not waking")
+            case "recovering":
+                log.warning("a step was left pending: %s", detail)
+            case "recover_failed":
+                log.warning("redoing the pending step failed: %s", detail)
+            case "context_length":
+                log.warning("the request did not fit the model's window; compacting or trimming")
+            case "trimmed":
+                log.warning("the history was trimmed: %s messages left out", detail)
+            case "clipped":
+                log.warning("the input to answer did not fit the model's window and was clipped: %s", detail)
+            case "gate_opened":
+                log.info("shell tools exposed: maintainer %s", detail)
+            case "path" | "probe" | "recovered" | "gate" | "turn":
+                pass
+            case _:
+                assert_never(kind)
+
+    def fatal(self, exc: Exception) -> bool:
+        return isinstance(exc, StepConflict)
+
+    async def finish(self) -> None:
+        if self._background:
+            await asyncio.gather(*self._background)
+
+
+def _dry_run_answer(request_id: str) -> LLMResponse:
+    """The primary's answer in a dry run that does not call the model: ``end_turn`` at no cost, so the
+    turn ends silent and its chain closes like any other."""
+    end = ToolCallPart(id="dry_run_end", name=tools.END, arguments_json="{}")
+    return LLMResponse(
+        request_id=request_id,
+        model_identity=DRY_RUN_MODEL,
+        message=AssistantMessage(parts=(end,), model_identity=DRY_RUN_MODEL),
+        stop_reason="tool_use",
+        usage=Usage(input_tokens=0, output_tokens=0),
+        provider_latency_ms=0,
+    )
+
+
+def _too_long(request: LLMRequest, estimate: int, limit: int | None) -> LLMError:
+    """A request over the model's known window, answered as the provider would, never sent."""
+    metrics.CONTEXT_LENGTH.labels("preflight").inc()
+    return LLMError(
+        request_id=request.request_id,
+        category="context_length",
+        message=f"estimated {estimate} tokens, over the window's {limit}",
+    )
+
+
+def replace_category(error: LLMError, category: Literal["deadline"]) -> LLMError:
+    return error.model_copy(update={"category": category, "message": "turn deadline reached"})
