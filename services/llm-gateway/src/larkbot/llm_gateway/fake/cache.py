@@ -30,7 +30,9 @@ import hashlib
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, assert_never
+
+from larkbot.canonical.llm import WireFormat
 
 #: OpenAI caches prompts from 1,024 tokens on, in 128-token steps; Anthropic caches no prefix shorter
 #: than 1,024 tokens (the Sonnet and Opus minimum).
@@ -59,33 +61,39 @@ class PromptCache:
     def __init__(self) -> None:
         self._previous: OrderedDict[tuple[str, ...], bytes | frozenset[bytes]] = OrderedDict()
 
-    def observe(self, fmt: str, body: dict[str, Any]) -> CacheHit:
+    def observe(self, fmt: WireFormat, body: dict[str, Any]) -> CacheHit:
         """What the cache serves of this request, which then becomes its conversation's previous one."""
         conversation = _conversation(fmt, body)
         previous = self._previous.pop(conversation, None)
-        if fmt == "anthropic-messages":
-            hit, entries = _anthropic(body, previous if isinstance(previous, frozenset) else frozenset())
-            self._previous[conversation] = entries
-        else:
-            prompt = _openai_prompt(fmt, body)
-            hit = _openai(prompt, previous if isinstance(previous, bytes) else b"")
-            self._previous[conversation] = prompt
+        match fmt:
+            case "anthropic-messages":
+                hit, entries = _anthropic(body, previous if isinstance(previous, frozenset) else frozenset())
+                self._previous[conversation] = entries
+            case "openai-chat" | "responses":
+                prompt = _openai_prompt(fmt, body)
+                hit = _openai(prompt, previous if isinstance(previous, bytes) else b"")
+                self._previous[conversation] = prompt
+            case _:
+                assert_never(fmt)
         while len(self._previous) > MAX_CONVERSATIONS:
             self._previous.popitem(last=False)
         return hit
 
 
-def _conversation(fmt: str, body: dict[str, Any]) -> tuple[str, ...]:
+def _conversation(fmt: WireFormat, body: dict[str, Any]) -> tuple[str, ...]:
     model = str(body.get("model", ""))
     key = body.get("prompt_cache_key")
     if isinstance(key, str) and fmt != "anthropic-messages":
         return (fmt, model, "key", key)
-    if fmt == "openai-chat":
-        start = _first(body.get("messages"))
-    elif fmt == "responses":
-        start = body.get("instructions") or _first(body.get("input"))
-    else:
-        start = body.get("system") or _first(body.get("messages"))
+    match fmt:
+        case "openai-chat":
+            start = _first(body.get("messages"))
+        case "responses":
+            start = body.get("instructions") or _first(body.get("input"))
+        case "anthropic-messages":
+            start = body.get("system") or _first(body.get("messages"))
+        case _:
+            assert_never(fmt)
     return (fmt, model, "start", hashlib.sha256(_json(start)).hexdigest())
 
 
@@ -97,10 +105,14 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _openai_prompt(fmt: str, body: dict[str, Any]) -> bytes:
-    if fmt == "openai-chat":
-        return _json([body.get("tools", []), body.get("messages", [])])
-    return _json([body.get("tools", []), body.get("instructions", ""), body.get("input", [])])
+def _openai_prompt(fmt: Literal["openai-chat", "responses"], body: dict[str, Any]) -> bytes:
+    match fmt:
+        case "openai-chat":
+            return _json([body.get("tools", []), body.get("messages", [])])
+        case "responses":
+            return _json([body.get("tools", []), body.get("instructions", ""), body.get("input", [])])
+        case _:
+            assert_never(fmt)
 
 
 def _openai(prompt: bytes, previous: bytes) -> CacheHit:

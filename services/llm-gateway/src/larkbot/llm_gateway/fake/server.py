@@ -35,12 +35,12 @@ import re
 import signal
 import sys
 from collections.abc import Sequence as Seq
-from typing import Any
+from typing import Any, assert_never
 
 from aiohttp import web
 
 from larkbot.canonical.errors import ContractError
-from larkbot.canonical.llm import TextPart, ToolCallPart, Usage
+from larkbot.canonical.llm import TextPart, ToolCallPart, Usage, WireFormat
 
 from ..core.error_bodies import context_length_body, error_body
 from ..core.formats import FAKE_HEADER, codec_for_path, encode_response
@@ -169,13 +169,16 @@ class FakeProvider:
         payload.update(action.extra)
         return web.json_response(payload, headers=_FAKE)
 
-    def _check_auth(self, fmt: str, headers: dict[str, str]) -> str | None:
+    def _check_auth(self, fmt: WireFormat, headers: dict[str, str]) -> str | None:
         if self.api_key is None:
             return None
-        if fmt == "anthropic-messages":
-            offered = headers.get("x-api-key", "")
-        else:
-            offered = headers.get("authorization", "").removeprefix("Bearer ")
+        match fmt:
+            case "anthropic-messages":
+                offered = headers.get("x-api-key", "")
+            case "openai-chat" | "responses":
+                offered = headers.get("authorization", "").removeprefix("Bearer ")
+            case _:
+                assert_never(fmt)
         if offered == self.api_key:
             return None
         return f"Incorrect API key provided: {offered}"

@@ -35,6 +35,7 @@ from larkbot.canonical.codec import decode
 from larkbot.canonical.errors import ContractError, RetryableError
 from larkbot.canonical.media import MediaError, MediaJob, MediaResult, ReadImageRequest, ReadImageResponse
 from larkbot.canonical.names import media_result_subject
+from larkbot.runtime import periodic
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.consume import Delivery
 from larkbot.runtime.logs import log_context
@@ -63,12 +64,24 @@ class JobWorker:
         job = decode(delivery.data, MediaJob, delivery.headers)
         started = time.perf_counter()
         metrics.JOBS_IN_FLIGHT.inc()
-        keepalive = asyncio.create_task(self._keepalive(delivery))
+        # Long jobs (a slow download plus a slow model) outlive ``ack_wait``: keep the job ours.
+        answered = asyncio.Event()
+        keepalive = asyncio.create_task(
+            periodic.every(
+                self.keepalive_s,
+                delivery.msg.in_progress,
+                answered,
+                name="media job keepalive",
+                tolerate=(nats.errors.Error,),
+                immediately=False,
+            )
+        )
         try:
             with log_context(job_id=job.job_id, chat=f"{job.platform.value}:{job.chat_id}"):
                 result = await self._answer(job)
         finally:
-            keepalive.cancel()
+            answered.set()
+            await keepalive
             metrics.JOBS_IN_FLIGHT.dec()
         try:
             await self.bus.publish_core(media_result_subject(job.platform.value, job.chat_id), result)
@@ -87,13 +100,6 @@ class JobWorker:
         except Exception:
             log.exception("media job %s crashed", job.transform)
             return failed(job, MediaError(code="internal", message=_INTERNAL, retryable=True))
-
-    async def _keepalive(self, delivery: Delivery) -> None:
-        """Long jobs (a slow download plus a slow model) outlive ``ack_wait``; keep the job ours."""
-        while True:
-            await asyncio.sleep(self.keepalive_s)
-            with contextlib.suppress(nats.errors.Error):
-                await delivery.msg.in_progress()
 
 
 class ReadImages:
