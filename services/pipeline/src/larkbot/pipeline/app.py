@@ -113,6 +113,8 @@ class Pipeline:
         return self.chats.replayed_total
 
     async def start(self, ctx: ServiceContext) -> None:
+        """Spawned by ``build``: load the identities, serve the requests, take media results, start the
+        commit loop and the periodic work, join the partition leases; :attr:`ready` once all are served."""
         await self.identities.start()
         ctx.spawn(self.identities.run(), "identity-watch")
         for endpoint in self.endpoints:
