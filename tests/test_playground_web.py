@@ -21,7 +21,7 @@ from larkbot.cli.playground import PLAYGROUND_CHAT_ID, Playground, PlaygroundRef
 from larkbot.cli.playground_updates import TYPING_S, bot_typing
 from larkbot.cli.web import CSP, FAVICON
 from larkbot.ingress_telegram.core import ALLOWED_UPDATES, TelegramAdapter
-from larkbot.ingress_telegram.fake.server import Recorded
+from larkbot.ingress_telegram.fake.wire import Recorded
 from larkbot.runtime.config import parse_config
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"

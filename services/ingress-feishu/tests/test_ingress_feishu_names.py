@@ -24,7 +24,7 @@ async def contacts(bus: Bus) -> AsyncIterator[tuple[Contacts, ContactsWatch]]:
     seen = ContactsWatch()
     table = Contacts(bus, None, ttl_s=3600.0, observer=seen)
     await table.start()
-    watch = asyncio.create_task(table.watch())
+    watch = asyncio.create_task(table.follow())
     try:
         yield table, seen
     finally:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 from PIL import Image, UnidentifiedImageError
 
 if TYPE_CHECKING:
-    from larkbot.ingress_telegram.fake.server import Recorded
+    from larkbot.ingress_telegram.fake.wire import Recorded
 
 #: Telegram's ``ReactionTypeEmoji`` set (the emoji a bot or a member may react with).
 REACTION_EMOJI: Final = frozenset(

@@ -179,7 +179,7 @@ class IngressFeishuService:
             ctx.bus, api, opts.name_ttl_s, wait_s=opts.name_wait_s, observer=self.contacts_observer
         )
         await contacts.start()
-        ctx.spawn(contacts.watch(), "feishu-contact-names")
+        ctx.spawn(contacts.follow(), "feishu-contact-names")
         await contacts.learn(info.open_id, info.name)
         inbound = Inbound(ctx.bus, adapter, contacts, api, DeadLetters(ctx.bus.js))
         await inbound.start()

@@ -6,7 +6,7 @@ KV bucket; the rule of which name wins is :mod:`..core.names`.
   says, never where the last writer happened to be.
 - Each process mirrors the bucket in memory (:meth:`Contacts.names`, read by the pure adapter): loaded
   at :meth:`start` before any event is handled, then kept current by the runtime's KV watch
-  (:class:`~larkbot.runtime.watch.KvWatch`, :meth:`watch`). A process that starts
+  (:class:`~larkbot.runtime.watch.KvWatch`, :meth:`follow`). A process that starts
   knows every name the others learned, so a restart or a second replica renders the same name.
 - Contact lookups run in the background (4 at a time) for ids the API never answered for or answered
   ``ttl_s`` ago (:meth:`want`). A transient failure (timeout, rate limit, Feishu's 5xx) is not an answer:
@@ -113,12 +113,12 @@ class Contacts:
 
     # -- mirror ----------------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Load the bucket (returns once every stored entry is mirrored); :meth:`watch` keeps it current."""
+        """Load the bucket (returns once every stored entry is mirrored); :meth:`follow` keeps it current."""
         self._kv = await self.bus.js.key_value(KV_FEISHU_CONTACT_NAMES)
         await self._mirror.start()
         log.info("contact names loaded: %d", len(self._entries))
 
-    async def watch(self) -> None:
+    async def follow(self) -> None:
         """Mirror what other replicas write (runs until :meth:`close`)."""
         await self._mirror.run()
 

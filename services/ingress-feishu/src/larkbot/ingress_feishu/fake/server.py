@@ -5,6 +5,8 @@ reactions, contact user get, message resources, image upload, chat member remova
 long-connection endpoint and WebSocket (:mod:`.longconn`). Point lark-oapi (or our REST client) at
 :attr:`FakeFeishu.url` through the domain setting.
 
+The routes of messages and reactions are :mod:`.messages`'s, the wire's shapes :mod:`.wire`'s.
+
 Every REST request is recorded (:attr:`requests`). Faults are scripted per route name (``message.create``,
 ``message.reply``, ``reaction.create``, …): :meth:`fail_next` answers with Feishu's error body
 ``{"code": N, "msg": …}`` without executing the request (a rate limit, 99991400, carries
@@ -22,70 +24,18 @@ checked where a test lists a group's :attr:`members`: a removal of a non-member 
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import BodyPartReader, web
 
 from .longconn import LongConnection
-
-Handler = Callable[[web.Request, "Recorded"], Awaitable[web.Response]]
-
-RATE_LIMITED = 99991400
-TOKEN_INVALID = 99991663
+from .messages import MessageRoutes
+from .wire import RATE_LIMITED, TOKEN_INVALID, Fault, Handler, Recorded, Sent, err, ok
 
 
-@dataclass(slots=True)
-class Recorded:
-    route: str
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: bytes
-    at: float
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-@dataclass(slots=True)
-class Sent:
-    message_id: str
-    chat_id: str
-    msg_type: str
-    content: str
-    uuid: str | None
-    parent_id: str | None
-    create_time_ms: int
-
-
-@dataclass(slots=True)
-class _Fault:
-    status: int = 200
-    code: int = 0
-    msg: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
-
-
-def _ok(data: Any, **extra: Any) -> web.Response:
-    return web.json_response({"code": 0, "msg": "success", "data": data, **extra})
-
-
-def _err(status: int, code: int, msg: str, headers: dict[str, str] | None = None) -> web.Response:
-    return web.json_response({"code": code, "msg": msg}, status=status, headers=headers)
-
-
-def _id(prefix: str) -> str:
-    return f"{prefix}{secrets.token_hex(16)}"
-
-
-class FakeFeishu:
+class FakeFeishu(MessageRoutes):
     def __init__(
         self,
         *,
@@ -116,7 +66,7 @@ class FakeFeishu:
         self.long_connection = LongConnection()
         self.reconnect_interval_s = reconnect_interval_s
         self._by_uuid: dict[str, str] = {}
-        self._faults: dict[str, list[_Fault]] = {}
+        self._faults: dict[str, list[Fault]] = {}
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -140,10 +90,10 @@ class FakeFeishu:
             msg = {RATE_LIMITED: "request trigger frequency limit", 1500: "internal error"}.get(
                 code, "internal error" if status >= 500 else "request refused"
             )
-        self._faults.setdefault(route, []).append(_Fault(status=status, code=code, msg=msg, headers=headers))
+        self._faults.setdefault(route, []).append(Fault(status=status, code=code, msg=msg, headers=headers))
 
     def delay_next(self, route: str, delay_s: float) -> None:
-        self._faults.setdefault(route, []).append(_Fault(delay_s=delay_s))
+        self._faults.setdefault(route, []).append(Fault(delay_s=delay_s))
 
     def routed(self, route: str) -> list[Recorded]:
         return [r for r in self.requests if r.route == route]
@@ -239,11 +189,11 @@ class FakeFeishu:
             if auth:
                 token = request.headers.get("Authorization", "").removeprefix("Bearer ")
                 if token not in self.tokens:
-                    return _err(400, TOKEN_INVALID, "Invalid access token for authorization")
+                    return err(400, TOKEN_INVALID, "Invalid access token for authorization")
             faults = self._faults.get(route)
             fault = faults.pop(0) if faults else None
             if fault is not None and fault.code:
-                return _err(fault.status, fault.code, fault.msg, fault.headers)
+                return err(fault.status, fault.code, fault.msg, fault.headers)
             response = await handler(request, record)
             if fault is not None and fault.delay_s:
                 await asyncio.sleep(fault.delay_s)
@@ -255,7 +205,7 @@ class FakeFeishu:
     async def _token(self, _request: web.Request, record: Recorded) -> web.Response:
         body = record.json()
         if body.get("app_id") != self.app_id or body.get("app_secret") != self.app_secret:
-            return _err(400, 10014, "app secret invalid")
+            return err(400, 10014, "app secret invalid")
         token = f"t-{secrets.token_hex(20)}"
         self.tokens.add(token)
         return web.json_response({"code": 0, "msg": "ok", "tenant_access_token": token, "expire": 7200})
@@ -277,143 +227,24 @@ class FakeFeishu:
         }
         return web.json_response({"code": 0, "msg": "ok", "bot": bot})
 
-    # -- messages --------------------------------------------------------------------------------------
-    def _message_json(self, sent: Sent) -> dict[str, Any]:
-        return {
-            "message_id": sent.message_id,
-            "root_id": sent.parent_id or "",
-            "parent_id": sent.parent_id or "",
-            "msg_type": sent.msg_type,
-            "create_time": str(sent.create_time_ms),
-            "update_time": str(sent.create_time_ms),
-            "deleted": False,
-            "updated": False,
-            "chat_id": sent.chat_id,
-            "sender": {
-                "id": self.app_id,
-                "id_type": "app_id",
-                "sender_type": "app",
-                "tenant_key": "2ca1d211f64f6438",
-            },
-            "body": {"content": sent.content},
-            "mentions": [],
-            "upper_message_id": "",
-        }
-
-    def _store(self, chat_id: str, body: dict[str, Any], parent_id: str | None) -> Sent:
-        uuid = body.get("uuid") or None
-        if uuid and uuid in self._by_uuid:
-            return self.sent[self._by_uuid[uuid]]
-        content = body.get("content")
-        msg_type = body.get("msg_type")
-        if not isinstance(content, str) or not isinstance(msg_type, str):
-            raise web.HTTPBadRequest(
-                text='{"code":230001,"msg":"invalid content"}', content_type="application/json"
-            )
-        json.loads(content)
-        sent = Sent(_id("om_"), chat_id, msg_type, content, uuid, parent_id, int(time.time() * 1000))
-        self.sent[sent.message_id] = sent
-        if uuid:
-            self._by_uuid[uuid] = sent.message_id
-        return sent
-
-    async def _create(self, request: web.Request, record: Recorded) -> web.Response:
-        if request.query.get("receive_id_type") != "chat_id":
-            return _err(400, 99992402, "receive_id_type is required")
-        body = record.json()
-        return _ok(self._message_json(self._store(body["receive_id"], body, None)))
-
-    async def _reply(self, request: web.Request, record: Recorded) -> web.Response:
-        parent = request.match_info["message_id"]
-        chat_id = self._chat_of(parent)
-        if chat_id is None:
-            return _err(400, 230011, "message not found")
-        return _ok(self._message_json(self._store(chat_id, record.json(), parent)))
-
-    def _chat_of(self, message_id: str) -> str | None:
-        if message_id in self.sent:
-            return self.sent[message_id].chat_id
-        return self.message_chats.get(message_id)
-
-    async def _get_message(self, request: web.Request, _record: Recorded) -> web.Response:
-        message_id = request.match_info["message_id"]
-        if message_id in self.sent:
-            return _ok({"items": [self._message_json(self.sent[message_id])]})
-        chat_id = self.message_chats.get(message_id)
-        if chat_id is None:
-            # What Feishu answers for an id it does not know (not 230011, which is a recalled message).
-            return _err(
-                400, 230001, "Your request contains an invalid request parameter, ext=invalid message_id."
-            )
-        item = {"message_id": message_id, "chat_id": chat_id, "msg_type": "text", "deleted": False}
-        return _ok({"items": [item]})
-
-    async def _recall(self, request: web.Request, _record: Recorded) -> web.Response:
-        message_id = request.match_info["message_id"]
-        chat_id = self._chat_of(message_id)
-        if chat_id is None or message_id in self.recalled:
-            return _err(400, 230011, "message not found")
-        if message_id not in self.sent and chat_id not in self.managed_chats:
-            return _err(400, 230026, "No permission to recall this message.")
-        self.recalled.append(message_id)
-        return _ok({})
-
-    # -- reactions -------------------------------------------------------------------------------------
-    async def _react(self, request: web.Request, record: Recorded) -> web.Response:
-        message_id = request.match_info["message_id"]
-        emoji_type = record.json()["reaction_type"]["emoji_type"]
-        reaction_id = _id("ZCaCIjUBVVWSrm5L-")
-        self.reactions[reaction_id] = (message_id, emoji_type, self.app_id)
-        return _ok(self._reaction_json(reaction_id))
-
-    def _reaction_json(self, reaction_id: str) -> dict[str, Any]:
-        _message, emoji_type, operator = self.reactions[reaction_id]
-        return {
-            "reaction_id": reaction_id,
-            "operator": {
-                "operator_id": operator,
-                "operator_type": "app" if operator == self.app_id else "user",
-            },
-            "action_time": str(int(time.time() * 1000)),
-            "reaction_type": {"emoji_type": emoji_type},
-        }
-
-    async def _reactions(self, request: web.Request, _record: Recorded) -> web.Response:
-        message_id = request.match_info["message_id"]
-        wanted = request.query.get("reaction_type")
-        items = [
-            self._reaction_json(rid)
-            for rid, (mid, emoji_type, _op) in self.reactions.items()
-            if mid == message_id and (wanted is None or emoji_type == wanted)
-        ]
-        return _ok({"items": items, "has_more": False, "page_token": ""})
-
-    async def _unreact(self, request: web.Request, _record: Recorded) -> web.Response:
-        reaction_id = request.match_info["reaction_id"]
-        if reaction_id not in self.reactions:
-            return _err(400, 231011, "The request has an invalid reaction_id.")
-        data = self._reaction_json(reaction_id)
-        del self.reactions[reaction_id]
-        return _ok(data)
-
     # -- contacts, resources, images, members ----------------------------------------------------------
     async def _user(self, request: web.Request, _record: Recorded) -> web.Response:
         open_id = request.match_info["user_id"]
         if open_id not in self.users:
-            return _err(400, 41050, "no user authority error")
-        return _ok({"user": {"open_id": open_id, "name": self.users[open_id], "en_name": ""}})
+            return err(400, 41050, "no user authority error")
+        return ok({"user": {"open_id": open_id, "name": self.users[open_id], "en_name": ""}})
 
     async def _chat_info(self, request: web.Request, _record: Recorded) -> web.Response:
         chat_id = request.match_info["chat_id"]
         if chat_id not in self.chat_names:
-            return _err(400, 232011, "the app is not in the chat")
-        return _ok({"chat_id": chat_id, "name": self.chat_names[chat_id], "chat_mode": "group"})
+            return err(400, 232011, "the app is not in the chat")
+        return ok({"chat_id": chat_id, "name": self.chat_names[chat_id], "chat_mode": "group"})
 
     async def _resource(self, request: web.Request, _record: Recorded) -> web.Response:
         key = request.match_info["file_key"]
         data = self.resources.get(key) or self.images.get(key)
         if data is None:
-            return _err(400, 234003, "file not found")
+            return err(400, 234003, "file not found")
         return web.Response(body=data, content_type="application/octet-stream")
 
     async def _upload(self, request: web.Request, _record: Recorded) -> web.Response:
@@ -423,16 +254,16 @@ class FakeFeishu:
             if isinstance(part, BodyPartReader) and part.name is not None:
                 fields[part.name] = bytes(await part.read())
         if fields.get("image_type") != b"message" or not fields.get("image"):
-            return _err(400, 234001, "invalid image")
+            return err(400, 234001, "invalid image")
         key = f"img_v3_{secrets.token_hex(12)}"
         self.images[key] = fields["image"]
-        return _ok({"image_key": key})
+        return ok({"image_key": key})
 
     async def _kick(self, request: web.Request, record: Recorded) -> web.Response:
         chat_id = request.match_info["chat_id"]
         ids = [str(user) for user in record.json().get("id_list", [])]
         if chat_id not in self.managed_chats and any(user != self.bot_open_id for user in ids):
-            return _err(400, 230027, "Lack of necessary permissions.")
+            return err(400, 230027, "Lack of necessary permissions.")
         known = self.members.get(chat_id)
         invalid = [user for user in ids if known is not None and user not in known]
         for user in ids:
@@ -440,4 +271,4 @@ class FakeFeishu:
                 self.removed_members.append((chat_id, user))
                 if known is not None:
                     known.discard(user)
-        return _ok({"invalid_id_list": invalid})
+        return ok({"invalid_id_list": invalid})

@@ -51,7 +51,6 @@ from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 from .. import metrics
 from ..core import (
     SEND_RETRY,
-    Decision,
     Pacer,
     Record,
     State,
@@ -62,6 +61,7 @@ from ..core import (
     to_telegram_html,
 )
 from ..core.context import platform_message_id
+from ..core.ledger import recorded_answer, unknown_answer
 from ..core.retries import NO_DEADLINE_BUDGET_S, SELF_EVENT_RETRY
 from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
 from .downloads import download
@@ -137,7 +137,7 @@ class ActionExecutor:
         key = action.idempotency_key
         if _late(action.deadline_ms):
             record, _ = await self.ledger.get(key)
-            answer = _recorded(key, decide(record, _now_ms()))
+            answer = recorded_answer(key, decide(record, _now_ms()))
             return answer or failed(key, "deadline", "the deadline passed before execution")
         parts = to_telegram_html(action.text)
         if not parts:
@@ -150,7 +150,7 @@ class ActionExecutor:
         except LedgerConflict:
             record, revision = await self.ledger.get(key)
             decision = decide(record, _now_ms())
-            answer = _recorded(key, decision)
+            answer = recorded_answer(key, decision)
             if answer is not None:
                 return answer
             confirmed = list(decision.confirmed)
@@ -161,7 +161,9 @@ class ActionExecutor:
                 else:
                     revision = await self.ledger.put(key, pending, revision)
             except LedgerConflict:
-                return _unknown(key, tuple(confirmed), in_progress=True)  # another attempt holds the key
+                return unknown_answer(
+                    key, tuple(confirmed), in_progress=True
+                )  # another attempt holds the key
         thread = self.adapter.threads.for_send(action.chat_id, action.reply_to_message_id)
         for index in range(len(confirmed), len(parts)):
             params: dict[str, Any] = {
@@ -195,7 +197,7 @@ class ActionExecutor:
                     key, Record(State.UNKNOWN, tuple(confirmed), len(parts), _now_ms()), revision
                 )
                 log.warning("send outcome unknown: %s", exc)
-                return _unknown(key, tuple(confirmed), in_progress=False)
+                return unknown_answer(key, tuple(confirmed), in_progress=False)
             sent = self._self_event(message)
             confirmed.append(sent.message_id)  # the canonical id (``s<id>`` in an upgraded group)
             state = State.DONE if len(confirmed) == len(parts) else State.PENDING
@@ -358,31 +360,6 @@ def _rec(state: State, confirmed: list[str], parts: list[str]) -> Record:
 
 def _late(deadline_ms: int | None) -> bool:
     return deadline_ms is not None and _now_ms() > deadline_ms
-
-
-def _recorded(key: str, decision: Decision) -> ActionResult | None:
-    """The answer the ledger gives by itself (``None``: the send may go ahead)."""
-    if decision.action == "duplicate":
-        return ActionResult(idempotency_key=key, ok=True, outcome="duplicate", message_ids=decision.confirmed)
-    if decision.action == "send":
-        return None
-    return _unknown(key, decision.confirmed, in_progress=decision.action == "in_progress")
-
-
-def _unknown(key: str, confirmed: tuple[str, ...], *, in_progress: bool) -> ActionResult:
-    if in_progress:
-        error = ActionError(
-            code="in_progress",
-            message="another attempt of this send is still running; ask again for its outcome",
-            retryable=True,
-        )
-    else:
-        error = ActionError(
-            code="outcome_unknown",
-            message="Telegram's answer was lost: the message may have been posted, so it is never repeated",
-            retryable=False,
-        )
-    return ActionResult(idempotency_key=key, ok=False, outcome="unknown", message_ids=confirmed, error=error)
 
 
 def api_error(exc: BotApiError) -> ActionError:

@@ -132,7 +132,7 @@ class TelegramLink:
         ledger = await SentLedger.open(w.bus.js)
         # Upgrades known before any update is taken: a supergroup's first update must already map.
         migrations = await ChatMigrations.open(w.bus, adapter)
-        spawn(migrations.watch(), "telegram-chat-migrations")
+        spawn(migrations.follow(), "telegram-chat-migrations")
         executor = ActionExecutor(w.api, w.bus, ledger, adapter, migrations=migrations, retry=w.send_retry)
         inbound = Inbound(w.bus, adapter, DeadLetters(w.bus.js), migrations=migrations)
         receiver = await self._receive(inbound)

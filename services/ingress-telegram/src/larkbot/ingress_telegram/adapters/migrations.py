@@ -37,7 +37,7 @@ class ChatMigrations:
         await store._mirror.start()
         return store
 
-    async def watch(self) -> None:
+    async def follow(self) -> None:
         """Mirror what other replicas write (runs until :meth:`close`)."""
         await self._mirror.run()
 

@@ -20,6 +20,8 @@ than 10 min          key died, maybe after its request left
 ``unknown``          answer ``unknown``: Telegram's answer was lost (a timeout, a connection
                      closed after the request was written), the message may exist
 ===================  ====================================================================
+
+:func:`recorded_answer` and :func:`unknown_answer` spell a decision as the action's answer.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Literal
+
+from larkbot.canonical.actions import ActionError, ActionResult
 
 
 class State(StrEnum):
@@ -88,3 +92,28 @@ def decide(record: Record | None, now_ms: int) -> Decision:
     if record.state is State.PENDING and now_ms - record.updated_ms < STALE_PENDING_MS:
         return Decision("in_progress", record.message_ids)
     return Decision("unknown", record.message_ids)
+
+
+def recorded_answer(key: str, decision: Decision) -> ActionResult | None:
+    """The answer the ledger gives by itself (``None``: the send may go ahead)."""
+    if decision.action == "duplicate":
+        return ActionResult(idempotency_key=key, ok=True, outcome="duplicate", message_ids=decision.confirmed)
+    if decision.action == "send":
+        return None
+    return unknown_answer(key, decision.confirmed, in_progress=decision.action == "in_progress")
+
+
+def unknown_answer(key: str, confirmed: tuple[str, ...], *, in_progress: bool) -> ActionResult:
+    if in_progress:
+        error = ActionError(
+            code="in_progress",
+            message="another attempt of this send is still running; ask again for its outcome",
+            retryable=True,
+        )
+    else:
+        error = ActionError(
+            code="outcome_unknown",
+            message="Telegram's answer was lost: the message may have been posted, so it is never repeated",
+            retryable=False,
+        )
+    return ActionResult(idempotency_key=key, ok=False, outcome="unknown", message_ids=confirmed, error=error)

@@ -24,12 +24,15 @@ between handling and confirming looks like), :meth:`fail` the next calls of a me
 :meth:`admin` (the bot's rights in a chat), :meth:`add_file`, :meth:`post_webhook`,
 :meth:`new_message_id` (an id for a member's message, from the chat's one sequence); every request is
 recorded in :attr:`requests`.
+
+The wire's shapes (a recorded request, a scripted failure, the error envelope, reading parameters) are
+:mod:`.wire`'s. The methods stay in one class of ~390 lines: each reads and changes the same chat state
+(updates, messages, members, files), and the method table is the class itself (``_api_<method>``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -37,45 +40,14 @@ from typing import Any, Final
 
 from aiohttp import ClientSession, web
 
-from larkbot.canonical.errors import PermanentError
-
 from .html import HtmlParseError, parse_html
+from .wire import ApiError, Failure, Recorded, error_answer, read_params
 
 MAX_DOWNLOAD_BYTES: Final = 20 * 1024 * 1024
 _CHAT_ACTIONS: Final = frozenset(
     {"typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
      "upload_document", "choose_sticker", "find_location", "record_video_note", "upload_video_note"}
 )  # fmt: skip
-_COMPLEX: Final = frozenset({"allowed_updates", "reply_parameters", "reaction", "link_preview_options"})
-
-
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    method: str
-    params: dict[str, Any]
-    at: float  # time.monotonic() when the request arrived
-
-
-@dataclass(slots=True)
-class _Failure:
-    """An error answer instead of executing the method; ``status`` 0: execute it and lose the answer."""
-
-    status: int
-    description: str
-    retry_after: int | None
-
-
-class ApiError(PermanentError):
-    """An error answer of the fake Bot API (sent as Telegram would: ``ok: false``)."""
-
-    def __init__(
-        self, status: int, description: str, retry_after: int | None = None, migrate_to: int | None = None
-    ) -> None:
-        super().__init__(description)
-        self.status = status
-        self.description = description
-        self.retry_after = retry_after
-        self.migrate_to = migrate_to
 
 
 @dataclass
@@ -102,7 +74,7 @@ class FakeBotApi:
         self._next_message_id: dict[int, int] = {}
         self._allowed: list[str] | None = None
         self._arrived = asyncio.Event()
-        self._failures: dict[str, deque[_Failure]] = {}
+        self._failures: dict[str, deque[Failure]] = {}
         self._files: dict[str, tuple[str, bytes]] = {}
         self._dates: dict[tuple[int, int], int] = {}  # (chat, message) → date of messages seen
         self._runner: web.AppRunner | None = None
@@ -180,13 +152,13 @@ class FakeBotApi:
             }.get(status, "Internal Server Error" if status >= 500 else "Error")
         queue = self._failures.setdefault(method, deque())
         for _ in range(times):
-            queue.append(_Failure(status, description, retry_after if status == 429 else None))
+            queue.append(Failure(status, description, retry_after if status == 429 else None))
 
     def lose_answer(self, method: str, *, times: int = 1) -> None:
         """Execute the next ``times`` calls of ``method``, then close the connection without answering."""
         queue = self._failures.setdefault(method, deque())
         for _ in range(times):
-            queue.append(_Failure(0, "", None))
+            queue.append(Failure(0, "", None))
 
     def add_file(self, file_id: str, data: bytes, path: str | None = None) -> None:
         self._files[file_id] = (path or f"documents/{file_id}.bin", data)
@@ -221,22 +193,22 @@ class FakeBotApi:
     # -- HTTP ------------------------------------------------------------------------------------------
     async def _method(self, request: web.Request) -> web.Response:
         if request.match_info["token"] != self.token:
-            return _error(401, "Unauthorized")
+            return error_answer(401, "Unauthorized")
         name = request.match_info["method"]
-        params = await _params(request)
+        params = await read_params(request)
         self.requests.append(Recorded(name, params, time.monotonic()))
         handler = getattr(self, f"_api_{name}", None)
         if handler is None:
-            return _error(404, "Not Found")
+            return error_answer(404, "Not Found")
         pending = self._failures.get(name)
         failure = pending.popleft() if pending else None
         if failure is not None and failure.status:
-            return _error(failure.status, failure.description, failure.retry_after)
+            return error_answer(failure.status, failure.description, failure.retry_after)
         try:
             self._check_migrated(params)
             result = await handler(params)
         except ApiError as exc:
-            return _error(exc.status, exc.description, exc.retry_after, exc.migrate_to)
+            return error_answer(exc.status, exc.description, exc.retry_after, exc.migrate_to)
         if failure is not None and request.transport is not None:
             request.transport.close()  # executed; the client sees the connection close, no answer
         return web.json_response({"ok": True, "result": result})
@@ -414,29 +386,3 @@ class FakeBotApi:
     async def _api_deleteWebhook(self, _params: dict[str, Any]) -> bool:
         self.webhook_url = None
         return True
-
-
-async def _params(request: web.Request) -> dict[str, Any]:
-    params: dict[str, Any] = dict(request.query)
-    if request.content_type == "application/json":
-        body = await request.json()
-        params.update(body if isinstance(body, dict) else {})
-    elif request.can_read_body:
-        form = await request.post()
-        for key, value in form.items():
-            params[key] = value if isinstance(value, str | bytes | bytearray) else value.file.read()
-    for key in _COMPLEX:
-        if isinstance(params.get(key), str):
-            params[key] = json.loads(params[key])
-    return params
-
-
-def _error(
-    status: int, description: str, retry_after: int | None = None, migrate_to: int | None = None
-) -> web.Response:
-    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
-    if retry_after is not None:
-        body["parameters"] = {"retry_after": retry_after}
-    if migrate_to is not None:
-        body["parameters"] = {"migrate_to_chat_id": migrate_to}
-    return web.json_response(body, status=status)
