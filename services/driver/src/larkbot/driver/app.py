@@ -4,8 +4,9 @@ the LLM gateway and the ingress.
 
 Partitions are leased in the ``leases`` bucket (group ``driver``, :mod:`larkbot.runtime.partitions`); each
 held partition is consumed through its own durable consumer ``driver-pNN`` (see
-:mod:`.wake.ownership`). Typing arrives on core ``typing.>`` at every replica; only the holder of the
-chat uses it. Owns the ``driver_*`` tables, shared by all replicas.
+:mod:`.wake.ownership`). Typing arrives on core ``typing.>`` at every replica (a
+``runtime.subscribe.Subscription``); only the holder of the chat uses it. Owns the ``driver_*`` tables,
+shared by all replicas.
 
 :class:`DriverService` is the recipe (``runtime.service.Buildable``): the configuration and the replica's
 :class:`DriverOptions`; its ``build(ctx)`` wires one frozen :class:`Driver` whose ``stop()`` hands the
@@ -23,10 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from nats.aio.msg import Msg
-
-from larkbot.canonical.codec import decode
-from larkbot.canonical.errors import ConfigError, ContractError
+from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.events import RuntimeEvent, TypingSignal
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import KV_LEASES, PARTITIONS, Service, events_subject
@@ -37,7 +35,9 @@ from larkbot.runtime.http import Check
 from larkbot.runtime.partitions import PartitionLeases
 from larkbot.runtime.process import deployment_offset_min, replica_id
 from larkbot.runtime.retry import RetryPolicy
+from larkbot.runtime.serve import model_decoder
 from larkbot.runtime.service import ServiceContext, run
+from larkbot.runtime.subscribe import Subscription
 
 from . import metrics
 from .audit.audit import AuditStore
@@ -129,6 +129,7 @@ class Driver:
     host: ChatHost
     leases: PartitionLeases
     leasing: asyncio.Task[Any]
+    typing: Subscription[TypingSignal]
 
     @property
     def chats(self) -> dict[str, ChatState]:
@@ -145,6 +146,7 @@ class Driver:
         return Check(settled, detail if settled else f"taking over: {detail}")
 
     async def stop(self) -> None:
+        await self.typing.stop()
         self.host.stop_all()
         self.leases.stop()
         # Releasing waits for each chat's step in progress; serve() bounds the wait.
@@ -227,8 +229,10 @@ class DriverService:
             on_release=host.release,
             heartbeat_s=options.lease_heartbeat_s,
         )
-        sub = await ctx.bus.nc.subscribe("typing.>", cb=partial(_on_typing, host, options.observer))
-        ctx.stack.push_async_callback(sub.unsubscribe)
+        typing = Subscription(
+            ctx.bus, "typing.>", model_decoder(TypingSignal), partial(_on_typing, host, options.observer)
+        )
+        await typing.start()
         leasing = ctx.spawn(leases.run(), "partition-leases")
         consolidator = Consolidator(
             memories,
@@ -265,6 +269,7 @@ class DriverService:
             host=host,
             leases=leases,
             leasing=leasing,
+            typing=typing,
         )
         ctx.add_check("database", driver.database_ready)
         ctx.add_check("partitions", driver.partitions_ready)
@@ -308,13 +313,8 @@ def _persona_name(config: LarkbotConfig, host: ChatHost, platform: str, chat_id:
     return (settings.display_name if settings is not None else None) or DEFAULT_NAME
 
 
-async def _on_typing(host: ChatHost, observer: DriverObserver, msg: Msg) -> None:
-    try:
-        signal = decode(msg.data, TypingSignal, dict(msg.headers or {}))
-    except ContractError as exc:
-        metrics.TYPING_SIGNALS.labels("invalid").inc()
-        log.warning("ignored typing signal: %s", exc)
-        return
+async def _on_typing(host: ChatHost, observer: DriverObserver, signal: TypingSignal) -> None:
+    # One that does not decode is logged and counted by the subscription (larkbot_bus_subscription_*).
     state = host.held.get(f"{signal.platform.value}:{signal.chat_id}")
     if state is None:
         metrics.TYPING_SIGNALS.labels("not_held").inc()
