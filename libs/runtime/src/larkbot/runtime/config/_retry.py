@@ -36,3 +36,6 @@ class RetrySettings(_Section):
     action_reask: BackoffSettings = BackoffSettings(max_s=4.0, max_attempts=None)
     #: Background work that must not give up (connect, restart a partition, retry a commit).
     background: BackoffSettings = BackoffSettings(max_s=30.0, max_attempts=None)
+    #: A driver asking the pipeline again for a chat's snapshot as it takes the chat over: it never gives
+    #: up (a chat without a snapshot has no loop), and a short cap, because the chat waits meanwhile.
+    takeover_snapshot: BackoffSettings = BackoffSettings(max_s=10.0, max_attempts=None)
