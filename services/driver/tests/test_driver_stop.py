@@ -32,5 +32,6 @@ async def test_every_periodic_loop_ends_with_the_service(
         replica = DriverService(config, DriverOptions(clock=w.clock, replica="b", memory_maintenance=True))
         async with built(Service.DRIVER, replica, config, nats_url=nats_url):
             names = {task.get_name() for task in asyncio.all_tasks()}
-    assert {"audit-retention", "shell-tasks", "memory-maintenance"} <= names  # they ran
+    # The singleton work runs under its lease (ServiceContext.lead names the task after it).
+    assert {"lease-audit-retention", "shell-tasks", "lease-memory-maintenance"} <= names  # they ran
     assert CANCELLED not in caplog.text

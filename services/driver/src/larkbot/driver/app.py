@@ -28,6 +28,7 @@ from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.events import RuntimeEvent, TypingSignal
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import KV_LEASES, PARTITIONS, Service, events_subject
+from larkbot.runtime import periodic
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.db import create_engine, migrate
@@ -58,6 +59,9 @@ log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 AUDIT_SWEEP_INTERVAL_S = 3600.0
+#: Singleton work, each led by one replica through its lease (``driver.singleton.<name>`` in ``leases``).
+MEMORY_MAINTENANCE = "memory-maintenance"
+AUDIT_RETENTION = "audit-retention"
 LEASE_GROUP = "driver"
 #: Lease heartbeat; the ``leases`` bucket's TTL (15 s) must exceed it plus the longest step in progress at
 #: a release, which the heartbeat round waits for.
@@ -241,20 +245,20 @@ class DriverService:
             runner.sizing,
             config.memory,
             name_of=partial(_persona_name, config, host),
-            # One replica maintains memories: the holder of partition 0 (leases move it on failure).
-            is_leader=lambda: 0 in leases.owned,
         )
         if options.memory_maintenance:
-            ctx.spawn(consolidator.run(ctx.stopping), "memory-maintenance")
+            # One replica maintains memories: the holder of the singleton lease.
+            maintain = partial(consolidator.run, ctx.stopping)
+            await ctx.lead(MEMORY_MAINTENANCE, maintain, replica=options.replica)
         if any(chat.shell_enabled for chat in config.chats.values()):
             # Also resumes watching the tasks a previous process of this host left running.
             shell.prepare()
             ctx.spawn(shell.run(ctx.stopping), "shell-tasks")
         if config.audit.enabled:
-            # Every replica sweeps: deleting what is past retention is idempotent, and hourly is well
-            # within a retention counted in days.
+            # One replica sweeps, hourly: well within a retention counted in days.
             sweep = partial(_sweep_audit, audit, requests, options.clock, config.audit.retention_days)
-            ctx.every(AUDIT_SWEEP_INTERVAL_S, sweep, "audit-retention")
+            swept = partial(periodic.every, AUDIT_SWEEP_INTERVAL_S, sweep, ctx.stopping, name=AUDIT_RETENTION)
+            await ctx.lead(AUDIT_RETENTION, swept, replica=options.replica)
         driver = Driver(
             config=config,
             replica=options.replica,
