@@ -29,8 +29,8 @@ from larkbot.runtime.config import MemorySettings
 from larkbot.runtime.logs import log_context
 
 from .. import metrics
+from ..errors import ConsolidationRefused, InvalidAnswer
 from .core.consolidation import (
-    InvalidAnswer,
     backoff_ms,
     consolidation_message,
     consolidation_system,
@@ -112,7 +112,7 @@ class Consolidator:
         with log_context(chat=f"{group[0]}:{group[3]}"):
             try:
                 merged = await self._merge(group, now)
-            except (InvalidAnswer, _Failed, RetryableError) as exc:
+            except (InvalidAnswer, ConsolidationRefused, RetryableError) as exc:
                 failures = (state[0] if state is not None else 0) + 1
                 wait = backoff_ms(
                     failures,
@@ -154,7 +154,7 @@ class Consolidator:
         )
         reply = await self.clients.generate(request, timeout_s)
         if isinstance(reply, LLMError):
-            raise _Failed(f"the model answered {reply.category}: {reply.message[:200]}")
+            raise ConsolidationRefused(f"the model answered {reply.category}: {reply.message[:200]}")
         count_usage("memory", reply)
         text = "".join(p.text for p in reply.message.parts if isinstance(p, TextPart))
         notes = read_notes(text, batch)
@@ -185,7 +185,3 @@ class Consolidator:
                     key=f"consolidation:{digest}:{index}:{memory_id}",
                 )
         return len(notes)
-
-
-class _Failed(Exception):
-    pass

@@ -38,6 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from larkbot.runtime.db import transaction
 
+from ..errors import MemoryNotFound
 from ..tables import memories, memory_forgets, memory_index, memory_maintenance, memory_patches
 from .core.memory import (
     ACTORS,
@@ -58,14 +59,6 @@ MaintenanceKey = tuple[str, str, str, str]
 _CHUNK = 500
 _FTS = table("driver_memory_fts", column("rowid", Integer))
 _PG_SIMPLE: ColumnClause[Any] = literal_column("'simple'::regconfig")
-
-
-class MemoryNotFound(Exception):
-    """A memory id that does not exist (or, as a reference, belongs to another person)."""
-
-    def __init__(self, message: str, ids: Sequence[int] = ()) -> None:
-        super().__init__(message)
-        self.ids = tuple(ids)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from typing import assert_never
 
 from larkbot.canonical.context import Segment
 from larkbot.driver.compaction.core.compaction import Summary
@@ -21,11 +22,12 @@ from larkbot.runtime.config import ChatSettings
 from larkbot.runtime.logs import log_context
 
 from .. import metrics
+from ..errors import WakeFinal, WakeRetryable
 from ..observer import DriverObserver
 from .clock import Clock
 from .core import scheduler
 from .core.context import ChatContext, latest_external_ms, new_external
-from .core.records import Activation
+from .core.wake import FinalFailure, TransientFailure, WakeFailure
 from .repository import ChatMarks, DriverRepository
 
 log = logging.getLogger(__name__)
@@ -48,13 +50,15 @@ class CompactionState:
     failures: int = 0
 
 
-class WakeFailed(Exception):
-    """A wake-up failed; ``transient`` ones are retried (carrying ``activation``), others latch."""
-
-    def __init__(self, reason: str, *, transient: bool, activation: Activation | None) -> None:
-        super().__init__(reason)
-        self.transient = transient
-        self.activation = activation
+def wake_failed(failure: WakeFailure) -> WakeRetryable | WakeFinal:
+    """The exception a wake-up's failed outcome leaves the runner as (:mod:`larkbot.driver.errors`)."""
+    match failure:
+        case TransientFailure(reason, activation):
+            return WakeRetryable(reason, activation=activation)
+        case FinalFailure(reason, activation):
+            return WakeFinal(reason, activation=activation)
+        case _:
+            assert_never(failure)
 
 
 #: ``(chat, wake, wake_id, input_until_ms)``.
@@ -190,14 +194,14 @@ class ChatState:
             with log_context(chat=self.key, wake=wake_id):
                 try:
                     await run_wake(self, action, wake_id, input_until)
-                except WakeFailed as exc:
+                except (WakeRetryable, WakeFinal) as exc:
                     await self._failed(exc, action, input_until, repo)
                 except Exception as exc:
                     # A bug, not a provider or platform failure: counted where an alert can see it.
                     log.exception("wake-up crashed; the context is latched until new input")
                     metrics.WAKE_CRASHES.labels(type(exc).__name__[:64]).inc()
                     metrics.TURNS.labels("failed").inc()
-                    crashed = WakeFailed("crashed", transient=False, activation=None)
+                    crashed = WakeFinal("crashed", activation=None)
                     await self._failed(crashed, action, input_until, repo)
                 else:
                     self.schedule = scheduler.succeeded(self.schedule)
@@ -205,21 +209,28 @@ class ChatState:
                     self.running_since_ms = None
 
     async def _failed(
-        self, exc: WakeFailed, wake: scheduler.Wake, input_until: int, repo: DriverRepository
+        self, exc: WakeRetryable | WakeFinal, wake: scheduler.Wake, input_until: int, repo: DriverRepository
     ) -> None:
-        if exc.transient:
-            retry_wake = replace(wake, input_until_ms=input_until)
-            self.schedule, retried = scheduler.failed_transiently(
-                self.schedule, retry_wake, self.clock.now_ms(), exc.activation, self.debounce.retry_delays_ms
-            )
-            if retried:
-                metrics.WAKE_FAILURES.labels("transient_retried").inc()
-                log.warning("wake-up failed transiently (%s); retrying", exc)
-                return
-            metrics.WAKE_FAILURES.labels("transient_exhausted").inc()
-        else:
-            self.schedule = scheduler.failed_permanently(self.schedule)
-            metrics.WAKE_FAILURES.labels("permanent").inc()
+        match exc:
+            case WakeRetryable():
+                retry_wake = replace(wake, input_until_ms=input_until)
+                self.schedule, retried = scheduler.failed_transiently(
+                    self.schedule,
+                    retry_wake,
+                    self.clock.now_ms(),
+                    exc.activation,
+                    self.debounce.retry_delays_ms,
+                )
+                if retried:
+                    metrics.WAKE_FAILURES.labels("transient_retried").inc()
+                    log.warning("wake-up failed transiently (%s); retrying", exc)
+                    return
+                metrics.WAKE_FAILURES.labels("transient_exhausted").inc()
+            case WakeFinal():
+                self.schedule = scheduler.failed_permanently(self.schedule)
+                metrics.WAKE_FAILURES.labels("permanent").inc()
+            case _:
+                assert_never(exc)
         log.error("wake-up failed (%s); the context is latched until new input", exc)
         await self.processed(repo, input_until)
 

@@ -53,11 +53,12 @@ from larkbot.runtime.logs import log_context
 from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .. import metrics
+from ..errors import Gap
 from ..observer import DriverObserver
 from .chatstate import ChatState, Persona
 from .clients import BusClients
 from .clock import Clock
-from .core.context import Gap, apply_update, from_snapshot, is_stale
+from .core.context import apply_update, from_snapshot, is_stale
 from .repository import DriverRepository
 from .runner import WakeRunner
 

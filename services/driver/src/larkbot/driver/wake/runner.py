@@ -1,9 +1,9 @@
 """Runs one wake-up of a chat: the ``core.wake`` flow, driven by the interpreter against the real ports —
 the LLM gateway, the tool executor, the repository, the compactor and the chat's state.
 
-Failures leave through :class:`WakeFailed` only, classified in the flow: ``transient`` (gateway
-``transient`` errors, an unanswered bus request before the turn deadline, a step left pending by a failure)
-or permanent (everything else, including a model call cut by the turn deadline). The chat loop turns them
+Failures leave as a :class:`~larkbot.driver.errors.WakeFailed` only, classified in the flow: retryable
+(gateway ``transient`` errors, an unanswered bus request before the turn deadline, a step left pending by a
+failure) or final (everything else, including a model call cut by the turn deadline). The chat loop turns them
 into retries or the latch. After every wake-up the chat is handed to the compactor.
 """
 
@@ -41,8 +41,9 @@ from larkbot.driver.tools.core import tools
 from larkbot.runtime.config import AuditSettings, ChatSettings, LlmSettings, MemorySettings
 
 from .. import metrics
+from ..errors import StepConflict
 from .accounting import count_record, count_usage
-from .chatstate import ChatState, WakeFailed
+from .chatstate import ChatState, wake_failed
 from .clients import BusClients
 from .clock import Clock
 from .core.budget import TurnBudget
@@ -68,7 +69,7 @@ from .core.wake import (
 )
 from .executor import ToolExecutor
 from .interpreter import interpret
-from .repository import DriverRepository, StepConflict
+from .repository import DriverRepository
 from .sizing import Sizing
 from .typing_indicator import TypingIndicators
 
@@ -185,7 +186,7 @@ class WakeRunner:
             self.compactor.poke(chat)
         if isinstance(outcome, WakeFailure):
             await self._record(ports.audit, f"failed: {outcome.reason}")
-            raise WakeFailed(outcome.reason, transient=outcome.transient, activation=outcome.activation)
+            raise wake_failed(outcome)
         await self._record(ports.audit, ports.audit.outcome_of_done(outcome.path))
 
     def dry(self, settings: ChatSettings) -> bool:

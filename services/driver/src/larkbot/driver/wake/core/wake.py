@@ -271,14 +271,23 @@ class WakeDone:
 
 
 @dataclass(frozen=True, slots=True)
-class WakeFailure:
-    """``transient`` failures are retried (carrying ``activation``); the others latch the context."""
+class TransientFailure:
+    """A wake-up that failed for now: retried (carrying ``activation``)."""
 
     reason: str
-    transient: bool
     activation: Activation | None
 
 
+@dataclass(frozen=True, slots=True)
+class FinalFailure:
+    """A wake-up that failed for good: the context latches until new input."""
+
+    reason: str
+    activation: Activation | None
+
+
+#: How a wake-up fails: transient or final is the type.
+WakeFailure = TransientFailure | FinalFailure
 WakeOutcome = WakeDone | WakeFailure
 Flow = Generator[WakeCommand, WakeFeedback, WakeOutcome]
 
@@ -350,11 +359,10 @@ def wake_up(w: WakeInput) -> Flow:
         return result
     if result.outcome == "failed":
         error = result.error
-        return WakeFailure(
-            f"primary failed: {error.category if error else 'unknown'}",
-            transient=error is not None and error.category == "transient",
-            activation=activation,
+        failed: type[WakeFailure] = (
+            TransientFailure if error is not None and error.category == "transient" else FinalFailure
         )
+        return failed(f"primary failed: {error.category if error else 'unknown'}", activation)
     yield MarkProcessed(w.input_until_ms)
     return WakeDone(path)
 
@@ -383,7 +391,7 @@ def _recover(
         # Any failure to redo is retried, and counted against the attempts.
         yield Note("recover_failed", repr(exc))
         yield Remember(recovery_failures=view.recovery_failures + 1)
-        return WakeFailure(f"redoing a step failed: {type(exc).__name__}", transient=True, activation=None)
+        return TransientFailure(f"redoing a step failed: {type(exc).__name__}", activation=None)
     yield Remember(recovery_failures=0)
     yield Note("recovered", "abandoned" if abandon else "redone")
     if result.chain_open or view.latest_external_ms > pending.requested_at_ms:
@@ -460,11 +468,10 @@ def _probe(
             continue
         if not isinstance(reply, LLMResponse):
             yield Note("probe", "error")
-            failure = WakeFailure(
-                f"probe failed: {reply.category}",
-                transient=reply.category in ("transient", "deadline"),
-                activation=None,
+            failed: type[WakeFailure] = (
+                TransientFailure if reply.category in ("transient", "deadline") else FinalFailure
             )
+            failure = failed(f"probe failed: {reply.category}", activation=None)
             return failure, state
         verdict = read_verdict(reply)
         record = ProbeRecord(
@@ -488,7 +495,7 @@ def _probe(
             return None, state
         return Activation(verdict.decision, verdict.reason), state
     yield Note("probe", "error")
-    return WakeFailure("probe failed: context_length", transient=False, activation=None), state
+    return FinalFailure("probe failed: context_length", activation=None), state
 
 
 def _plan(
@@ -662,9 +669,8 @@ def _primary_within_window(
             if stage == _CLIPPED:
                 clips += 1
                 if clips == CLIP_ATTEMPTS:
-                    return WakeFailure(
-                        "the request does not fit the model's window even clipped", False, activation
-                    )
+                    reason = "the request does not fit the model's window even clipped"
+                    return FinalFailure(reason, activation)
                 continue
             stage = yield from _escalate(stage)
             if stage == _COMPACTED:
@@ -681,7 +687,7 @@ def _primary_within_window(
             if not isinstance(newest, TurnRecord) or not newest.pending:
                 raise
             # A step was written ahead and its outcome not stored: retry soon, which redoes it.
-            return WakeFailure(f"failed mid-step {newest.step}", transient=True, activation=None)
+            return TransientFailure(f"failed mid-step {newest.step}", activation=None)
         error = result.error
         if result.outcome != "failed" or error is None or error.category != "context_length":
             return result
@@ -700,6 +706,7 @@ def _primary_within_window(
 __all__ = [
     "ChatView",
     "Compact",
+    "FinalFailure",
     "LoadChain",
     "LoadLatest",
     "LoadMemories",
@@ -712,6 +719,7 @@ __all__ = [
     "Remember",
     "ShowTyping",
     "StoreProbe",
+    "TransientFailure",
     "WakeCommand",
     "WakeDone",
     "WakeFailure",
