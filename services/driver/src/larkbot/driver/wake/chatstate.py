@@ -178,35 +178,43 @@ class ChatState:
             self.changed.clear()
             now = self.clock.now_ms()
             action = scheduler.next_action(self.schedule, now, self.debounce)
-            if isinstance(action, scheduler.Wait):
-                self.observer.chat_idle(self, now)
-                await self.clock.wait_until(action.until_ms, self.changed)
-                self.observer.chat_woke(self)
-                continue
-            input_until = max(action.input_until_ms, self.latest_external_ms())
-            # The wake-up handles (and marks processed) everything up to ``input_until``, so it takes
-            # those inputs with it whatever its kind (a resume wake-up's own bound is 0).
-            self.schedule = scheduler.begin(self.schedule, replace(action, input_until_ms=input_until))
-            self.wakeups += 1
-            self.running_since_ms = now
-            wake_id = uuid.uuid4().hex[:16]
-            # Every line logged for this wake-up, its failure included, carries the chat and wake id.
-            with log_context(chat=self.key, wake=wake_id):
-                try:
-                    await run_wake(self, action, wake_id, input_until)
-                except (WakeRetryable, WakeFinal) as exc:
-                    await self._failed(exc, action, input_until, repo)
-                except Exception as exc:
-                    # A bug, not a provider or platform failure: counted where an alert can see it.
-                    log.exception("wake-up crashed; the context is latched until new input")
-                    metrics.WAKE_CRASHES.labels(type(exc).__name__[:64]).inc()
-                    metrics.TURNS.labels("failed").inc()
-                    crashed = WakeFinal("crashed", activation=None)
-                    await self._failed(crashed, action, input_until, repo)
-                else:
-                    self.schedule = scheduler.succeeded(self.schedule)
-                finally:
-                    self.running_since_ms = None
+            match action:
+                case scheduler.Wait(until_ms):
+                    self.observer.chat_idle(self, now)
+                    await self.clock.wait_until(until_ms, self.changed)
+                    self.observer.chat_woke(self)
+                case scheduler.Wake():
+                    await self._wake(action, now, run_wake, repo)
+                case _:
+                    assert_never(action)
+
+    async def _wake(
+        self, action: scheduler.Wake, now: int, run_wake: RunWake, repo: DriverRepository
+    ) -> None:
+        input_until = max(action.input_until_ms, self.latest_external_ms())
+        # The wake-up handles (and marks processed) everything up to ``input_until``, so it takes
+        # those inputs with it whatever its kind (a resume wake-up's own bound is 0).
+        self.schedule = scheduler.begin(self.schedule, replace(action, input_until_ms=input_until))
+        self.wakeups += 1
+        self.running_since_ms = now
+        wake_id = uuid.uuid4().hex[:16]
+        # Every line logged for this wake-up, its failure included, carries the chat and wake id.
+        with log_context(chat=self.key, wake=wake_id):
+            try:
+                await run_wake(self, action, wake_id, input_until)
+            except (WakeRetryable, WakeFinal) as exc:
+                await self._failed(exc, action, input_until, repo)
+            except Exception as exc:
+                # A bug, not a provider or platform failure: counted where an alert can see it.
+                log.exception("wake-up crashed; the context is latched until new input")
+                metrics.WAKE_CRASHES.labels(type(exc).__name__[:64]).inc()
+                metrics.TURNS.labels("failed").inc()
+                crashed = WakeFinal("crashed", activation=None)
+                await self._failed(crashed, action, input_until, repo)
+            else:
+                self.schedule = scheduler.succeeded(self.schedule)
+            finally:
+                self.running_since_ms = None
 
     async def _failed(
         self, exc: WakeRetryable | WakeFinal, wake: scheduler.Wake, input_until: int, repo: DriverRepository
