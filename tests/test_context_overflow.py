@@ -100,7 +100,7 @@ async def test_a_refusal_for_length_compacts_and_the_bot_answers(
             if fmt != "responses":
                 # The refusal states the window (the Responses API's does not): learnt at once.
                 assert len(refused) == 1
-            summaries = await w.driver.repo.summaries("feishu", CHAT_ID)  # type: ignore[union-attr]
+            summaries = await w.driver.repo.summaries("feishu", CHAT_ID)
             if summaries:
                 assert summaries[0].cursor < 81  # the chatter before the mention, never the mention
             answered = [c for c in provider.calls if estimate_tokens(c.raw) <= WINDOW and primary(c)]
@@ -214,5 +214,5 @@ async def test_a_mention_in_a_long_burst_is_answered_by_a_model_smaller_than_con
         probes_refused = ["decide" in {t.name for t in c.request.tools} for c in refused]
         assert any(probes_refused) == (path == "probe")
         assert not all(probes_refused)  # the primary was refused too, before it learnt the window
-        assert await replay.driver.repo.summaries(PLATFORM.value, replay.chat_id)  # type: ignore[union-attr]
+        assert await replay.driver.repo.summaries(PLATFORM.value, replay.chat_id)
         assert replay.chat.schedule.retry is None  # answered: not latched, no retry waiting

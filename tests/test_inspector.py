@@ -66,7 +66,7 @@ async def test_a_chat_and_its_wake_ups_as_the_model_saw_them(
             asked="@Lark are you there? <script>alert(2)</script>",
             name=HOSTILE,
         )
-        (quiet, spoke) = await w.driver.audit.of_chat("feishu", CHAT_ID)  # type: ignore[attr-defined]
+        (quiet, spoke) = await w.driver.audit.of_chat("feishu", CHAT_ID)
         async with serving(parse_config({}, {}), _engine(w)) as base, aiohttp.ClientSession() as http:
             index = await _get(http, base + "/")
             chat = await _get(http, f"{base}/chat/feishu/{CHAT_ID}")
@@ -118,7 +118,7 @@ async def test_strings_from_a_chat_are_isolated_and_their_bidi_controls_shown(
             asked=f"@Lark {RLO}שלום-asked?",
             name=f"Eve {RLO}gnp.exe שלום-name",
         )
-        (_quiet, spoke) = await w.driver.audit.of_chat("feishu", CHAT_ID)  # type: ignore[attr-defined]
+        (_quiet, spoke) = await w.driver.audit.of_chat("feishu", CHAT_ID)
         async with serving(parse_config({}, {}), _engine(w)) as base, aiohttp.ClientSession() as http:
             pages = {
                 "index": await _get(http, base + "/"),
@@ -178,8 +178,8 @@ async def test_a_sent_message_leads_to_its_wake_up(bus: Bus, nats_url: str, tmp_
         await w.say(1, 0, text="@Lark hi", mentions_me=True)
         await w.tick(1000)
         await w.synced()
-        (record,) = await w.driver.audit.of_chat("feishu", CHAT_ID)  # type: ignore[attr-defined]
-        store = w.driver.requests  # type: ignore[attr-defined]
+        (record,) = await w.driver.audit.of_chat("feishu", CHAT_ID)
+        store = w.driver.requests
         (request, *_) = await store.of_wake(record.wake_id)
         sent = await _sent_ids(_engine(w), record.wake_id)
         find = f"/find?platform=feishu&chat={CHAT_ID}&message={sent[0]}"
@@ -210,7 +210,7 @@ async def test_dry_runs_and_hashed_content_are_marked(bus: Bus, nats_url: str, t
         await w.say(1, 0, text="@Lark the secret plan", mentions_me=True)
         await w.tick(1000)
         await w.synced()
-        (record,) = await w.driver.audit.of_chat("feishu", CHAT_ID)  # type: ignore[attr-defined]
+        (record,) = await w.driver.audit.of_chat("feishu", CHAT_ID)
         async with serving(parse_config({}, {}), _engine(w)) as base, aiohttp.ClientSession() as http:
             index = await _get(http, base + "/")
             page = await _get(http, f"{base}/wake/{record.wake_id}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.retry import Backoff, Failure, RetryPolicy, forever, retrying
 
 POLICY = RetryPolicy(
@@ -41,6 +42,19 @@ def test_no_retry_past_the_deadline_the_attempt_count_or_the_longest_wait() -> N
     assert POLICY.wait(Failure.TRANSIENT, 5, left_s=100, u=0.5) is None  # five attempts made
     assert POLICY.wait(Failure.RATE_LIMITED, 1, left_s=1000, u=0.5, retry_after_s=61) is None
     assert POLICY.wait(Failure.RATE_LIMITED, 1, left_s=5, u=0.5, retry_after_s=30) is None
+
+
+def test_a_take_over_snapshot_is_asked_again_forever_up_to_ten_seconds_apart() -> None:
+    policy = RetryPolicy.of(LarkbotConfig().retry.takeover_snapshot)
+    assert policy.max_attempts is None
+    assert [policy.wait(Failure.TRANSIENT, n, left_s=float("inf"), u=0.5) for n in (1, 2, 6, 50)] == [
+        0.5,
+        1.0,
+        10.0,
+        10.0,
+    ]
+    custom = LarkbotConfig.model_validate({"retry": {"takeover_snapshot": {"max_s": 2.0}}})
+    assert RetryPolicy.of(custom.retry.takeover_snapshot).backoff.max_s == 2.0
 
 
 @pytest.mark.parametrize(

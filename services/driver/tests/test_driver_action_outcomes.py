@@ -18,7 +18,7 @@ from larkbot.canonical.names import Platform
 from larkbot.driver.tools.core import tools
 from larkbot.driver.wake.clients import BusClients
 from larkbot.driver.wake.clock import ManualClock
-from larkbot.driver.wake.core.outcomes import settled_text
+from larkbot.driver.wake.core.outcomes import settled_text, settlement
 from larkbot.driver.wake.core.turn import ToolRun
 from larkbot.driver.wake.executor import ToolExecutor
 from larkbot.runtime.bus import Bus, BusUnavailable
@@ -204,6 +204,13 @@ def test_the_model_is_told_plainly_what_is_known(
     result: ActionResult, kind: str, delivered: tuple[str, ...], text: str
 ) -> None:
     assert settled_text(result, kind, "telegram", delivered) == text
+
+
+def test_each_result_settles_as_one_of_four_kinds() -> None:
+    assert settlement(LOST) == settlement(IN_PROGRESS) == "unknown"
+    assert settlement(failed("deadline", False, "the deadline passed before execution")) == "deadline"
+    assert settlement(failed("unavailable", True, "Internal Server Error")) == "exhausted"
+    assert settlement(failed("forbidden", False, "Forbidden")) == "refused"
 
 
 def test_a_refusal_quotes_only_the_start_of_the_platforms_reason() -> None:

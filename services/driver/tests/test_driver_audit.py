@@ -25,7 +25,7 @@ def db(tmp_path: Path) -> str:
 
 
 def _store(w: object) -> AuditStore:
-    audit = w.driver.audit  # type: ignore[attr-defined]
+    audit = w.driver.audit
     assert isinstance(audit, AuditStore)
     return audit
 
@@ -87,7 +87,7 @@ async def test_a_dry_run_chat_records_its_wake_ups_and_never_calls_the_platform(
         await w.say(1, 0, text="@Lark hi", mentions_me=True)
         await w.tick(1000)
         records = await _store(w).of_chat("feishu", CHAT_ID)
-        latest = await w.driver.repo.latest_turn("feishu", CHAT_ID)  # type: ignore[union-attr]
+        latest = await w.driver.repo.latest_turn("feishu", CHAT_ID)
         assert w.platform.requests == []
     (record,) = records
     assert record.dry_run
@@ -193,7 +193,7 @@ async def test_the_inspectors_reads_by_chat_and_by_wake_up(
         chats = await store.chats()
         one = await store.one(everything[1].wake_id)
         missing = await store.one("no-such-wake")
-        repo = w.driver.repo  # type: ignore[attr-defined]
+        repo = w.driver.repo
         steps = await repo.turns_of_wake(everything[1].wake_id)
         probes = await repo.probes_of_wake(everything[1].wake_id)
         quiet_steps = await repo.turns_of_wake(everything[0].wake_id)

@@ -77,7 +77,7 @@ async def test_compaction_summarizes_the_oldest_part_and_moves_the_cursor(
         log = _text(compactions[0])
         assert '<message id="m1"' in log  # the oldest part
         assert '<message id="m61"' not in log  # the newest stays in view
-        summaries = await w.driver.repo.summaries("feishu", CHAT_ID)  # type: ignore[union-attr]
+        summaries = await w.driver.repo.summaries("feishu", CHAT_ID)
         assert len(summaries) == 1
         summary = summaries[0]
         assert summary.text.startswith("summary of m1..")
@@ -115,7 +115,7 @@ async def test_a_failed_compaction_backs_off_then_recovers(bus: Bus, nats_url: s
         await _mention(w, 61, at, "one")
         assert len(w.llm.by_purpose("compaction")) == 1
         assert _metric("larkbot_driver_compactions_total", outcome="failed") == failed + 1
-        assert await w.driver.repo.summaries("feishu", CHAT_ID) == ()  # type: ignore[union-attr]
+        assert await w.driver.repo.summaries("feishu", CHAT_ID) == ()
         state = w.chat.compaction
         assert state.retry_at_ms == w.clock.now_ms() + 300_000
 
@@ -129,7 +129,7 @@ async def test_a_failed_compaction_backs_off_then_recovers(bus: Bus, nats_url: s
         at += 300_000
         await _mention(w, 63, at, "three")
         assert len(w.llm.by_purpose("compaction")) == 2
-        assert len(await w.driver.repo.summaries("feishu", CHAT_ID)) == 1  # type: ignore[union-attr]
+        assert len(await w.driver.repo.summaries("feishu", CHAT_ID)) == 1
         assert w.chat.compaction.delay_s == 0
         assert w.chat.compaction.retry_at_ms == 0
 
@@ -218,9 +218,9 @@ async def test_the_bot_own_sends_are_summarized_from_its_turn_responses(
         log = _text(compaction)
         assert '<my-action type="send_message"' in log
         assert "answer early" in log
-        summary = await w.driver.repo.latest_summary("feishu", CHAT_ID)  # type: ignore[union-attr]
+        summary = await w.driver.repo.latest_summary("feishu", CHAT_ID)
         assert summary is not None
         assert summary.turns >= 1
         # The turn responses it covered are no longer read into prompts.
-        turns = await w.driver.repo.turns("feishu", CHAT_ID, since_ms=summary.turns_from_ms)  # type: ignore[union-attr]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID, since_ms=summary.turns_from_ms)
         assert all("answer early" not in str(t.entries) for t in turns)

@@ -95,7 +95,7 @@ async def test_a_fact_saved_in_one_week_is_used_in_a_later_one_after_a_restart(
         assert 'uid="ou_alice"' in found
         assert "is allergic to peanuts" in found
 
-        (memory,) = await w.driver.memories.for_person("feishu", "ou_alice")  # type: ignore[union-attr]
+        (memory,) = await w.driver.memories.for_person("feishu", "ou_alice")
         assert memory.evidence == ("om_1",)  # canonical, not the alias the model wrote
         assert (memory.chat_id, memory.scope, memory.importance) == (CHAT_ID, "group", "high")
 
@@ -138,7 +138,7 @@ async def test_saves_resting_on_words_that_are_not_the_persons_own_are_rejected(
             "not saved: scope global is not enabled in this deployment; use group",
             "saved memory 1 (high, group)",
         ]
-        memories = await w.driver.memories.for_person("feishu", "ou_alice")  # type: ignore[union-attr]
+        memories = await w.driver.memories.for_person("feishu", "ou_alice")
         assert [m.content for m in memories] == ["speaks Finnish"]
 
 
@@ -177,7 +177,7 @@ async def test_memories_stay_in_their_chat_and_follow_the_uid_not_the_name(
         shown = late_binding(w.requests("primary")[-1])
         assert '<fact id="1" uid="ou_alice">is allergic to peanuts</fact>' in shown
         assert 'uid="ou_bob"' not in shown
-        (memory,) = await w.driver.memories.for_person("feishu", "ou_alice")  # type: ignore[union-attr]
+        (memory,) = await w.driver.memories.for_person("feishu", "ou_alice")
         assert memory.enabled  # the other chat's patch changed nothing
 
 

@@ -118,7 +118,7 @@ async def test_two_replicas_split_the_chats_and_hand_over_without_lost_or_double
         primary = w.requests("primary", chained)
         assert len(primary) == 4
         assert "interrupted" in _late_binding(primary[-1])
-        turns = await a.repo.turns(PLATFORM.value, chained)  # type: ignore[union-attr]
+        turns = await a.repo.turns(PLATFORM.value, chained)
         step0, step1 = turns[-2:]
         assert (step0.chain_id, step0.step, step0.requires_follow_up) == (step1.chain_id, 0, True)
         assert step1.step == 1

@@ -70,7 +70,7 @@ async def test_a_send_that_never_left_is_delivered_by_the_next_holder(
         assert sends[0].idempotency_key == sends[1].idempotency_key
         assert len(w.llm.by_purpose("probe")) == 1  # redone, not decided again
         assert len(w.llm.by_purpose("primary")) == 1
-        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)
         assert len(turns) == 1
         assert turns[0].sent
         assert not turns[0].pending
@@ -89,7 +89,7 @@ async def test_a_send_the_platform_executed_is_not_repeated(bus: Bus, nats_url: 
         sends = await _sends(w)
         assert len(sends) == 2
         assert sends[0].idempotency_key == sends[1].idempotency_key
-        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)
         assert [(t.sent, t.pending) for t in turns] == [(True, False)]
 
 
@@ -184,7 +184,7 @@ async def test_a_send_nobody_answered_stays_pending_and_is_redone_when_the_ingre
         w.primary_answers.append(response(tool_call(tools.SEND, "s", text="worth the wait")))
         await w.say(1, 0, mentions_me=True)
         await w.tick(1000)
-        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)
         assert [(t.pending, t.sent) for t in turns] == [(True, False)]
         assert w.chat.schedule.retry is not None  # a transient failure, retried
         assert w.platform.delivered == []
@@ -192,7 +192,7 @@ async def test_a_send_nobody_answered_stays_pending_and_is_redone_when_the_ingre
         await w.platform.endpoint.start()
         await w.tick(1000 + 5000)
         assert [d.text for d in w.platform.delivered] == ["worth the wait"]
-        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)
         assert [(t.pending, t.sent) for t in turns] == [(False, True)]
         assert len(w.llm.by_purpose("primary")) == 1  # redone from the stored step, not asked again
         await w.synced()

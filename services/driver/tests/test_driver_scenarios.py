@@ -55,7 +55,7 @@ async def test_a_mention_that_the_probe_declines(bus: Bus, nats_url: str, db: st
         assert len(w.llm.by_purpose("probe")) == 1
         assert w.llm.by_purpose("primary") == []
         assert w.platform.requests == []
-        probes = await w.driver.repo.probes("feishu", CHAT_ID)  # type: ignore[union-attr]
+        probes = await w.driver.repo.probes("feishu", CHAT_ID)
         assert [(p.decision, p.reason, p.activated) for p in probes] == [
             ("no_action", "a greeting to everyone", False)
         ]
@@ -116,7 +116,7 @@ async def test_react_only_exposes_only_react_and_resolves_the_alias(bus: Bus, na
         assert w.platform.delivered == []
         assert [(r.message_id, r.emoji) for r in w.platform.reactions] == [("om_1", "😂")]
         assert isinstance(w.platform.requests[0], ReactAction)
-        latest = await w.driver.repo.latest_turn("feishu", CHAT_ID)  # type: ignore[union-attr]
+        latest = await w.driver.repo.latest_turn("feishu", CHAT_ID)
         assert latest is not None
         assert not latest.requires_follow_up
 
@@ -145,7 +145,7 @@ async def test_an_interrupted_chain_continues_without_probe_with_its_budget(
         await w.say(1, 0, text="what about today?", mentions_me=True)
         await w.tick(1000)
         assert len(w.llm.by_purpose("primary")) == 1
-        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)
         assert [t.requires_follow_up for t in turns] == [True]  # open: interrupted after the step
         await w.tick(2500)
         assert len(w.llm.by_purpose("probe")) == 1  # the continuation skipped the probe
@@ -154,7 +154,7 @@ async def test_an_interrupted_chain_continues_without_probe_with_its_budget(
         assert "interrupted" in _late_binding(primary[1])
         assert "read_old_messages" in _tool_names(primary[1])  # a normal step: work tools offered
         assert _tool_names(primary[2]) == ["send_message", "react", "end_turn"]  # round 2 carried over
-        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)
         assert [(t.chain_id == turns[0].chain_id, t.step, t.mode) for t in turns] == [
             (True, 0, "normal"),
             (True, 1, "normal"),
@@ -174,7 +174,7 @@ async def test_budget_exhaustion_ends_with_a_wrap_up_step(bus: Bus, nats_url: st
         primary = w.llm.by_purpose("primary")
         assert len(primary) == 3
         assert _tool_names(primary[2]) == ["send_message", "react", "end_turn"]
-        latest = await w.driver.repo.latest_turn("feishu", CHAT_ID)  # type: ignore[union-attr]
+        latest = await w.driver.repo.latest_turn("feishu", CHAT_ID)
         assert latest is not None
         assert latest.mode == "wrap_up"
         assert not latest.requires_follow_up  # the chain is closed: next input goes through the probe
@@ -233,7 +233,7 @@ async def test_a_send_with_an_unknown_outcome_is_delivered_exactly_once(
         keys = [r.idempotency_key for r in w.platform.requests if isinstance(r, SendMessageAction)]
         assert len(keys) == 2
         assert keys[0] == keys[1]
-        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)
         assert turns[-1].sent
         await w.synced()
         await w.tick(60_000)  # the bot's own (self-sent) message never wakes it
@@ -318,7 +318,7 @@ async def test_action_attempts_is_a_chat_setting(bus: Bus, nats_url: str, db: st
         await w.tick(1000)
         sends = [r for r in w.platform.requests if isinstance(r, SendMessageAction)]
         assert len(sends) == 1  # not asked again
-        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)
         result = turns[-1].entries[-1]
         assert isinstance(result, ToolResultMessage)
         assert result.is_error

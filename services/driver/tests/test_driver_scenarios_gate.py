@@ -56,7 +56,7 @@ async def test_the_service_opens_the_gate_for_a_configured_maintainer_only(
         first, second = w.llm.by_purpose("primary")
         assert tools.SHELL_TOOLS.isdisjoint(_names(first))
         assert _names(second)[-3:] == ["bash", "kill_task", "read_task_output"]
-        turns = await w.driver.repo.turns("feishu", CHAT_ID)  # type: ignore[union-attr]
+        turns = await w.driver.repo.turns("feishu", CHAT_ID)
         assert [t.shell_tools_exposed for t in turns] == [False, True]  # persisted with every step
     assert (_gate_metric("open"), _gate_metric("closed")) == (opened + 1, closed + 1)
     assert f"shell tools exposed: maintainer {MAINTAINER} (message om_2)" in caplog.text

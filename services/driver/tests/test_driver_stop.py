@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from larkbot.canonical.names import Service
-from larkbot.driver.app import DriverService
+from larkbot.driver.app import DriverOptions, DriverService
 from larkbot.runtime.bus import Bus
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
 from larkbot.testkit.driver.harness import world
 
 CANCELLED = "did not end with the service"
@@ -29,8 +29,9 @@ async def test_every_periodic_loop_ends_with_the_service(
         config = w.config
         assert config.audit.enabled
         # A second replica as production runs it: with memory maintenance.
-        replica = DriverService(config, clock=w.clock, replica="b", memory_maintenance=True)
-        async with running(Service.DRIVER, replica, config, nats_url=nats_url):
+        replica = DriverService(config, DriverOptions(clock=w.clock, replica="b", memory_maintenance=True))
+        async with built(Service.DRIVER, replica, config, nats_url=nats_url):
             names = {task.get_name() for task in asyncio.all_tasks()}
-    assert {"audit-retention", "shell-tasks", "memory-maintenance"} <= names  # they ran
+    # The singleton work runs under its lease (ServiceContext.lead names the task after it).
+    assert {"lease-audit-retention", "shell-tasks", "lease-memory-maintenance"} <= names  # they ran
     assert CANCELLED not in caplog.text

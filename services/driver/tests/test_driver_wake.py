@@ -13,7 +13,9 @@ from larkbot.driver.wake.core.protocol import ModelCall
 from larkbot.driver.wake.core.scheduler import Wake
 from larkbot.driver.wake.core.wake import (
     CLIP_ATTEMPTS,
+    FinalFailure,
     ProbeCall,
+    TransientFailure,
     WakeDone,
     WakeFailure,
     WakeInput,
@@ -63,7 +65,7 @@ def test_a_failed_probe_call_is_a_transient_failure_and_nothing_is_processed() -
     ports = _ports([LLMError(request_id="r", category="transient", message="timeout")])
     outcome = asyncio.run(ports.run(_inputs()))
     assert isinstance(outcome, WakeFailure)
-    assert outcome.transient
+    assert isinstance(outcome, TransientFailure)
     assert ports.processed_until_ms == 0
 
 
@@ -123,7 +125,7 @@ def test_when_compaction_cannot_help_the_retry_is_trimmed_then_clipped_and_a_las
     )
     outcome = asyncio.run(ports.run(_inputs()))
     assert isinstance(outcome, WakeFailure)
-    assert not outcome.transient
+    assert isinstance(outcome, FinalFailure)
     assert ports.compactions == 1  # tried once; the scripted compactor could not move the cursor
     assert len(_primaries(ports)) == 2 + CLIP_ATTEMPTS  # whole, trimmed, clipped smaller and smaller
     clipped = [request_tokens(p.system, p.tools, p.messages) for p in _primaries(ports)[2:]]

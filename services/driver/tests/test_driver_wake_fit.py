@@ -12,7 +12,14 @@ from larkbot.driver.tools.core import tools
 from larkbot.driver.wake.core.estimate import request_tokens, segment_tokens
 from larkbot.driver.wake.core.protocol import ModelCall
 from larkbot.driver.wake.core.scheduler import Wake
-from larkbot.driver.wake.core.wake import PROBE_FIT_ATTEMPTS, ProbeCall, WakeDone, WakeFailure, WakeInput
+from larkbot.driver.wake.core.wake import (
+    PROBE_FIT_ATTEMPTS,
+    FinalFailure,
+    ProbeCall,
+    WakeDone,
+    WakeFailure,
+    WakeInput,
+)
 from larkbot.testkit.driver.scripted import DEFAULT_LIMITS, ScriptedPorts, wake_input
 from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
@@ -163,7 +170,7 @@ def test_a_probe_that_never_fits_fails_for_good_after_its_attempts() -> None:
     ports = _ports([REFUSED] * PROBE_FIT_ATTEMPTS)
     outcome = asyncio.run(ports.run(_inputs()))
     assert isinstance(outcome, WakeFailure)
-    assert not outcome.transient
+    assert isinstance(outcome, FinalFailure)
     assert outcome.reason == "probe failed: context_length"
     assert len(_probes(ports)) == PROBE_FIT_ATTEMPTS
     assert ports.processed_until_ms == HANDLED_UNTIL  # the chat loop latches it, as for any failure

@@ -39,3 +39,6 @@ class RetrySettings(_Section):
     #: The LLM gateway's attempts of one provider call, bounded by the request's ``deadline_ms``; a
     #: provider's ``retry-after`` is a rate limit's wait, taken as it is.
     llm_call: BackoffSettings = BackoffSettings(initial_s=0.25, max_attempts=4)
+    #: A driver asking the pipeline again for a chat's snapshot as it takes the chat over: it never gives
+    #: up (a chat without a snapshot has no loop), and a short cap, because the chat waits meanwhile.
+    takeover_snapshot: BackoffSettings = BackoffSettings(max_s=10.0, max_attempts=None)

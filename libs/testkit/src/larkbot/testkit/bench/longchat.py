@@ -171,7 +171,6 @@ async def measure_window(nats_url: str, messages: int, window_tokens: int) -> di
                     await replay.burst(burst)
                     answers += 1 if burst.activation else 0
                     reads += 1 if burst.read_old is not None else 0
-                assert replay.driver.repo is not None
                 summaries = await replay.driver.repo.summaries(PLATFORM_VALUE, chat_id)
                 over_window = model.over_window
                 mention_at_end = replay.platform.sent[-1] if replay.platform.sent else None

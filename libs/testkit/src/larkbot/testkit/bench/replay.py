@@ -52,7 +52,7 @@ from larkbot.canonical.names import (
     msg_id,
     partition_of,
 )
-from larkbot.driver.app import DriverService
+from larkbot.driver.app import Driver, DriverOptions, DriverService
 from larkbot.driver.tools.core import tools
 from larkbot.driver.wake.chatstate import ChatState
 from larkbot.driver.wake.clock import ManualClock
@@ -63,7 +63,7 @@ from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
 from larkbot.runtime.ingress import actions_endpoint, publish_identity
 from larkbot.runtime.serve import Endpoint
-from larkbot.runtime.service import built, running
+from larkbot.runtime.service import built
 
 from ..driver.fakes import FakeLLM
 from ..driver.harness import decide, end_turn
@@ -237,22 +237,31 @@ def bench_config(
     )
 
 
+class ReplayFakes:
+    """The neighbours a replay fakes: the scripted model, the platform; made before the services."""
+
+    def __init__(self, bus: Bus, clock: ManualClock) -> None:
+        self.bus = bus
+        self.clock = clock
+        self.model = ScriptedModel(collections.deque(), collections.deque())
+        self.llm = FakeLLM(bus, self.model)
+        self.platform = SelfEventsPlatform(bus, clock)
+
+
 class Replay:
     """The services and fakes of one replay (see the module docstring)."""
 
-    def __init__(
-        self, bus: Bus, chat_id: str, driver: DriverService, watch: DriverWatch, clock: ManualClock
-    ) -> None:
-        self.bus = bus
+    def __init__(self, fakes: ReplayFakes, chat_id: str, driver: Driver, watch: DriverWatch) -> None:
+        self.bus = fakes.bus
         self.chat_id = chat_id
         self.key = f"{PLATFORM.value}:{chat_id}"
         self.driver = driver
         #: What the driver replica reports (its observer).
         self.watch = watch
-        self.clock = clock
-        self.model = ScriptedModel(collections.deque(), collections.deque())
-        self.llm = FakeLLM(bus, self.model)
-        self.platform = SelfEventsPlatform(bus, clock)
+        self.clock = fakes.clock
+        self.model = fakes.model
+        self.llm = fakes.llm
+        self.platform = fakes.platform
         self.members = {sender: Sender(id=sender, display_name=name) for sender, name in SENDERS}
 
     @property
@@ -328,32 +337,28 @@ async def replay_world(
     await publish_identity(bus, identity)
     clock = ManualClock(T0)
     watch = DriverWatch()
-    driver = DriverService(
-        config,
-        clock=clock,
-        replica="prefix-bench",
-        lease_heartbeat_s=0.2,
-        fetch_timeout_s=0.25,
-        observer=watch,
+    options = DriverOptions(
+        clock=clock, replica="prefix-bench", lease_heartbeat_s=0.2, fetch_timeout_s=0.25, observer=watch
     )
+    driver = DriverService(config, options)
     pipeline = PipelineService(config, PipelineOptions(replica="prefix-bench", fetch_timeout_s=0.25))
-    replay = Replay(bus, chat_id, driver, watch, clock)
+    fakes = ReplayFakes(bus, clock)
     model: AbstractAsyncContextManager[object]
     if gateway:
         from larkbot.llm_gateway.app import GatewayService
 
         model = built(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url)
     else:
-        model = _serving(replay.llm.endpoint)
-    await replay.platform.endpoint.start()
+        model = _serving(fakes.llm.endpoint)
+    await fakes.platform.endpoint.start()
     try:
         async with model, built(Service.PIPELINE, pipeline, config, nats_url=nats_url) as piped:
             await asyncio.wait_for(piped.components.ready.wait(), WAIT_S)
-            async with running(Service.DRIVER, driver, config, nats_url=nats_url):
+            async with built(Service.DRIVER, driver, config, nats_url=nats_url) as service:
                 await watch.until(lambda: watch.holds(PARTITIONS), WAIT_S)
-                yield replay
+                yield Replay(fakes, chat_id, service.components, watch)
     finally:
-        await replay.platform.endpoint.stop()
+        await fakes.platform.endpoint.stop()
         await _purge(bus, chat_id)
 
 

@@ -20,14 +20,14 @@ from typing import Any
 from larkbot.canonical.events import TypingSignal
 from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.canonical.names import PARTITIONS, Platform, Service, typing_subject
-from larkbot.driver.app import DriverService
+from larkbot.driver.app import Driver, DriverOptions, DriverService
 from larkbot.driver.tools.core import tools
 from larkbot.driver.wake.chatstate import ChatState
 from larkbot.driver.wake.clock import ManualClock
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.serve import Endpoint
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
 
 from .fake_pipeline import FakePipeline
 from .fakes import FakeLLM, FakeMedia, FakePlatform
@@ -83,7 +83,7 @@ class World:
         self.answers: dict[tuple[str, str], collections.deque[Answer]] = collections.defaultdict(
             collections.deque
         )
-        self.replicas: dict[str, tuple[DriverService, AsyncExitStack]] = {}
+        self.replicas: dict[str, tuple[Driver, AsyncExitStack]] = {}
         self.watches: dict[str, DriverWatch] = {}
 
     # -- the scripted model ---------------------------------------------------------------------------
@@ -119,10 +119,9 @@ class World:
         return [r for r in self.llm.by_purpose(purpose) if r.chat_key == key]
 
     # -- replicas -------------------------------------------------------------------------------------
-    async def start_replica(self, name: str) -> DriverService:
+    async def start_replica(self, name: str) -> Driver:
         watch = DriverWatch()
-        driver = DriverService(
-            self.config,
+        options = DriverOptions(
             clock=self.clock,
             replica=name,
             lease_heartbeat_s=HEARTBEAT_S,
@@ -130,8 +129,12 @@ class World:
             memory_maintenance=False,
             observer=watch,
         )
+        recipe = DriverService(self.config, options)
         stack = AsyncExitStack()
-        await stack.enter_async_context(running(Service.DRIVER, driver, self.config, nats_url=self.nats_url))
+        service = await stack.enter_async_context(
+            built(Service.DRIVER, recipe, self.config, nats_url=self.nats_url)
+        )
+        driver = service.components
         self.replicas[name] = (driver, stack)
         self.watches[name] = watch
         return driver
@@ -168,10 +171,10 @@ class World:
         return driver.chats[key]
 
     @property
-    def driver(self) -> DriverService:
+    def driver(self) -> Driver:
         return next(iter(self.replicas.values()))[0]
 
-    def owner(self, chat_id: str | None = None) -> DriverService:
+    def owner(self, chat_id: str | None = None) -> Driver:
         return self.replicas[self._owner(chat_id)][0]
 
     def _owner(self, chat_id: str | None) -> str:

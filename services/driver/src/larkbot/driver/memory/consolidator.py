@@ -1,17 +1,18 @@
 """Scheduled memory consolidation (SPEC §7 maintenance; the rules are in ``core.consolidation``).
 
-One replica runs it: the holder of partition 0 (``is_leader``), so replicas never merge the same group
-twice at once; a lease that moves mid-run costs at most one duplicated attempt, whose writes carry
-idempotency keys. Every ``consolidation_interval_s`` the leader lists the groups with at least
-``consolidation_min_count`` enabled ``normal`` memories and consolidates each one that is not backing off,
-one at a time, through the ``memory`` endpoint. A failure is recorded for its group only and backs off.
-The same pass refreshes the ``larkbot_driver_memories`` gauge.
+One replica runs it: the holder of the driver's singleton lease ``memory-maintenance`` (the composition
+root leads :meth:`Consolidator.run` through ``ServiceContext.lead``), so replicas never merge the same
+group twice at once; a lease that moves mid-run costs at most one duplicated attempt, whose writes carry
+idempotency keys. While it leads, every ``consolidation_interval_s`` (the first pass at once) it lists the
+groups with at least ``consolidation_min_count`` enabled ``normal`` memories and consolidates each one
+that is not backing off, one at a time, through the ``memory`` endpoint. A failure is recorded for its
+group only and backs off. A pass postponed by a transient failure (the database away) is tried again
+within ``PASS_CHECK_S``. The same pass refreshes the ``larkbot_driver_memories`` gauge.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -23,12 +24,13 @@ from larkbot.driver.wake.accounting import count_usage
 from larkbot.driver.wake.clients import BusClients
 from larkbot.driver.wake.clock import Clock
 from larkbot.driver.wake.sizing import Sizing
+from larkbot.runtime import periodic
 from larkbot.runtime.config import MemorySettings
 from larkbot.runtime.logs import log_context
 
 from .. import metrics
+from ..errors import ConsolidationRefused, InvalidAnswer
 from .core.consolidation import (
-    InvalidAnswer,
     backoff_ms,
     consolidation_message,
     consolidation_system,
@@ -41,8 +43,8 @@ from .memories import MemoryStore
 log = logging.getLogger(__name__)
 
 Group = tuple[str, str, str, str]
-#: How often a replica looks whether it leads the maintenance.
-LEADER_CHECK_S = 30.0
+#: How often the leader looks whether a pass is due.
+PASS_CHECK_S = 30.0
 
 
 class Consolidator:
@@ -55,7 +57,6 @@ class Consolidator:
         settings: MemorySettings,
         *,
         name_of: Callable[[str, str], str],
-        is_leader: Callable[[], bool],
     ) -> None:
         self.store = store
         self.clients = clients
@@ -64,34 +65,32 @@ class Consolidator:
         self.settings = settings
         #: The persona name of a chat (``platform``, ``chat_id``), for the prompt.
         self.name_of = name_of
-        self.is_leader = is_leader
 
     async def run(self, stopping: asyncio.Event) -> None:
-        """Consolidate every interval while this replica leads, until ``stopping``.
-
-        Leadership is looked at every ``LEADER_CHECK_S``, so a replica that takes partition 0 over starts
-        maintaining (and publishing the memory gauge) within that, not an interval later."""
+        """Consolidate every interval until ``stopping`` (or until cancelled: the lease was lost). The
+        first pass runs at once; one postponed by a transient failure is tried again within
+        ``PASS_CHECK_S`` rather than an interval later."""
         interval = self.settings.consolidation_interval_s
         due = 0.0
-        while not stopping.is_set():
+
+        async def due_pass() -> None:
+            nonlocal due
             now = time.monotonic()
-            if self.is_leader() and now >= due:
-                due = now + interval
-                try:
-                    await self.maintain()
-                except RetryableError as exc:
-                    log.warning("memory maintenance pass postponed: %s", exc)
-                    due = now + min(interval, LEADER_CHECK_S)
-            elif not self.is_leader():
-                due = 0.0
-            wait = LEADER_CHECK_S if not due else min(LEADER_CHECK_S, max(0.0, due - time.monotonic()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), wait)
+            if now < due:
+                return
+            due = now + interval
+            try:
+                await self.maintain()
+            except RetryableError as exc:
+                log.warning("memory maintenance pass postponed: %s", exc)
+                due = now + min(interval, PASS_CHECK_S)
+
+        await periodic.every(min(interval, PASS_CHECK_S), due_pass, stopping, name="memory maintenance")
 
     async def maintain(self) -> dict[str, int]:
         """One maintenance pass — the memory gauge refreshed, every group due now consolidated — and the
         count of groups by outcome. :meth:`run` calls it on schedule; with the loop off (a replica built
-        with ``memory_maintenance=False``) a pass runs only when called."""
+        with ``DriverOptions(memory_maintenance=False)``) a pass runs only when called."""
         stats = await self.store.stats()
         for scope in ("group", "private", "global"):
             metrics.MEMORIES.labels(scope).set(stats.by_scope.get(scope, 0))
@@ -113,7 +112,7 @@ class Consolidator:
         with log_context(chat=f"{group[0]}:{group[3]}"):
             try:
                 merged = await self._merge(group, now)
-            except (InvalidAnswer, _Failed, RetryableError) as exc:
+            except (InvalidAnswer, ConsolidationRefused, RetryableError) as exc:
                 failures = (state[0] if state is not None else 0) + 1
                 wait = backoff_ms(
                     failures,
@@ -155,7 +154,7 @@ class Consolidator:
         )
         reply = await self.clients.generate(request, timeout_s)
         if isinstance(reply, LLMError):
-            raise _Failed(f"the model answered {reply.category}: {reply.message[:200]}")
+            raise ConsolidationRefused(f"the model answered {reply.category}: {reply.message[:200]}")
         count_usage("memory", reply)
         text = "".join(p.text for p in reply.message.parts if isinstance(p, TextPart))
         notes = read_notes(text, batch)
@@ -186,7 +185,3 @@ class Consolidator:
                     key=f"consolidation:{digest}:{index}:{memory_id}",
                 )
         return len(notes)
-
-
-class _Failed(Exception):
-    pass

@@ -1,6 +1,7 @@
 """SQL storage of per-person memories (SQLite and PostgreSQL): events, patches, the search index, the
 forget log and consolidation's maintenance state. The model and its rules are in ``core.memory``; the
-tables in ``tables``.
+tables in ``tables``; the rows' mapping in :mod:`.rows`; the counts and consolidation's bookkeeping in
+:mod:`.maintenance` (the store's base).
 
 Every write is one transaction: a saved memory, its index row and (on SQLite) its FTS row commit
 together; a patch locks its memory's index row first (the first statement is an update of it), so on
@@ -15,29 +16,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
     ColumnClause,
-    ColumnElement,
     Integer,
-    and_,
     case,
     column,
     func,
     literal_column,
-    or_,
     select,
     table,
     text,
 )
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from larkbot.runtime.db import transaction
-
+from ..errors import MemoryNotFound
 from ..tables import memories, memory_forgets, memory_index, memory_maintenance, memory_patches
 from .core.memory import (
     ACTORS,
@@ -50,45 +44,19 @@ from .core.memory import (
     fold,
     saved,
 )
-from .core.memorytext import fts5_query, indexed_text, memory_keys, query_terms, tsquery, visibility_keys
-
-#: (platform, person_id, scope, chat_id): one consolidation group.
-MaintenanceKey = tuple[str, str, str, str]
+from .core.memorytext import fts5_query, query_terms, tsquery, visibility_keys
+from .maintenance import MaintenanceRecords
+from .maintenance import MemoryStats as MemoryStats
+from .rows import admitted, index_row, keys_of, memory_of, memory_row, patch_of
 
 _CHUNK = 500
 _FTS = table("driver_memory_fts", column("rowid", Integer))
 _PG_SIMPLE: ColumnClause[Any] = literal_column("'simple'::regconfig")
 
 
-class MemoryNotFound(Exception):
-    """A memory id that does not exist (or, as a reference, belongs to another person)."""
-
-    def __init__(self, message: str, ids: Sequence[int] = ()) -> None:
-        super().__init__(message)
-        self.ids = tuple(ids)
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryStats:
-    total: int
-    enabled: int
-    #: Distinct (platform, person) pairs with at least one memory.
-    persons: int
-    #: Every memory by its current scope / importance, disabled ones included.
-    by_scope: dict[str, int]
-    by_importance: dict[str, int]
-    patches: int
-    forgets: int
-
-
-class MemoryStore:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self._sqlite = engine.dialect.name == "sqlite"
-        self._insert = sqlite.insert if self._sqlite else postgresql.insert
-
-    def _tx(self) -> AbstractAsyncContextManager[AsyncConnection]:
-        return transaction(self.engine)
+class MemoryStore(MaintenanceRecords):
+    """Memories and their patches; the counts and consolidation's state are its base's
+    (:class:`~.maintenance.MaintenanceRecords`)."""
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -114,16 +82,16 @@ class MemoryStore:
                 )
             result = await conn.execute(
                 memories.insert().returning(memories.c.id, sort_by_parameter_order=True),
-                [_memory_row(new, now_ms) for new in news],
+                [memory_row(new, now_ms) for new in news],
             )
             ids = [int(row[0]) for row in result]
-            index_rows = [_index_row(i, new, now_ms) for i, new in zip(ids, news, strict=True)]
+            index_rows = [index_row(i, new, now_ms) for i, new in zip(ids, news, strict=True)]
             await conn.execute(memory_index.insert(), index_rows)
             if self._sqlite:
                 await conn.execute(
                     text("INSERT INTO driver_memory_fts(rowid, terms, keys) VALUES (:id, :terms, :keys)"),
                     [
-                        {"id": r["memory_id"], "terms": r["terms"], "keys": _keys(new, enabled=True)}
+                        {"id": r["memory_id"], "terms": r["terms"], "keys": keys_of(new, enabled=True)}
                         for r, new in zip(index_rows, news, strict=True)
                     ],
                 )
@@ -183,8 +151,8 @@ class MemoryStore:
                     updated_at_ms=patched.updated_at_ms,
                 )
             )
-            keys = _keys(patched, enabled=patched.enabled)
-            if self._sqlite and keys != _keys(current, enabled=current.enabled):
+            keys = keys_of(patched, enabled=patched.enabled)
+            if self._sqlite and keys != keys_of(current, enabled=current.enabled):
                 await conn.execute(
                     text("UPDATE driver_memory_fts SET keys = :keys WHERE rowid = :id"),
                     {"keys": keys, "id": memory_id},
@@ -243,7 +211,7 @@ class MemoryStore:
         i = memory_index.c
         stmt = (
             select(i.memory_id)
-            .where(_admitted(visibility), i.person_id.in_(list(order)), i.importance == "high")
+            .where(admitted(visibility), i.person_id.in_(list(order)), i.importance == "high")
             .order_by(case(order, value=i.person_id), i.created_at_ms, i.memory_id)
             .limit(limit)
         )
@@ -273,7 +241,7 @@ class MemoryStore:
             i = memory_index.c
             vector: ColumnClause[Any] = literal_column("driver_memory_index.terms_tsv")
             tsq = func.to_tsquery(_PG_SIMPLE, tsquery(terms))
-            where = [vector.op("@@")(tsq), _admitted(visibility)]
+            where = [vector.op("@@")(tsq), admitted(visibility)]
             if person_id is not None:
                 where.append(i.person_id == person_id)
             stmt = (
@@ -311,27 +279,11 @@ class MemoryStore:
             .order_by(p.id)
         )
         async with self._tx() as conn:
-            return [_patch(row) for row in (await conn.execute(stmt)).mappings()]
+            return [patch_of(row) for row in (await conn.execute(stmt)).mappings()]
 
     async def patches_for_person(self, platform: str, person_id: str) -> list[dict[str, Any]]:
         """Every patch of the person's memories, by id, JSON-ready (for export)."""
         return [patch.as_dict() for patch in await self.patch_records_for_person(platform, person_id)]
-
-    async def consolidation_groups(self, *, min_count: int) -> list[tuple[str, str, str, str, int]]:
-        """``(platform, person_id, scope, chat_id, count)`` of enabled ``normal`` memories, for groups of
-        at least ``min_count``, ordered by the key."""
-        i = memory_index.c
-        key = (i.platform, i.person_id, i.scope, i.chat_id)
-        stmt = (
-            select(*key, func.count())
-            .where(i.enabled.is_(True), i.importance == "normal")
-            .group_by(*key)
-            .having(func.count() >= min_count)
-            .order_by(*key)
-        )
-        async with self._tx() as conn:
-            rows = (await conn.execute(stmt)).all()
-        return [(r[0], r[1], r[2], r[3], int(r[4])) for r in rows]
 
     async def normal_in_group(
         self, platform: str, person_id: str, scope: str, chat_id: str, *, limit: int
@@ -353,80 +305,6 @@ class MemoryStore:
         )
         return await self._select(stmt, None)
 
-    async def stats(self) -> MemoryStats:
-        i = memory_index.c
-        async with self._tx() as conn:
-            total, enabled = (
-                await conn.execute(
-                    select(func.count(), func.coalesce(func.sum(case((i.enabled.is_(True), 1), else_=0)), 0))
-                )
-            ).one()
-            persons = (
-                await conn.execute(
-                    select(func.count()).select_from(select(i.platform, i.person_id).distinct().subquery())
-                )
-            ).scalar_one()
-            by_scope = {
-                r[0]: int(r[1]) for r in await conn.execute(select(i.scope, func.count()).group_by(i.scope))
-            }
-            by_importance = {
-                r[0]: int(r[1])
-                for r in await conn.execute(select(i.importance, func.count()).group_by(i.importance))
-            }
-            patches = (await conn.execute(select(func.count()).select_from(memory_patches))).scalar_one()
-            forgets = (await conn.execute(select(func.count()).select_from(memory_forgets))).scalar_one()
-        return MemoryStats(
-            total=int(total),
-            enabled=int(enabled),
-            persons=int(persons),
-            by_scope=dict(sorted(by_scope.items())),
-            by_importance=dict(sorted(by_importance.items())),
-            patches=int(patches),
-            forgets=int(forgets),
-        )
-
-    # -- consolidation's maintenance state ---------------------------------------------------------------
-
-    async def maintenance_state(self, key: MaintenanceKey) -> tuple[int, int] | None:
-        """``(failures in a row, next_attempt_ms)`` of the group, or ``None`` if it never ran."""
-        mm = memory_maintenance.c
-        platform, person_id, scope, chat_id = key
-        stmt = select(mm.failures, mm.next_attempt_ms).where(
-            mm.platform == platform, mm.person_id == person_id, mm.scope == scope, mm.chat_id == chat_id
-        )
-        async with self._tx() as conn:
-            row = (await conn.execute(stmt)).first()
-        return (int(row[0]), int(row[1])) if row is not None else None
-
-    async def record_maintenance(
-        self, key: MaintenanceKey, *, ok: bool, now_ms: int, next_attempt_ms: int, error: str | None
-    ) -> None:
-        """Record a run: a success resets the failure count, a failure adds one and keeps ``error``."""
-        platform, person_id, scope, chat_id = key
-        mm = memory_maintenance.c
-        values: dict[str, Any] = {
-            "last_run_ms": now_ms,
-            "next_attempt_ms": next_attempt_ms,
-            "last_error": None if ok else error,
-        }
-        stmt = (
-            self._insert(memory_maintenance)
-            .values(
-                platform=platform,
-                person_id=person_id,
-                scope=scope,
-                chat_id=chat_id,
-                failures=0 if ok else 1,
-                **values,
-            )
-            .on_conflict_do_update(
-                index_elements=["platform", "person_id", "scope", "chat_id"],
-                set_={**values, "failures": 0 if ok else mm.failures + 1},
-            )
-        )
-        async with self._tx() as conn:
-            await conn.execute(stmt)
-
     # -- internals -------------------------------------------------------------------------------------
 
     async def _select(self, stmt: Any, visibility: Visibility | None) -> list[Memory]:
@@ -446,10 +324,10 @@ class MemoryStore:
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start : start + _CHUNK]
             for row in (await conn.execute(select(memories).where(m.id.in_(chunk)))).mappings():
-                events[int(row["id"])] = _memory(row)
+                events[int(row["id"])] = memory_of(row)
             stmt = select(memory_patches).where(p.memory_id.in_(chunk)).order_by(p.id)
             for row in (await conn.execute(stmt)).mappings():
-                patch = _patch(row)
+                patch = patch_of(row)
                 patches.setdefault(patch.memory_id, []).append(patch)
         return {i: fold(event, patches.get(i, ())) for i, event in events.items()}
 
@@ -464,83 +342,3 @@ class MemoryStore:
         missing = sorted(set(ids) - found)
         if missing:
             raise MemoryNotFound(f"no memories {missing} of {platform}:{person_id} to refer to", missing)
-
-
-def _admitted(v: Visibility) -> ColumnElement[bool]:
-    """SQL for :meth:`Visibility.admits` over the index."""
-    i = memory_index.c
-    where: list[ColumnElement[bool]] = [and_(i.scope == "group", i.chat_id == v.chat_id)]
-    if v.direct_with is not None:
-        where.append(and_(i.scope == "private", i.person_id == v.direct_with))
-    if v.global_allowed:
-        where.append(i.scope == "global")
-    return and_(i.platform == v.platform, i.enabled.is_(True), or_(*where))
-
-
-def _keys(m: NewMemory | Memory, *, enabled: bool) -> str:
-    return memory_keys(
-        platform=m.platform, person_id=m.person_id, chat_id=m.chat_id, scope=m.scope, enabled=enabled
-    )
-
-
-def _memory_row(new: NewMemory, now_ms: int) -> dict[str, Any]:
-    return {
-        "platform": new.platform,
-        "person_id": new.person_id,
-        "content": new.content,
-        "evidence": json.dumps(list(new.evidence)),
-        "chat_id": new.chat_id,
-        "scope": new.scope,
-        "importance": new.importance,
-        "origin": new.origin,
-        "supersedes": json.dumps(list(new.supersedes)),
-        "related_to": json.dumps(list(new.related_to)),
-        "created_at_ms": now_ms,
-        "key": new.key,
-    }
-
-
-def _index_row(memory_id: int, new: NewMemory, now_ms: int) -> dict[str, Any]:
-    return {
-        "memory_id": memory_id,
-        "platform": new.platform,
-        "person_id": new.person_id,
-        "chat_id": new.chat_id,
-        "scope": new.scope,
-        "importance": new.importance,
-        "enabled": True,
-        "created_at_ms": now_ms,
-        "updated_at_ms": now_ms,
-        "terms": indexed_text(new.content),
-    }
-
-
-def _memory(row: Any) -> Memory:
-    return Memory(
-        id=int(row["id"]),
-        platform=row["platform"],
-        person_id=row["person_id"],
-        content=row["content"],
-        evidence=tuple(json.loads(row["evidence"])),
-        chat_id=row["chat_id"],
-        scope=row["scope"],
-        importance=row["importance"],
-        enabled=True,
-        origin=row["origin"],
-        supersedes=tuple(json.loads(row["supersedes"])),
-        related_to=tuple(json.loads(row["related_to"])),
-        created_at_ms=int(row["created_at_ms"]),
-        updated_at_ms=int(row["created_at_ms"]),
-    )
-
-
-def _patch(row: Any) -> MemoryPatch:
-    return MemoryPatch(
-        id=int(row["id"]),
-        memory_id=int(row["memory_id"]),
-        change=PatchChange.from_dict(json.loads(row["change"])),
-        reason=row["reason"],
-        actor=row["actor"],
-        chat_id=row["chat_id"],
-        created_at_ms=int(row["created_at_ms"]),
-    )

@@ -22,9 +22,10 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from .. import metrics
+from ..errors import MemoryNotFound
 from .core import evidence
 from .core.memory import Memory, NewMemory, PatchChange, Visibility
-from .memories import MemoryNotFound, MemoryStore
+from .memories import MemoryStore
 
 #: Resolves the ids the model wrote: ``(shown, canonical or None)`` in order, plus the provenance of
 #: every message known now (the executor's live context and history lookups).

@@ -199,7 +199,12 @@ class ShellTasks:
         return False, f"error: the command could not be started ({type(exc).__name__})"
 
     async def _wait(self, files: TaskFiles, cap_s: float) -> Ended | None:
-        """The task's end if it comes within ``cap_s`` seconds."""
+        """The task's end if it comes within ``cap_s`` seconds.
+
+        A poll of the task's status file, not a retry: nothing failed, the command is still running, and
+        its end is read from the file (never from a wait on the child, see the module docstring). The
+        look grows from 10 ms to 100 ms so a short command answers at once and a long one costs ten looks
+        a second; ``cap_s`` bounds it. The retry policy (``runtime.retry``) is for failures."""
         loop = asyncio.get_running_loop()
         until = loop.time() + cap_s
         delay = 0.01

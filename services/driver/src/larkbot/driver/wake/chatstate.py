@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from typing import assert_never
 
 from larkbot.canonical.context import Segment
 from larkbot.driver.compaction.core.compaction import Summary
@@ -21,11 +22,12 @@ from larkbot.runtime.config import ChatSettings
 from larkbot.runtime.logs import log_context
 
 from .. import metrics
+from ..errors import WakeFinal, WakeRetryable
 from ..observer import DriverObserver
 from .clock import Clock
 from .core import scheduler
 from .core.context import ChatContext, latest_external_ms, new_external
-from .core.records import Activation
+from .core.wake import FinalFailure, TransientFailure, WakeFailure
 from .repository import ChatMarks, DriverRepository
 
 log = logging.getLogger(__name__)
@@ -48,13 +50,15 @@ class CompactionState:
     failures: int = 0
 
 
-class WakeFailed(Exception):
-    """A wake-up failed; ``transient`` ones are retried (carrying ``activation``), others latch."""
-
-    def __init__(self, reason: str, *, transient: bool, activation: Activation | None) -> None:
-        super().__init__(reason)
-        self.transient = transient
-        self.activation = activation
+def wake_failed(failure: WakeFailure) -> WakeRetryable | WakeFinal:
+    """The exception a wake-up's failed outcome leaves the runner as (:mod:`larkbot.driver.errors`)."""
+    match failure:
+        case TransientFailure(reason, activation):
+            return WakeRetryable(reason, activation=activation)
+        case FinalFailure(reason, activation):
+            return WakeFinal(reason, activation=activation)
+        case _:
+            assert_never(failure)
 
 
 #: ``(chat, wake, wake_id, input_until_ms)``.
@@ -174,52 +178,67 @@ class ChatState:
             self.changed.clear()
             now = self.clock.now_ms()
             action = scheduler.next_action(self.schedule, now, self.debounce)
-            if isinstance(action, scheduler.Wait):
-                self.observer.chat_idle(self, now)
-                await self.clock.wait_until(action.until_ms, self.changed)
-                self.observer.chat_woke(self)
-                continue
-            input_until = max(action.input_until_ms, self.latest_external_ms())
-            # The wake-up handles (and marks processed) everything up to ``input_until``, so it takes
-            # those inputs with it whatever its kind (a resume wake-up's own bound is 0).
-            self.schedule = scheduler.begin(self.schedule, replace(action, input_until_ms=input_until))
-            self.wakeups += 1
-            self.running_since_ms = now
-            wake_id = uuid.uuid4().hex[:16]
-            # Every line logged for this wake-up, its failure included, carries the chat and wake id.
-            with log_context(chat=self.key, wake=wake_id):
-                try:
-                    await run_wake(self, action, wake_id, input_until)
-                except WakeFailed as exc:
-                    await self._failed(exc, action, input_until, repo)
-                except Exception as exc:
-                    # A bug, not a provider or platform failure: counted where an alert can see it.
-                    log.exception("wake-up crashed; the context is latched until new input")
-                    metrics.WAKE_CRASHES.labels(type(exc).__name__[:64]).inc()
-                    metrics.TURNS.labels("failed").inc()
-                    crashed = WakeFailed("crashed", transient=False, activation=None)
-                    await self._failed(crashed, action, input_until, repo)
-                else:
-                    self.schedule = scheduler.succeeded(self.schedule)
-                finally:
-                    self.running_since_ms = None
+            match action:
+                case scheduler.Wait(until_ms):
+                    self.observer.chat_idle(self, now)
+                    await self.clock.wait_until(until_ms, self.changed)
+                    self.observer.chat_woke(self)
+                case scheduler.Wake():
+                    await self._wake(action, now, run_wake, repo)
+                case _:
+                    assert_never(action)
+
+    async def _wake(
+        self, action: scheduler.Wake, now: int, run_wake: RunWake, repo: DriverRepository
+    ) -> None:
+        input_until = max(action.input_until_ms, self.latest_external_ms())
+        # The wake-up handles (and marks processed) everything up to ``input_until``, so it takes
+        # those inputs with it whatever its kind (a resume wake-up's own bound is 0).
+        self.schedule = scheduler.begin(self.schedule, replace(action, input_until_ms=input_until))
+        self.wakeups += 1
+        self.running_since_ms = now
+        wake_id = uuid.uuid4().hex[:16]
+        # Every line logged for this wake-up, its failure included, carries the chat and wake id.
+        with log_context(chat=self.key, wake=wake_id):
+            try:
+                await run_wake(self, action, wake_id, input_until)
+            except (WakeRetryable, WakeFinal) as exc:
+                await self._failed(exc, action, input_until, repo)
+            except Exception as exc:
+                # A bug, not a provider or platform failure: counted where an alert can see it.
+                log.exception("wake-up crashed; the context is latched until new input")
+                metrics.WAKE_CRASHES.labels(type(exc).__name__[:64]).inc()
+                metrics.TURNS.labels("failed").inc()
+                crashed = WakeFinal("crashed", activation=None)
+                await self._failed(crashed, action, input_until, repo)
+            else:
+                self.schedule = scheduler.succeeded(self.schedule)
+            finally:
+                self.running_since_ms = None
 
     async def _failed(
-        self, exc: WakeFailed, wake: scheduler.Wake, input_until: int, repo: DriverRepository
+        self, exc: WakeRetryable | WakeFinal, wake: scheduler.Wake, input_until: int, repo: DriverRepository
     ) -> None:
-        if exc.transient:
-            retry_wake = replace(wake, input_until_ms=input_until)
-            self.schedule, retried = scheduler.failed_transiently(
-                self.schedule, retry_wake, self.clock.now_ms(), exc.activation, self.debounce.retry_delays_ms
-            )
-            if retried:
-                metrics.WAKE_FAILURES.labels("transient_retried").inc()
-                log.warning("wake-up failed transiently (%s); retrying", exc)
-                return
-            metrics.WAKE_FAILURES.labels("transient_exhausted").inc()
-        else:
-            self.schedule = scheduler.failed_permanently(self.schedule)
-            metrics.WAKE_FAILURES.labels("permanent").inc()
+        match exc:
+            case WakeRetryable():
+                retry_wake = replace(wake, input_until_ms=input_until)
+                self.schedule, retried = scheduler.failed_transiently(
+                    self.schedule,
+                    retry_wake,
+                    self.clock.now_ms(),
+                    exc.activation,
+                    self.debounce.retry_delays_ms,
+                )
+                if retried:
+                    metrics.WAKE_FAILURES.labels("transient_retried").inc()
+                    log.warning("wake-up failed transiently (%s); retrying", exc)
+                    return
+                metrics.WAKE_FAILURES.labels("transient_exhausted").inc()
+            case WakeFinal():
+                self.schedule = scheduler.failed_permanently(self.schedule)
+                metrics.WAKE_FAILURES.labels("permanent").inc()
+            case _:
+                assert_never(exc)
         log.error("wake-up failed (%s); the context is latched until new input", exc)
         await self.processed(repo, input_until)
 

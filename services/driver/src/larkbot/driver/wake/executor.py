@@ -41,6 +41,7 @@ from larkbot.driver.tools.core import tools
 from larkbot.driver.tools.handlers import Handlers, Result, dispatch, text
 from larkbot.runtime.bus import BusUnavailable
 
+from ..errors import ActionUnanswered
 from .clients import ACTION_ATTEMPTS, BusClients
 from .clock import Clock
 from .core import tools as wake_tools
@@ -52,10 +53,6 @@ from .core.turn import ToolDone, ToolRun
 
 #: Attachment types a media worker renders as a picture; any other type must say ``image/*`` in its mime.
 _IMAGE_TYPES = frozenset({AttachmentType.PHOTO, AttachmentType.STICKER, AttachmentType.ANIMATION})
-
-
-class ActionUnanswered(Exception):
-    """A send or reaction that no ingress answered after every attempt."""
 
 
 class ToolExecutor:

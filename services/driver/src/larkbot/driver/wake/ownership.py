@@ -5,14 +5,17 @@
 chat of that partition.
 
 Acquire:
-1. make sure the partition's durable consumer exists (``driver-pNN``, filter ``context.<p>.>``; created
-   here with ``deliver=new`` the first time: context updates are derived data);
+1. make sure the partition's durable consumer exists (``driver-pNN``, filter ``context.<p>.>``; declared
+   through ``runtime.bootstrap.declare_partition_consumer`` with ``deliver=new`` the first time: context
+   updates are derived data);
 2. open the partition's chats from the database: marks (``processed_until``, ``last_action``) and
    whether a chain is open;
 3. start consuming, then fetch ``pipeline.snapshot`` for each chat and only then start its loop. The
    consumer existed before the snapshot was asked for, so every update is either in the snapshot or
    delivered afterwards (older ones are stale and skipped). Input newer than ``processed_until`` wakes the
-   chat as usual; an open chain resumes without the probe.
+   chat as usual; an open chain resumes without the probe. A snapshot the pipeline cannot give now is
+   asked again (``runtime.retry``, ``retry.takeover_snapshot``: 0.5 s doubling to 10 s, jittered, without
+   end), each cause logged once for all the chats meeting it (:class:`Trouble`).
 
 Release: stop consuming, stop every chat loop after the step in progress is persisted (the runner's
 interrupt check sees ``stopping``; the chain stays open for the next owner), and return only then, so
@@ -30,9 +33,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-import nats
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from larkbot.canonical.codec import decode
 from larkbot.canonical.context import ContextSnapshot, ContextUpdate
@@ -44,25 +45,26 @@ from larkbot.canonical.names import (
     partition_filter,
     partition_of,
 )
+from larkbot.runtime.bootstrap import declare_partition_consumer
 from larkbot.runtime.bus import ServiceRefused, ServiceUnavailable
 from larkbot.runtime.config import ChatSettings, LarkbotConfig
 from larkbot.runtime.consume import Delivery, PullConsumer
 from larkbot.runtime.logs import log_context
+from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .. import metrics
+from ..errors import Gap
 from ..observer import DriverObserver
 from .chatstate import ChatState, Persona
 from .clients import BusClients
 from .clock import Clock
-from .core.context import Gap, apply_update, from_snapshot, is_stale
+from .core.context import apply_update, from_snapshot, is_stale
 from .repository import DriverRepository
 from .runner import WakeRunner
 
 log = logging.getLogger(__name__)
 
 DEFAULT_NAME = "LarkBot"
-#: Take-over snapshots that fail (pipeline unreachable) are asked again after this, doubling to the cap.
-SNAPSHOT_RETRY_S = (0.5, 10.0)
 
 Spawn = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
 
@@ -77,7 +79,7 @@ class Trouble:
         #: cause → tasks currently failing with it
         self._failing: dict[str, int] = {}
 
-    def failed(self, previous: str | None, exc: Exception, delay_s: float) -> str:
+    def failed(self, previous: str | None, exc: BaseException, delay_s: float) -> str:
         """A task failed with ``exc`` (its previous cause ``previous``); returns its cause now."""
         cause = _cause(exc)
         if cause != previous:
@@ -101,11 +103,18 @@ class Trouble:
         log.info("%s: no longer failing with %s", self.what, cause)
 
 
-def _cause(exc: Exception) -> str:
+def _cause(exc: BaseException) -> str:
     """What a failure is, for telling failures apart (not the message: it names chats and partitions)."""
     if isinstance(exc, ServiceUnavailable | ServiceRefused):
         return exc.error.code
     return type(exc).__name__
+
+
+def _snapshot_failure(exc: BaseException) -> Failure | None:
+    """A take-over's snapshot is asked again whenever the pipeline cannot answer now (a partition changing
+    hands, a replica killed and its lease not yet expired, the bus down) or refused: a take-over that
+    gave up would leave the chat without a loop. Anything else (a bug) fails the take-over."""
+    return Failure.TRANSIENT if isinstance(exc, RetryableError | ContractError | ServiceRefused) else None
 
 
 class NotHeld(RetryableError):
@@ -149,6 +158,8 @@ class ChatHost:
         self.observer = observer
         self.group = group
         self.fetch_timeout_s = fetch_timeout_s
+        #: Take-over snapshots that fail (pipeline unreachable) are asked again (``retry.takeover_snapshot``).
+        self.snapshot_retry = RetryPolicy.of(config.retry.takeover_snapshot)
         self.held: dict[str, ChatState] = {}
         self.partitions: dict[int, _Partition] = {}
         self._snapshot_trouble = Trouble("snapshots for the take-over")
@@ -223,19 +234,15 @@ class ChatHost:
 
     async def _ensure_consumer(self, partition: int) -> str:
         durable = partition_consumer(self.group, partition)
-        try:
-            await self.js.consumer_info(STREAM_CONTEXT, durable)
-        except nats.js.errors.NotFoundError:
-            config = ConsumerConfig(
-                durable_name=durable,
-                deliver_policy=DeliverPolicy.NEW,
-                ack_policy=AckPolicy.EXPLICIT,
-                filter_subject=partition_filter("context", partition),
-                ack_wait=30.0,
-                max_ack_pending=10_000,
-            )
-            # Two replicas racing here declare the same configuration: the second add is a no-op.
-            await self.js.add_consumer(STREAM_CONTEXT, config)
+        await declare_partition_consumer(
+            self.js,
+            STREAM_CONTEXT,
+            durable,
+            partition_filter("context", partition),
+            deliver_new=True,
+            ack_wait_s=30.0,
+            max_ack_pending=10_000,
+        )
         return durable
 
     # -- chats ----------------------------------------------------------------------------------------
@@ -263,26 +270,22 @@ class ChatHost:
         self._report_partitions()
 
     async def _snapshot(self, state: ChatState) -> ContextSnapshot:
-        delay, cap = SNAPSHOT_RETRY_S
         cause: str | None = None
+
+        def retried(_failure: Failure, _attempts: int, wait_s: float, exc: BaseException | None) -> None:
+            nonlocal cause
+            metrics.TAKEOVER_SNAPSHOTS.labels("retried").inc()
+            if exc is not None:  # None only when an answer is retried, which a snapshot never is
+                cause = self._snapshot_trouble.failed(cause, exc, wait_s)
+
         try:
-            while True:
-                try:
+            async for attempt in retrying(self.snapshot_retry, _snapshot_failure, on_retry=retried):
+                with attempt:
                     snapshot = await self.clients.snapshot(state.platform, state.chat_id)
-                except (RetryableError, ContractError, ServiceRefused) as exc:
-                    # The pipeline cannot answer now (a partition changing hands, a replica killed and
-                    # its lease not yet expired, the bus down) or refused: ask again, never crash the
-                    # take-over. Refusals are retried too: a take-over that gave up would leave the
-                    # chat without a loop.
-                    metrics.TAKEOVER_SNAPSHOTS.labels("retried").inc()
-                    cause = self._snapshot_trouble.failed(cause, exc, delay)
-                    await asyncio.sleep(delay)
-                    delay = min(cap, delay * 2)
-                    continue
-                metrics.TAKEOVER_SNAPSHOTS.labels("ok").inc()
-                return snapshot
         finally:
             self._snapshot_trouble.ended(cause)
+        metrics.TAKEOVER_SNAPSHOTS.labels("ok").inc()
+        return snapshot
 
     # -- context updates ------------------------------------------------------------------------------
     async def on_context(self, delivery: Delivery) -> None:

@@ -31,6 +31,7 @@ from larkbot.driver.shell.shell import ShellAccess
 from larkbot.driver.tools.core import tools
 
 from .. import metrics
+from ..errors import StepConflict
 from .accounting import count_usage
 from .chatstate import ChatState
 from .core.estimate import request_tokens
@@ -50,7 +51,6 @@ from .core.wake import (
     remember,
 )
 from .executor import ToolExecutor
-from .repository import StepConflict
 
 if TYPE_CHECKING:
     from .runner import WakeRunner

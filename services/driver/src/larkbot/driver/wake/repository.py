@@ -17,15 +17,11 @@ from larkbot.canonical.llm import Message, Usage
 from larkbot.driver.compaction.core.compaction import Summary
 from larkbot.runtime.db import transaction
 
+from ..errors import StepConflict
 from ..tables import chats, compactions, probe_responses, turn_responses
 from .core.records import ProbeRecord, TurnRecord
 
 _ENTRIES: TypeAdapter[tuple[Message, ...]] = TypeAdapter(tuple[Message, ...])
-
-
-class StepConflict(Exception):
-    """A turn response for the step exists already (not as the pending version this write replaces):
-    another replica drives the chat."""
 
 
 @dataclass(frozen=True, slots=True)

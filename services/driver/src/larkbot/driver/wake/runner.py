@@ -2,9 +2,9 @@
 the LLM gateway, the tool executor, the repository, the compactor and the chat's state — through the
 interpreter's middleware (``wake.middleware``: audit trail → dry run → metrics), composed here.
 
-Failures leave through :class:`WakeFailed` only, classified in the flow: ``transient`` (gateway
-``transient`` errors, an unanswered bus request before the turn deadline, a step left pending by a failure)
-or permanent (everything else, including a model call cut by the turn deadline). The chat loop turns them
+Failures leave as a :class:`~larkbot.driver.errors.WakeFailed` only, classified in the flow: retryable
+(gateway ``transient`` errors, an unanswered bus request before the turn deadline, a step left pending by a
+failure) or final (everything else, including a model call cut by the turn deadline). The chat loop turns them
 into retries or the latch. After every wake-up the chat is handed to the compactor.
 """
 
@@ -25,7 +25,8 @@ from larkbot.driver.shell.core.gate import GateSettings
 from larkbot.driver.shell.shell import ShellTasks
 from larkbot.runtime.config import AuditSettings, ChatSettings, LlmSettings, MemorySettings
 
-from .chatstate import ChatState, WakeFailed
+from ..errors import StepConflict
+from .chatstate import ChatState, wake_failed
 from .clients import BusClients
 from .clock import Clock
 from .core.budget import TurnBudget
@@ -39,7 +40,7 @@ from .core.wake import (
 from .interpreter import interpret
 from .middleware import DryRun, Metrics, Middleware
 from .ports import ChatPorts
-from .repository import DriverRepository, StepConflict
+from .repository import DriverRepository
 from .sizing import Sizing
 from .typing_indicator import TypingIndicators
 
@@ -160,7 +161,7 @@ class WakeRunner:
             self.compactor.poke(chat)
         if isinstance(outcome, WakeFailure):
             await self._record(ports.audit, f"failed: {outcome.reason}")
-            raise WakeFailed(outcome.reason, transient=outcome.transient, activation=outcome.activation)
+            raise wake_failed(outcome)
         await self._record(ports.audit, ports.audit.outcome_of_done(outcome.path))
 
     def dry(self, settings: ChatSettings) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
 from larkbot.canonical.llm import TextPart, UserMessage
+from larkbot.driver.errors import InvalidAnswer
 from larkbot.driver.wake.core.templates import CONSOLIDATION_RULES
 
 from .memory import Memory
@@ -36,10 +37,6 @@ NOTE_MAX_CHARS = 500
 class Note:
     content: str
     covers: tuple[int, ...]
-
-
-class InvalidAnswer(ValueError):
-    """The model's answer cannot be applied; the message says why (for the log)."""
 
 
 def consolidation_system(name: str, platform: str, person: str) -> str:

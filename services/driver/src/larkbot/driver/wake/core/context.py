@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from larkbot.canonical.context import AppendOp, ContextSnapshot, ContextUpdate, ReplaceOp, ResetOp, Segment
 
+from ...errors import Gap
 from .clip import clip_segment
 
 
@@ -25,10 +26,6 @@ class ChatContext:
     cursor: int = 0
     title: str | None = None
     segments: tuple[Segment, ...] = ()
-
-
-class Gap(Exception):
-    """The update does not apply to what we hold; fetch a snapshot."""
 
 
 def from_snapshot(snapshot: ContextSnapshot, max_segment_tokens: int) -> ChatContext:

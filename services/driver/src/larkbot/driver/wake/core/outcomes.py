@@ -20,6 +20,7 @@ cached prompt prefix.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, assert_never
 
 from larkbot.canonical.actions import ActionResult
 
@@ -30,6 +31,23 @@ REASON_CHARS = 160
 _NOT_DONE = {"send_message": "not sent", "delete_message": "not recalled"}
 
 
+#: How an action that did not simply succeed settled: the closed set :func:`settled_text` words.
+Settlement = Literal["unknown", "deadline", "exhausted", "refused"]
+
+
+def settlement(result: ActionResult) -> Settlement:
+    """``unknown``: it may have happened; ``deadline``: it never ran; ``exhausted``: every attempt failed
+    for now (the error is retryable); ``refused``: the platform said no for good."""
+    error = result.error
+    if result.outcome == "unknown":
+        return "unknown"
+    if error is not None and error.code == "deadline":
+        return "deadline"
+    if error is not None and error.retryable:
+        return "exhausted"
+    return "refused"
+
+
 def settled_text(result: ActionResult, kind: str, platform: str, delivered: Sequence[str] = ()) -> str:
     """The tool result for ``result`` (``ok`` false) of an action of ``kind``; ``delivered``: the ids the
     chat shows for parts of a send that were delivered before it stopped."""
@@ -37,26 +55,32 @@ def settled_text(result: ActionResult, kind: str, platform: str, delivered: Sequ
     error = result.error
     code = error.code if error is not None else "failed"
     shown = _delivered(delivered)
-    if result.outcome == "unknown":
-        if code == "in_progress":
-            why = f"{name} was still working on an earlier attempt when the turn's deadline came"
-        else:
-            why = f"{name}'s answer was lost"
-        known = f"; {shown}" if shown else ""
-        return f"delivery unknown: {why}, so it may or may not have happened{known}; do not repeat it"
     head = f"{_NOT_DONE.get(kind, 'not done')}: "
     rest = (
         f"{shown}, the rest was not"
         if shown
         else ("nothing was delivered" if kind == "send_message" else "nothing changed")
     )
-    if code == "deadline":
-        return f"{head}the turn's deadline passed before it could run; {rest}"
-    if error is not None and error.retryable:
-        wait = f", asking to wait {error.retry_after_s:g} s" if error.retry_after_s else ""
-        return f"{head}{name} kept failing ({code}{wait}) until the retries ran out; {rest}"
-    reason = error.message.strip()[:REASON_CHARS] if error is not None else ""
-    return f"{head}{name} refused it ({code}{': ' + reason if reason else ''}); {rest}"
+    settled = settlement(result)
+    match settled:
+        case "unknown":
+            if code == "in_progress":
+                why = f"{name} was still working on an earlier attempt when the turn's deadline came"
+            else:
+                why = f"{name}'s answer was lost"
+            known = f"; {shown}" if shown else ""
+            return f"delivery unknown: {why}, so it may or may not have happened{known}; do not repeat it"
+        case "deadline":
+            return f"{head}the turn's deadline passed before it could run; {rest}"
+        case "exhausted":
+            after = error.retry_after_s if error is not None else None
+            wait = f", asking to wait {after:g} s" if after else ""
+            return f"{head}{name} kept failing ({code}{wait}) until the retries ran out; {rest}"
+        case "refused":
+            reason = error.message.strip()[:REASON_CHARS] if error is not None else ""
+            return f"{head}{name} refused it ({code}{': ' + reason if reason else ''}); {rest}"
+        case _:
+            assert_never(settled)
 
 
 def _delivered(ids: Sequence[str]) -> str:

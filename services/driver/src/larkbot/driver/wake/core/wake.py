@@ -6,24 +6,10 @@ turn, keep the request within the model's window, and mark the input processed.
 (``adapters.interpreter.interpret``) drives it for the service, the benchmark and the tests alike. The
 primary turn's own commands (:mod:`.turn`) pass through the same interpreter (``yield from``).
 
-Commands and what they answer:
-
-================  =================================================================================
-``ReadChat``      :class:`ChatView`: the chat's current context copy, summary, marks and sticky state
-``LoadTurns``     the turn responses requested at or after ``since_ms``, storage order
-``LoadChain``     every step of a chain
-``LoadLatest``    the newest turn response (or ``None``)
-``ProbeCall``     ``ModelAnswer`` of the probe request
-``StoreProbe``    ``None`` (the interpreter may store it beside the primary's first call)
-``Compact``       whether a compaction moved the cursor (it waits for one in progress, or runs one now
-                  unless the chat's compaction is backing off)
-``LoadMemories``  :class:`Recalled`: the high-importance memories of the given people usable in this
-                  chat, relevance order
-``Remember``      ``None``: keeps sticky per-chat state (probe window start, trim start, recovery count)
-``ShowTyping``    ``None``: the best-effort typing indicator
-``MarkProcessed`` ``None``: input up to ``until_ms`` is handled
-``Note``          ``None``: an event to count and log
-================  =================================================================================
+The commands, what each answers, and the flow's inputs and outcomes are in :mod:`.commands`. This module
+is the flow itself, ~500 lines on purpose: one generator read top to bottom, whose steps (recover, probe,
+gate, fit the primary into the window) share the state loaded with the chat (``_Loaded``); cut further,
+that state would cross modules.
 
 An exception from a command's execution is thrown back into the generator at that command. During the
 primary turn it is answered by looking at the newest turn response: a pending step means "retry soon,
@@ -41,246 +27,54 @@ then with its unhandled input clipped (``core.fit``). The input the wake-up answ
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from dataclasses import dataclass
 
-from larkbot.canonical.context import Segment
-from larkbot.canonical.llm import LLMError, LLMResponse, Message
-from larkbot.driver.compaction.core.compaction import Summary, first_unprocessed
+from larkbot.canonical.llm import LLMError, LLMResponse
+from larkbot.driver.compaction.core.compaction import first_unprocessed
 from larkbot.driver.memory.core.memory import Memory
-from larkbot.driver.memory.core.recall import RecallLimits, memory_block, people_in
+from larkbot.driver.memory.core.recall import memory_block, people_in
 from larkbot.driver.shell.core import gate
-from larkbot.driver.shell.core.gate import GateSettings
 from larkbot.driver.tools.core import tools
 
 from . import fit, prompt
 from .actions import action_segments, with_actions
-from .budget import TurnBudget
+from .commands import (
+    ChatView,
+    Compact,
+    FinalFailure,
+    Flow,
+    LoadChain,
+    LoadLatest,
+    LoadMemories,
+    LoadTurns,
+    MarkProcessed,
+    Note,
+    NoteKind,
+    Path,
+    ProbeCall,
+    ReadChat,
+    Recalled,
+    Remember,
+    ShowTyping,
+    Sticky,
+    StoreProbe,
+    TransientFailure,
+    WakeCommand,
+    WakeDone,
+    WakeFailure,
+    WakeFeedback,
+    WakeInput,
+    WakeOutcome,
+    WakeSettings,
+    remember,
+)
 from .estimate import request_tokens, segment_tokens
-from .limits import Limits
 from .participation import bot_loop_brake, participation
 from .probe import read_verdict
-from .protocol import Command as TurnCommand
-from .protocol import Feedback as TurnFeedback
 from .protocol import ModelAnswer, TurnPlan, TurnResult
 from .records import Activation, ChainUsage, ProbeRecord, TurnRecord, open_chain
-from .scheduler import Wake
 from .turn import primary_turn
 from .window import select_window
-
-Path = Literal["continuation", "activation", "probe", "braked", "suppressed", "recovery"]
-
-
-# -- inputs -------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class WakeSettings:
-    """The chat's settings as the wake-up uses them (its size limits come with the chat: ``ChatView``)."""
-
-    probe_enabled: bool
-    bot_exchange_cap: int
-    budget: TurnBudget
-    probe_timeout_ms: int
-    reasoning_replay: int
-    recover_max_age_ms: int = 10 * 60 * 1000
-    recover_attempts: int = 3
-    #: The shell tools' maintainer gate (``core.gate``).
-    gate: GateSettings = field(default_factory=GateSettings)
-    #: Senders whose messages never wake the bot (the chat's ``blocked_users``).
-    blocked_users: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class WakeInput:
-    platform: str
-    chat_id: str
-    wake_id: str
-    wake: Wake
-    input_until_ms: int
-    persona_name: str
-    persona_texts: tuple[str, ...]
-    utc_offset_min: int
-    settings: WakeSettings
-    #: The chain id of a new chain (the interpreter draws it; the core has no randomness).
-    new_chain_id: str
-    #: Memory on for this chat: the memory tools, their rules in the system prompt and the late-binding
-    #: ``<memory>`` block within these bounds. ``None``: off.
-    memory: RecallLimits | None = None
-    #: ``ban_spammer`` offered in this chat (``ban_spammer_enabled``).
-    ban_spammer: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ChatView:
-    #: The context after the summary's cursor (the pipeline's copy may still hold what a new summary
-    #: covers until its reset arrives; the reader leaves that out).
-    segments: tuple[Segment, ...]
-    summary: Summary | None
-    last_action_ms: int
-    processed_until_ms: int
-    latest_external_ms: int
-    probe_start: str | None
-    trim_from_ms: int | None
-    recovery_failures: int
-    stopping: bool
-    now_ms: int
-    #: The chat's size limits in estimate units, as the models' windows are known now (configured or
-    #: learnt from a refusal, calibrated): read again with the chat after every refusal.
-    limits: Limits
-    #: The chat's background shell tasks still running (shown in the late-binding message).
-    active_tasks: tuple[prompt.ActiveTask, ...] = ()
-
-    @property
-    def turns_from_ms(self) -> int:
-        return self.summary.turns_from_ms if self.summary is not None else 0
-
-
-# -- commands -----------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ReadChat:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class LoadTurns:
-    since_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class LoadChain:
-    chain_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class LoadLatest:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeCall:
-    system: str
-    messages: tuple[Message, ...]
-    deadline_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class StoreProbe:
-    record: ProbeRecord
-    #: The interpreter may store it beside the primary's first model call instead of before it.
-    beside_primary: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Compact:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class LoadMemories:
-    #: Person ids, most relevant first.
-    persons: tuple[str, ...]
-    limit: int
-
-
-@dataclass(frozen=True, slots=True)
-class Recalled:
-    """The answer to :class:`LoadMemories`: memories in relevance order."""
-
-    memories: tuple[Memory, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Remember:
-    probe_start: str | Literal["keep"] | None = "keep"
-    trim_from_ms: int | Literal["keep"] | None = "keep"
-    recovery_failures: int | None = None
-
-
-class Sticky(Protocol):
-    """What :class:`Remember` updates: the chat's sticky state, wherever it is kept."""
-
-    probe_start: str | None
-    trim_from_ms: int | None
-    recovery_failures: int
-
-
-def remember(target: Sticky, command: Remember) -> None:
-    if command.probe_start != "keep":
-        target.probe_start = command.probe_start
-    if command.trim_from_ms != "keep":
-        target.trim_from_ms = command.trim_from_ms
-    if command.recovery_failures is not None:
-        target.recovery_failures = command.recovery_failures
-
-
-@dataclass(frozen=True, slots=True)
-class ShowTyping:
-    started_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class MarkProcessed:
-    until_ms: int
-
-
-NoteKind = Literal[
-    "path",
-    "probe",
-    "suppressed",
-    "probe_omitted",
-    "braked",
-    "recovering",
-    "recovered",
-    "recover_failed",
-    "context_length",
-    "trimmed",
-    "clipped",
-    "turn",
-    "gate",
-    "gate_opened",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class Note:
-    kind: NoteKind
-    detail: str = ""
-
-
-WakeCommand = (
-    ReadChat
-    | LoadTurns
-    | LoadChain
-    | LoadLatest
-    | ProbeCall
-    | StoreProbe
-    | Compact
-    | LoadMemories
-    | Remember
-    | ShowTyping
-    | MarkProcessed
-    | Note
-    | TurnCommand
-)
-WakeFeedback = ChatView | tuple[TurnRecord, ...] | Recalled | TurnRecord | bool | None | TurnFeedback
-
-
-# -- outcomes -----------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class WakeDone:
-    path: Path
-
-
-@dataclass(frozen=True, slots=True)
-class WakeFailure:
-    """``transient`` failures are retried (carrying ``activation``); the others latch the context."""
-
-    reason: str
-    transient: bool
-    activation: Activation | None
-
-
-WakeOutcome = WakeDone | WakeFailure
-Flow = Generator[WakeCommand, WakeFeedback, WakeOutcome]
 
 
 # -- the flow -----------------------------------------------------------------------------------------
@@ -350,11 +144,10 @@ def wake_up(w: WakeInput) -> Flow:
         return result
     if result.outcome == "failed":
         error = result.error
-        return WakeFailure(
-            f"primary failed: {error.category if error else 'unknown'}",
-            transient=error is not None and error.category == "transient",
-            activation=activation,
+        failed: type[WakeFailure] = (
+            TransientFailure if error is not None and error.category == "transient" else FinalFailure
         )
+        return failed(f"primary failed: {error.category if error else 'unknown'}", activation)
     yield MarkProcessed(w.input_until_ms)
     return WakeDone(path)
 
@@ -383,7 +176,7 @@ def _recover(
         # Any failure to redo is retried, and counted against the attempts.
         yield Note("recover_failed", repr(exc))
         yield Remember(recovery_failures=view.recovery_failures + 1)
-        return WakeFailure(f"redoing a step failed: {type(exc).__name__}", transient=True, activation=None)
+        return TransientFailure(f"redoing a step failed: {type(exc).__name__}", activation=None)
     yield Remember(recovery_failures=0)
     yield Note("recovered", "abandoned" if abandon else "redone")
     if result.chain_open or view.latest_external_ms > pending.requested_at_ms:
@@ -460,11 +253,10 @@ def _probe(
             continue
         if not isinstance(reply, LLMResponse):
             yield Note("probe", "error")
-            failure = WakeFailure(
-                f"probe failed: {reply.category}",
-                transient=reply.category in ("transient", "deadline"),
-                activation=None,
+            failed: type[WakeFailure] = (
+                TransientFailure if reply.category in ("transient", "deadline") else FinalFailure
             )
+            failure = failed(f"probe failed: {reply.category}", activation=None)
             return failure, state
         verdict = read_verdict(reply)
         record = ProbeRecord(
@@ -488,7 +280,7 @@ def _probe(
             return None, state
         return Activation(verdict.decision, verdict.reason), state
     yield Note("probe", "error")
-    return WakeFailure("probe failed: context_length", transient=False, activation=None), state
+    return FinalFailure("probe failed: context_length", activation=None), state
 
 
 def _plan(
@@ -662,9 +454,8 @@ def _primary_within_window(
             if stage == _CLIPPED:
                 clips += 1
                 if clips == CLIP_ATTEMPTS:
-                    return WakeFailure(
-                        "the request does not fit the model's window even clipped", False, activation
-                    )
+                    reason = "the request does not fit the model's window even clipped"
+                    return FinalFailure(reason, activation)
                 continue
             stage = yield from _escalate(stage)
             if stage == _COMPACTED:
@@ -681,7 +472,7 @@ def _primary_within_window(
             if not isinstance(newest, TurnRecord) or not newest.pending:
                 raise
             # A step was written ahead and its outcome not stored: retry soon, which redoes it.
-            return WakeFailure(f"failed mid-step {newest.step}", transient=True, activation=None)
+            return TransientFailure(f"failed mid-step {newest.step}", activation=None)
         error = result.error
         if result.outcome != "failed" or error is None or error.category != "context_length":
             return result
@@ -700,18 +491,24 @@ def _primary_within_window(
 __all__ = [
     "ChatView",
     "Compact",
+    "FinalFailure",
+    "Flow",
     "LoadChain",
     "LoadLatest",
     "LoadMemories",
     "LoadTurns",
     "MarkProcessed",
     "Note",
+    "NoteKind",
+    "Path",
     "ProbeCall",
     "ReadChat",
     "Recalled",
     "Remember",
     "ShowTyping",
+    "Sticky",
     "StoreProbe",
+    "TransientFailure",
     "WakeCommand",
     "WakeDone",
     "WakeFailure",
