@@ -10,28 +10,37 @@ import pytest
 from larkbot.canonical.names import Service
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.http import Check
-from larkbot.runtime.service import Buildable, ServiceContext, built, running
+from larkbot.runtime.service import Buildable, ServiceContext, built
 
 
-class _App:
-    def __init__(self) -> None:
-        self.ready = False
-        self.stopped = False
+@dataclass(frozen=True, slots=True)
+class _Warm:
+    """A service whose readiness check reads a flag the test flips."""
 
-    async def start(self, ctx: ServiceContext) -> None:
-        async def check() -> Check:
-            return Check(self.ready, "warming up" if not self.ready else "ok")
-
-        ctx.add_check("warm", check)
+    ready: list[bool]
+    stopped: list[bool]
 
     async def stop(self) -> None:
-        self.stopped = True
+        self.stopped.append(True)
+
+
+class _WarmRecipe:
+    def __init__(self) -> None:
+        self.ready: list[bool] = []
+        self.stopped: list[bool] = []
+
+    async def build(self, ctx: ServiceContext) -> _Warm:
+        async def check() -> Check:
+            return Check(bool(self.ready), "ok" if self.ready else "warming up")
+
+        ctx.add_check("warm", check)
+        return _Warm(self.ready, self.stopped)
 
 
 async def test_ops_endpoint_reports_health_readiness_and_metrics(nats_url: str) -> None:
-    app = _App()
-    async with running(Service.MEDIA, app, LarkbotConfig(), nats_url=nats_url) as ctx:
-        base = f"http://127.0.0.1:{ctx.ops.bound_port}"
+    recipe = _WarmRecipe()
+    async with built(Service.MEDIA, recipe, LarkbotConfig(), nats_url=nats_url) as service:
+        base = f"http://127.0.0.1:{service.ctx.ops.bound_port}"
         async with aiohttp.ClientSession() as http:
             async with http.get(f"{base}/healthz") as resp:
                 assert resp.status == 200
@@ -40,14 +49,14 @@ async def test_ops_endpoint_reports_health_readiness_and_metrics(nats_url: str) 
                 assert resp.status == 503
                 assert body["checks"]["warm"] == {"ok": False, "detail": "warming up"}
                 assert body["checks"]["nats"]["ok"] is True
-            app.ready = True
+            recipe.ready.append(True)
             async with http.get(f"{base}/readyz") as resp:
                 assert resp.status == 200
             async with http.get(f"{base}/metrics") as resp:
                 text = await resp.text()
                 assert 'larkbot_service_info{service="media",version=' in text
                 assert "larkbot_bus_connected" in text
-    assert app.stopped
+    assert recipe.stopped == [True]
 
 
 @dataclass(frozen=True, slots=True)

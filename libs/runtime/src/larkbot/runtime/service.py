@@ -3,15 +3,14 @@
 A service is a recipe with ``build(ctx)``: once the bus is up it wires the service's components —
 declares what it consumes and serves, spawns its loops — and returns them as one frozen value with a
 ``stop()`` (stop taking work, finish or checkpoint what is in flight). Nothing is filled in later, so a
-composition root has no optional attributes (:class:`Buildable`, :class:`Running`). The older shape, a
-class with ``start(ctx)`` and ``stop()`` (:class:`ServiceApp`), is still served while the services move
-to the new one. :func:`run` owns everything else:
+composition root has no optional attributes (:class:`Buildable`, :class:`Running`). :func:`run` owns
+everything else:
 
 1. load and validate ``config.yaml`` — a bad configuration exits with status 2 and the key path;
 2. JSON logging with every configured secret masked; uvloop;
 3. ``/healthz`` (alive at once), ``/readyz`` (bus connected + the service's own checks), ``/metrics``;
 4. connect to NATS with backoff and apply the idempotent bootstrap;
-5. ``start``; wait for SIGTERM/SIGINT or a crashed background task;
+5. ``build``; wait for SIGTERM/SIGINT or a crashed background task;
 6. ``stop``, drain NATS, close the operations endpoint; exit 0 (1 if a task crashed).
 """
 
@@ -45,7 +44,6 @@ __all__ = [
     "Buildable",
     "Built",
     "Running",
-    "ServiceApp",
     "ServiceContext",
     "built",
     "data_dir",
@@ -53,7 +51,6 @@ __all__ = [
     "freeze_startup_heap",
     "http_port",
     "run",
-    "running",
     "serve",
 ]
 
@@ -150,14 +147,6 @@ class ServiceContext:
             await asyncio.gather(*pending, return_exceptions=True)
 
 
-class ServiceApp(Protocol):
-    """The older shape of a service: components filled in by ``start``."""
-
-    async def start(self, ctx: ServiceContext) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
 class Running(Protocol):
     """A service's wired components, as its ``build`` returned them."""
 
@@ -184,7 +173,7 @@ def http_port(name: Service, config: LarkbotConfig) -> int:
 
 async def serve(
     name: Service,
-    app: ServiceApp | Buildable[Running],
+    app: Buildable[Running],
     config: LarkbotConfig,
     *,
     stop_timeout_s: float = 20.0,
@@ -246,14 +235,10 @@ async def serve(
         ctx = ServiceContext(name, config, bus, ops, stack)
         ctx.stopping = stopping
         stop: Callable[[], Awaitable[None]]
-        if isinstance(app, Buildable):
-            components = await app.build(ctx)
-            stop = components.stop
-            if built is not None:
-                built(components)
-        else:
-            await app.start(ctx)
-            stop = app.stop
+        components = await app.build(ctx)
+        stop = components.stop
+        if built is not None:
+            built(components)
 
         async def ready_gauge() -> None:
             ready, _ = await ops.readiness()
@@ -276,7 +261,7 @@ async def serve(
     return 1 if crashed is not None else 0
 
 
-def run(name: Service, factory: Callable[[LarkbotConfig], ServiceApp | Buildable[Running]]) -> int:
+def run(name: Service, factory: Callable[[LarkbotConfig], Buildable[Running]]) -> int:
     """Entry point of ``larkbot run <service>``: returns the process exit status."""
     setup_logging(name.value)
     try:
@@ -313,37 +298,6 @@ def _run_loop(main: Coroutine[Any, Any, int]) -> int:
         return asyncio.run(main)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(main)
-
-
-@asynccontextmanager
-async def running(
-    name: Service, app: ServiceApp, config: LarkbotConfig, *, nats_url: str, timeout_s: float = 60.0
-) -> AsyncIterator[ServiceContext]:
-    """Run a service in-process (tests, benchmarks): yields its context once started, stops it on exit.
-
-    The operations endpoint binds a free port (``ctx.ops.bound_port``). Leaving the block stops the
-    service the way SIGTERM does and asserts a clean exit.
-    """
-    stopping = asyncio.Event()
-    ready: asyncio.Future[ServiceContext] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(
-        serve(name, app, config, stopping=stopping, nats_url=nats_url, port=0, started=ready.set_result)
-    )
-    waiter = asyncio.ensure_future(ready)
-    pending: set[asyncio.Future[Any]] = {task, waiter}
-    await asyncio.wait(pending, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    if not waiter.done():
-        stopping.set()
-        waiter.cancel()
-        status = await asyncio.wait_for(task, timeout_s)
-        raise RuntimeError(f"{name.value} did not start (exit status {status})")
-    try:
-        yield waiter.result()
-    finally:
-        stopping.set()
-        status = await asyncio.wait_for(task, timeout_s)
-        if status != 0:
-            raise RuntimeError(f"{name.value} stopped with status {status}")
 
 
 @dataclass(frozen=True)
