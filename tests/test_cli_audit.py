@@ -11,7 +11,7 @@ from tests.test_cli_memory import larkbot, tables, write_config
 
 from larkbot.canonical.llm import Usage
 from larkbot.cli.audit import since_ms
-from larkbot.driver.core import tools
+from larkbot.driver.tools.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.testkit.driver.harness import CHAT_ID, decide, world
 from larkbot.testkit.driver.synthetic import response, tool_call

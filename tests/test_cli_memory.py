@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import select
 
 from larkbot.cli.main import main
-from larkbot.driver.adapters.memories import MemoryStore
-from larkbot.driver.adapters.tables import memory_forgets
-from larkbot.driver.core.memory import NewMemory, PatchChange
+from larkbot.driver.memory.core.memory import NewMemory, PatchChange
+from larkbot.driver.memory.memories import MemoryStore
+from larkbot.driver.tables import memory_forgets
 from larkbot.runtime.db import create_engine, migrate
 
 MIGRATIONS = Path(__file__).parents[1] / "services" / "driver" / "src" / "larkbot" / "driver" / "migrations"

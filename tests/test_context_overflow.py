@@ -22,7 +22,7 @@ from larkbot.llm_gateway.app import GatewayService
 from larkbot.llm_gateway.fake import Action, FakeCall, FakeProvider, Reply, estimate_tokens
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
 from larkbot.testkit.bench.prefix import SENDERS
 from larkbot.testkit.bench.replay import (
     PLATFORM,
@@ -74,7 +74,7 @@ async def gateway(nats_url: str, fmt: str, url: str) -> AsyncIterator[None]:
             "services": {"llm_gateway": {"http_host": "127.0.0.1", "http_port": 0}},
         }
     )
-    async with running(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url):
+    async with built(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url):
         yield
 
 

@@ -14,7 +14,7 @@ from larkbot.canonical.names import (
     STREAM_MEDIA,
     dead_letter_subject,
 )
-from larkbot.ingress_feishu.adapters import deadletters as feishu_deadletters
+from larkbot.ingress_feishu.adapters import inbound as feishu_inbound
 from larkbot.ingress_telegram.adapters import inbound as telegram_inbound
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,10 +25,7 @@ WRITTEN = {
     (STREAM_EVENTS, CONSUMER_PIPELINE): "deadletter.events.pipeline",
     (STREAM_MEDIA, CONSUMER_PIPELINE): "deadletter.media.pipeline",
     (STREAM_MEDIA, CONSUMER_MEDIA): "deadletter.media.media-workers",
-    (
-        feishu_deadletters.DEAD_LETTER_STREAM,
-        feishu_deadletters.DEAD_LETTER_CONSUMER,
-    ): "deadletter.feishu.ingress-feishu",
+    (feishu_inbound.DL_SOURCE, feishu_inbound.DL_CONSUMER): "deadletter.feishu.ingress-feishu",
     (telegram_inbound.DL_SOURCE, telegram_inbound.DL_CONSUMER): "deadletter.telegram.ingress-telegram",
 }
 

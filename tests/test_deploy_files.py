@@ -37,7 +37,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-from larkbot.canonical.names import SERVICE_PORTS, StreamSpec
+from larkbot.canonical.names import OBJECT_STORES, SERVICE_PORTS, STREAMS, StreamSpec
 from larkbot.cli.main import main as larkbot_main
 from larkbot.runtime.config import LarkbotConfig, NatsSettings, load_config
 from larkbot.runtime.natsserver import find_binary
@@ -187,6 +187,31 @@ def test_nats_config_is_accepted_by_nats_server() -> None:
     assert "NATS_TOKEN" in (unset.stdout + unset.stderr).decode()
 
 
+def _bytes(size: str) -> int:
+    """``20GB`` / ``25Gi`` as bytes (NATS' GB and Kubernetes' Gi are both powers of 1024)."""
+    number, unit = re.fullmatch(r"(\d+)\s*(GB|Gi|MB|Mi)", size).groups()  # type: ignore[union-attr]
+    return int(number) * 1024 ** (3 if unit in ("GB", "Gi") else 2)
+
+
+def test_jetstream_storage_holds_every_bounded_asset() -> None:
+    """The server's file store (compose and Helm) is bounded, above what the bounded assets may hold."""
+    bounded = sum(s.max_bytes for s in STREAMS if s.max_bytes > 0)
+    bounded += sum(o.max_bytes for o in OBJECT_STORES if o.max_bytes > 0)
+    conf = NATS_CONF.read_text(encoding="utf-8")
+    found = re.search(r"^\s+max_file_store: (\S+)$", conf, re.MULTILINE)
+    assert found, "deploy/nats/nats.conf sets no max_file_store"
+    assert _bytes(found.group(1)) > 2 * bounded
+    helm = yaml.safe_load((ROOT / "deploy" / "nats" / "helm-values.yaml").read_text(encoding="utf-8"))
+    cluster, jetstream = helm["config"]["cluster"], helm["config"]["jetstream"]
+    assert (cluster["enabled"], cluster["replicas"], jetstream["enabled"]) == (True, 3, True)
+    store = jetstream["fileStore"]
+    assert _bytes(store["pvc"]["size"]) > _bytes(store["maxSize"]) > 2 * bounded
+    assert helm["config"]["merge"]["max_payload"] == "<< 8MB >>"
+    assert helm["promExporter"]["enabled"] is True
+    k8s = yaml.safe_load(K8S_CONFIG.read_text(encoding="utf-8"))
+    assert k8s["jetstream"]["replicas"] == cluster["replicas"]
+
+
 def test_init_job_runs_before_every_service(compose: dict[str, Any]) -> None:
     services = services_of(compose)
     boot = services["bootstrap"]
@@ -245,12 +270,43 @@ def test_no_secret_is_written_inline(compose: dict[str, Any]) -> None:
             assert value == "", f"deploy/env.example carries a value for {key}"
 
 
-def test_every_variable_the_config_requires_reaches_the_containers(compose: dict[str, Any]) -> None:
+def compose_value(value: str) -> str:
+    """What compose puts in a container for ``value``: ``${NAME:?…}`` the dummy, ``${NAME:-x}`` ``x``."""
+
+    def resolve(match: re.Match[str]) -> str:
+        name, rest = match.group(1), match.group(2) or ""
+        return rest[2:] if rest.startswith(":-") and name not in DUMMY_ENV else DUMMY_ENV.get(name, "")
+
+    return _ENV_REF.sub(resolve, value)
+
+
+#: The secrets each container is given besides the shared NATS token (DESIGN: least privilege).
+OWN_SECRETS = {
+    "ingress-feishu": {"FEISHU_APP_SECRET"},
+    "ingress-telegram": {"TELEGRAM_BOT_TOKEN"},
+    "llm-gateway": {"LLM_API_KEY"},
+    "pipeline": {"POSTGRES_PASSWORD"},
+    "driver": {"POSTGRES_PASSWORD"},
+    "media": set(),
+    "bootstrap": set(),
+}
+
+
+def test_every_container_is_given_its_own_secrets_only_and_starts_with_them(compose: dict[str, Any]) -> None:
     raw = yaml.safe_load(CONFIG_FILE.read_text(encoding="utf-8"))
     required = {m.group(1) for text in strings_in(raw) for m in _ENV_REF.finditer(text) if m.group(2) is None}
     assert required == set(DUMMY_ENV)
-    for name in [*SERVICES, "bootstrap"]:
-        assert required <= set(services_of(compose)[name]["environment"]), name
+    for name, own in OWN_SECRETS.items():
+        environment = set(services_of(compose)[name]["environment"])
+        secrets = {key for key in environment if _SECRET_NAME.search(key)}
+        assert secrets == {"NATS_TOKEN"} | own, name
+        env = {
+            key: compose_value(str(value)) for key, value in services_of(compose)[name]["environment"].items()
+        }
+        config = load_config(CONFIG_FILE, env=env, service=name)  # the view the container loads
+        foreign = [key for key in DUMMY_ENV if _SECRET_NAME.search(key) and key not in secrets]
+        for value in config.secret_values():
+            assert not any(DUMMY_ENV[key] in value for key in foreign), f"{name} holds {value}"
 
 
 def test_every_ops_endpoint_listens_beyond_loopback_in_the_containers() -> None:
@@ -567,10 +623,25 @@ def k8s_objects(kind: str) -> dict[str, dict[str, Any]]:
     return by_name
 
 
+def k8s_example_secrets() -> dict[str, dict[str, str]]:
+    """The example Secrets' values, by Secret name."""
+    docs = [d for d in yaml.safe_load_all(K8S_SECRET_EXAMPLE.read_text(encoding="utf-8")) if d is not None]
+    return {doc["metadata"]["name"]: doc["stringData"] for doc in docs}
+
+
 def k8s_example_secret() -> dict[str, str]:
-    (secret,) = yaml.safe_load_all(K8S_SECRET_EXAMPLE.read_text(encoding="utf-8"))
-    values: dict[str, str] = secret["stringData"]
-    return values
+    """Every example Secret's values together (what ``config check`` of the whole file needs)."""
+    return {key: value for values in k8s_example_secrets().values() for key, value in values.items()}
+
+
+#: The Secret of its own a workload reads besides ``larkbot-secrets``, and the keys it holds.
+K8S_OWN_SECRETS = {
+    "ingress-feishu": {"FEISHU_APP_SECRET"},
+    "ingress-telegram": {"TELEGRAM_BOT_TOKEN"},
+    "llm-gateway": {"LLM_API_KEY"},
+    "pipeline": {"PIPELINE_DATABASE_URL"},
+    "driver": {"DRIVER_DATABASE_URL"},
+}
 
 
 def compose_image(compose: Mapping[str, Any]) -> str:
@@ -642,7 +713,11 @@ def test_k8s_pods_read_the_config_map_and_the_secret() -> None:
         (container,) = spec["containers"]
         env = {e["name"]: e for e in container.get("env", [])}
         assert env["LARKBOT_CONFIG"]["value"] == CONFIG_MOUNT, name
-        assert container["envFrom"] == [{"secretRef": {"name": K8S_SECRET}}], name
+        workload = name.removeprefix("larkbot-")
+        expected = [{"secretRef": {"name": K8S_SECRET}}]
+        if workload in K8S_OWN_SECRETS:
+            expected.append({"secretRef": {"name": f"larkbot-{workload}-secrets"}})
+        assert container["envFrom"] == expected, name
         volumes = {v["name"]: v for v in spec["volumes"]}
         mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
         config = mounts[str(Path(CONFIG_MOUNT).parent)]
@@ -764,9 +839,16 @@ def test_k8s_manifests_carry_no_secret_value() -> None:
 
 
 def test_k8s_example_secret_holds_placeholders_for_every_variable() -> None:
-    (secret,) = yaml.safe_load_all(K8S_SECRET_EXAMPLE.read_text(encoding="utf-8"))
-    assert (secret["kind"], secret["metadata"]["name"]) == ("Secret", K8S_SECRET)
-    assert "data" not in secret, "base64 values hide what they are; use stringData"
+    docs = [d for d in yaml.safe_load_all(K8S_SECRET_EXAMPLE.read_text(encoding="utf-8")) if d is not None]
+    for secret in docs:
+        assert secret["kind"] == "Secret"
+        assert "data" not in secret, "base64 values hide what they are; use stringData"
+    by_name = k8s_example_secrets()
+    assert set(by_name) == {K8S_SECRET} | {f"larkbot-{w}-secrets" for w in K8S_OWN_SECRETS}
+    for workload, keys in K8S_OWN_SECRETS.items():
+        assert set(by_name[f"larkbot-{workload}-secrets"]) == keys, workload
+    shared_secrets = {key for key in by_name[K8S_SECRET] if _SECRET_NAME.search(key) or "DATABASE" in key}
+    assert shared_secrets == {"NATS_TOKEN"}, "the shared Secret holds the NATS token and no other secret"
     values = k8s_example_secret()
     raw = yaml.safe_load(K8S_CONFIG.read_text(encoding="utf-8"))
     refs = [m for text in strings_in(raw) for m in _ENV_REF.finditer(text)]
@@ -781,6 +863,20 @@ def test_k8s_example_secret_holds_placeholders_for_every_variable() -> None:
             assert host.endswith(("example.com", "example.svc.cluster.local")), f"{key}: {value}"
         if key.endswith("DATABASE_URL"):
             assert f":{PLACEHOLDER}@" in value, f"{key} carries a password"
+
+
+def test_each_k8s_workload_starts_with_the_secrets_its_pod_is_given() -> None:
+    by_name = k8s_example_secrets()
+    for name, spec in pod_specs().items():
+        (container,) = spec["containers"]
+        env: dict[str, str] = {}
+        for source in container["envFrom"]:
+            env.update(by_name[source["secretRef"]["name"]])
+        workload = name.removeprefix("larkbot-")
+        service = "bootstrap" if workload == "bootstrap" else workload
+        config = load_config(K8S_CONFIG, env=env, service=service)
+        for value in config.secret_values():
+            assert value in env.values(), f"{name} holds a secret its pod was not given"
 
 
 def test_k8s_config_passes_config_check() -> None:

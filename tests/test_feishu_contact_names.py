@@ -19,13 +19,14 @@ import pytest
 from larkbot.canonical.codec import decode_as
 from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent, MessageEvent
 from larkbot.canonical.names import STREAM_EVENTS, Platform, Service
-from larkbot.ingress_feishu.app import FeishuOptions, IngressFeishuService
+from larkbot.ingress_feishu.app import FeishuIngress, FeishuOptions, IngressFeishuService
 from larkbot.ingress_feishu.fake.samples import BOB, BOT, CAROL, CHAT, payload
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.pipeline.core import RenderParams, replay_chat
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
+from larkbot.testkit.ingress_feishu.service import configured, webhook_url
 from larkbot.testkit.ingress_feishu.watch import ContactsWatch
 
 DIRECTORY = {BOB: "Robert Li", CAROL: "Carol Chen"}
@@ -38,16 +39,15 @@ async def fake() -> AsyncIterator[FakeFeishu]:
 
 
 @asynccontextmanager
-async def ingress(fake: FakeFeishu, nats_url: str) -> AsyncIterator[tuple[IngressFeishuService, str]]:
+async def ingress(fake: FakeFeishu, nats_url: str) -> AsyncIterator[tuple[FeishuIngress, str]]:
     section = {"app_id": fake.app_id, "app_secret": fake.app_secret, "domain": fake.url, "mode": "webhook"}
     config = parse_config({"feishu": section, "utc_offset_min": 480, "chats": {f"feishu:{CHAT}": {}}}, env={})
     # A contact answer normally arrives within the first-sight wait; 5 s keeps it so on a loaded machine.
     options = FeishuOptions(webhook_host="127.0.0.1", webhook_port=0, name_wait_s=5.0)
     seen = ContactsWatch()
-    app = IngressFeishuService(config, options, contacts_observer=seen)
-    async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
-        assert app.webhook is not None
-        yield app, f"http://127.0.0.1:{app.webhook.bound_port}/feishu/events"
+    recipe = IngressFeishuService(config, options, contacts_observer=seen)
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as service:
+        yield configured(service), webhook_url(service)
         await seen.settled()
 
 

@@ -6,12 +6,12 @@ other exception, and no valid event lost.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import os
 import random
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,13 @@ from larkbot.ingress_feishu.core.adapter import Adapted as FeishuAdapted
 from larkbot.ingress_feishu.core.adapter import Dropped, NeedsChat
 from larkbot.ingress_feishu.fake import samples
 from larkbot.ingress_feishu.fake.server import FakeFeishu
-from larkbot.ingress_telegram.app import IngressTelegramService
+from larkbot.ingress_telegram.app import IngressTelegramService, TelegramOptions
 from larkbot.ingress_telegram.core import TelegramAdapter
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import ServiceContext, running
+from larkbot.runtime.service import ServiceContext, built
+from larkbot.testkit.ingress_feishu.service import webhook_url
+from larkbot.testkit.ingress_telegram.service import webhook_url as telegram_webhook_url
 
 TELEGRAM_FIXTURES = (
     Path(__file__).parents[1] / "services" / "ingress-telegram" / "tests" / "fixtures" / "updates"
@@ -235,12 +237,11 @@ async def test_feishu_webhook_fuzz(bus: Bus, nats_url: str, fake_feishu: FakeFei
         },
         env={},
     )  # fmt: skip
-    app = IngressFeishuService(config)
     valid = [samples.payload(n) for n in ("message_text", "message_post", "message_text_reply")]
-    async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url) as ctx:
-        assert app.webhook is not None
-        assert app.webhook.bound_port
-        url = f"http://127.0.0.1:{app.webhook.bound_port}{app.webhook.path}"
+    recipe = IngressFeishuService.of(config)
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as service:
+        ctx = service.ctx
+        url = webhook_url(service)
         statuses: list[int] = []
         async with aiohttp.ClientSession() as http:
             for body, _valid in bodies(rng, valid, 150):
@@ -287,13 +288,14 @@ async def test_telegram_webhook_fuzz(bus: Bus, nats_url: str) -> None:
         },
         env={},
     )  # fmt: skip
-    app = IngressTelegramService(config, webhook_port=0)
+    recipe = IngressTelegramService(
+        config, replace(TelegramOptions.from_settings(config.telegram), webhook_port=0)
+    )
     valid = [telegram_fixture(n) for n in ("message_text_plain", "message_reply_plain", "edited_message")]
     try:
-        async with running(Service.INGRESS_TELEGRAM, app, config, nats_url=nats_url) as ctx:
-            await asyncio.wait_for(app.ready.wait(), 30)
-            assert app.webhook is not None
-            url = f"http://127.0.0.1:{app.webhook.bound_port}{app.webhook.path}"
+        async with built(Service.INGRESS_TELEGRAM, recipe, config, nats_url=nats_url) as service:
+            ctx = service.ctx
+            url = await telegram_webhook_url(service)
             headers = {"X-Telegram-Bot-Api-Secret-Token": secret, "Content-Type": "application/json"}
             statuses = []
             async with aiohttp.ClientSession() as http:

@@ -7,10 +7,10 @@ payload. Ids beyond what the events table and NATS headers hold are refused with
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import aiohttp
 import pytest
@@ -23,12 +23,14 @@ from larkbot.ingress_feishu.core import FeishuAdapter
 from larkbot.ingress_feishu.core.adapter import Adapted
 from larkbot.ingress_feishu.fake import samples
 from larkbot.ingress_feishu.fake.server import FakeFeishu
-from larkbot.ingress_telegram.app import IngressTelegramService
+from larkbot.ingress_telegram.app import IngressTelegramService, TelegramOptions
 from larkbot.ingress_telegram.core import TelegramAdapter
 from larkbot.ingress_telegram.fake import FakeBotApi
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
+from larkbot.testkit.ingress_feishu.service import webhook_url
+from larkbot.testkit.ingress_telegram.service import webhook_url as telegram_webhook_url
 
 SURROGATE = "\ud800"  # what json.loads makes of the (valid JSON) escape "\\ud800"
 
@@ -107,12 +109,12 @@ async def test_bug5_telegram_webhook_lone_surrogate_is_dead_lettered(bus: Bus, n
         },
         env={},
     )  # fmt: skip
-    app = IngressTelegramService(config, webhook_port=0)
+    recipe = IngressTelegramService(
+        config, replace(TelegramOptions.from_settings(config.telegram), webhook_port=0)
+    )
     try:
-        async with running(Service.INGRESS_TELEGRAM, app, config, nats_url=nats_url):
-            await asyncio.wait_for(app.ready.wait(), 30)
-            assert app.webhook is not None
-            url = f"http://127.0.0.1:{app.webhook.bound_port}{app.webhook.path}"
+        async with built(Service.INGRESS_TELEGRAM, recipe, config, nats_url=nats_url) as service:
+            url = await telegram_webhook_url(service)
             headers = {"X-Telegram-Bot-Api-Secret-Token": secret, "Content-Type": "application/json"}
             async with (
                 aiohttp.ClientSession() as http,
@@ -155,11 +157,10 @@ async def test_bug4_feishu_webhook_huge_event_type_is_dead_lettered(
         },
         env={},
     )  # fmt: skip
-    app = IngressFeishuService(config)
     payload = copy.deepcopy(samples.payload("message_text"))
     payload["header"]["event_type"] = "x" * 70_000
-    async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
-        assert app.webhook is not None
-        url = f"http://127.0.0.1:{app.webhook.bound_port}{app.webhook.path}"
+    recipe = IngressFeishuService.of(config)
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as service:
+        url = webhook_url(service)
         async with aiohttp.ClientSession() as http, http.post(url, json=payload) as resp:
             assert resp.status == 200

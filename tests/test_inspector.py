@@ -17,14 +17,14 @@ from tests.harness.web import serving as serve_app
 from larkbot.canonical.llm import Usage
 from larkbot.cli.inspector import Inspector
 from larkbot.cli.web import CSP, FAVICON
-from larkbot.driver.adapters.memories import MemoryStore
-from larkbot.driver.adapters.repository import DriverRepository
-from larkbot.driver.adapters.tables import sent_messages
 from larkbot.driver.app import MIGRATIONS
-from larkbot.driver.core import tools
-from larkbot.driver.core.compaction import Summary
-from larkbot.driver.core.memory import NewMemory
+from larkbot.driver.compaction.core.compaction import Summary
+from larkbot.driver.memory.core.memory import NewMemory
+from larkbot.driver.memory.memories import MemoryStore
 from larkbot.driver.read import DriverReads
+from larkbot.driver.tables import sent_messages
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.repository import DriverRepository
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
 from larkbot.runtime.db import create_engine, migrate

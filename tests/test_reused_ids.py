@@ -31,7 +31,8 @@ from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.pipeline.app import PipelineOptions, PipelineService
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import built, running
+from larkbot.runtime.service import built
+from larkbot.testkit.ingress_feishu.service import webhook_url
 
 from .harness.world import until
 
@@ -73,10 +74,9 @@ async def test_a_reused_message_id_is_a_reported_conflict_and_a_re_push_a_silent
         duplicates, conflicts = pipeline_events("duplicate"), pipeline_events("conflict")
         async with (
             built(Service.PIPELINE, pipeline, config, nats_url=nats_url) as piped,
-            running(Service.INGRESS_FEISHU, ingress, config, nats_url=nats_url),
+            built(Service.INGRESS_FEISHU, ingress, config, nats_url=nats_url) as feishu,
         ):
-            assert ingress.webhook is not None
-            url = f"http://127.0.0.1:{ingress.webhook.bound_port}/feishu/events"
+            url = webhook_url(feishu)
             original = text_message("e1" * 16, "lunch at noon?")
             reused = text_message("e2" * 16, "something else entirely")  # same message id
             async with httpx.AsyncClient(trust_env=False, timeout=30) as http:

@@ -28,7 +28,7 @@ from tests.harness.world import World, until, world
 
 from larkbot.canonical.llm import AssistantMessage, ToolCallPart, ToolResultMessage
 from larkbot.canonical.names import Platform
-from larkbot.driver.adapters.processes import group_alive
+from larkbot.driver.shell.processes import group_alive
 from larkbot.llm_gateway.fake import Action, FakeCall, Reply
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import NatsSettings

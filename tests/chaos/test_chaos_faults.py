@@ -3,6 +3,11 @@ service is SIGKILLed several times, NATS restarts once and the platforms redeliv
 reliability guarantees are checked and a report is printed (``-s`` shows it; it is also in
 ``<tmp>/chaos-report.json``).
 
+On a 3-node JetStream cluster with every asset on three replicas (``cluster`` profiles), NATS faults are
+SIGKILLs of single servers instead — a follower, the leader of ``EVENTS``, the leader of the partition
+leases — each started again on its store; the report adds how long JetStream writes stalled at worst
+(a canary stream written every 100 ms).
+
 ``LARKBOT_CHAOS_SEED`` replays a run; the seed is printed either way. The short profile runs in
 ``make test``; the long one is ``slow`` (``make test-all``).
 """
@@ -18,7 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
+from nats.js.api import StreamConfig
 from tests.harness.chaos import (
     FaultLog,
     Profile,
@@ -32,7 +39,7 @@ from tests.harness.chaos import (
     supervise,
     telegram_chat_id,
 )
-from tests.harness.nats import RestartableNats
+from tests.harness.nats import ClusterNats, RestartableNats
 from tests.harness.script import BotScript
 from tests.harness.verdict import clean_events, judge
 from tests.harness.world import SERVICES, World, until, world
@@ -42,12 +49,19 @@ from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import KV_IDENTITY, identity_key
 from larkbot.ingress_feishu.core.outbound import feishu_uuid
 from larkbot.runtime.bus import Bus, connect
-from larkbot.runtime.config import NatsSettings, load_config
+from larkbot.runtime.config import JetStreamSettings, NatsSettings, load_config
 
 SHORT = Profile("short", feishu_chats=8, telegram_chats=8, events=2000, kills_per_service=2,
                 redeliver_share=0.1, mean_gap_s=0.3, settle_timeout_s=240)  # fmt: skip
 LONG = Profile("long", feishu_chats=20, telegram_chats=20, events=6000, kills_per_service=4,
                redeliver_share=0.1, mean_gap_s=0.3, settle_timeout_s=420)  # fmt: skip
+#: One leader kill under light traffic, no service kills: what an R3 deployment rides through (make test).
+CLUSTER_SHORT = Profile("cluster-short", feishu_chats=3, telegram_chats=3, events=360, kills_per_service=0,
+                        redeliver_share=0.1, mean_gap_s=0.3, settle_timeout_s=240, nats_faults=1)  # fmt: skip
+#: The long profile's traffic and service kills, plus a follower, the EVENTS leader and the leases' leader.
+CLUSTER_LONG = Profile("cluster-long", feishu_chats=20, telegram_chats=20, events=6000, kills_per_service=4,
+                       redeliver_share=0.1, mean_gap_s=0.3, settle_timeout_s=480, nats_faults=3)  # fmt: skip
+R3 = JetStreamSettings(replicas=3)
 
 
 def seed() -> int:
@@ -92,11 +106,47 @@ async def settled(
     return True
 
 
-async def run_chaos(root: Path, profile: Profile, run_seed: int) -> dict[str, Any]:
+class Canary:
+    """Writes to a stream of its own every 100 ms and keeps the longest time without a stored write."""
+
+    STREAM = "CHAOS_CANARY"
+
+    def __init__(self, bus: Bus, replicas: int) -> None:
+        self.bus = bus
+        self.replicas = replicas
+        self.worst_s = 0.0
+        self.stop = asyncio.Event()
+
+    async def run(self) -> None:
+        await self.bus.js.add_stream(
+            StreamConfig(
+                name=self.STREAM, subjects=["chaos.canary"], num_replicas=self.replicas, max_msgs=1000
+            )
+        )
+        last = time.monotonic()
+        while not self.stop.is_set():
+            with contextlib.suppress(nats.errors.Error, TimeoutError):
+                await self.bus.js.publish("chaos.canary", b".", timeout=1.0)
+                now = time.monotonic()
+                self.worst_s = max(self.worst_s, now - last)
+                last = now
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), 0.1)
+        self.worst_s = max(self.worst_s, time.monotonic() - last)
+
+
+async def run_chaos(
+    root: Path, profile: Profile, run_seed: int, *, cluster: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``cluster``: run on a 3-node cluster with R3 assets, killing these victims (see ``ClusterNats``)."""
     print(f"\nchaos profile {profile.name}, seed {run_seed} (LARKBOT_CHAOS_SEED={run_seed} replays it)")
-    nats = RestartableNats(root / "nats")
-    url = await asyncio.to_thread(nats.start)
-    bus = await connect(NatsSettings(), "chaos-tests", url=url, give_up_after_s=30)
+    nats_: RestartableNats | ClusterNats = (
+        ClusterNats(root / "nats", cluster) if cluster else RestartableNats(root / "nats")
+    )
+    url = await asyncio.to_thread(nats_.start)
+    bus = await connect(NatsSettings(), "chaos-tests", url=url, give_up_after_s=60)
+    if isinstance(nats_, ClusterNats):
+        await nats_.ready(bus.js)
     script = BotScript()
     feishu_chats = [feishu_chat_id(i) for i in range(profile.feishu_chats)]
     telegram_chats = [telegram_chat_id(i) for i in range(profile.telegram_chats)]
@@ -105,18 +155,25 @@ async def run_chaos(root: Path, profile: Profile, run_seed: int) -> dict[str, An
     per_chat = profile.events // (len(feishu_chats) + len(telegram_chats))
     report: dict[str, Any] = {"profile": profile.name, "seed": run_seed}
     try:
-        async with world(root / "stack", bus, url, script, chats) as w:
+        jetstream = R3 if cluster else None
+        async with world(root / "stack", bus, url, script, chats, jetstream=jetstream) as w:
             config = load_config(w.stack.config_path, env={})
             traffic = Traffic()
             faults = FaultLog()
             # Pushes take time too: traffic lasts ~1.7x the planned gaps on this machine.
             plan = fault_plan(
-                run_seed, SERVICES, profile.kills_per_service, per_chat * profile.mean_gap_s * 1.7
+                run_seed,
+                SERVICES,
+                profile.kills_per_service,
+                per_chat * profile.mean_gap_s * 1.7,
+                profile.nats_faults,
             )
+            canary = Canary(bus, 3 if cluster else 1)
+            canary_task = asyncio.create_task(canary.run())
             t0 = time.monotonic()
             stop = asyncio.Event()
             supervisor = asyncio.create_task(supervise(w.stack, faults, t0, stop))
-            injector = asyncio.create_task(inject(w.stack, nats, plan, faults, t0))
+            injector = asyncio.create_task(inject(w.stack, nats_, plan, faults, t0))
             await asyncio.gather(
                 *(run_feishu_chat(w.feishu, c, plan_chat(run_seed, c, per_chat, profile, "feishu"), traffic)
                   for c in feishu_chats),
@@ -125,6 +182,11 @@ async def run_chaos(root: Path, profile: Profile, run_seed: int) -> dict[str, An
             )  # fmt: skip
             report["traffic_s"] = round(time.monotonic() - t0, 1)
             await injector
+            canary.stop.set()
+            await canary_task
+            report["worst_jetstream_stall_s"] = round(canary.worst_s, 1)
+            if isinstance(nats_, ClusterNats):
+                report["nats_servers_killed"] = [f"{role}: {name}" for role, name in nats_.killed]
             await asyncio.gather(*traffic.later)
             await w.stack.wait_ready()
             ids = await identities(bus)
@@ -166,7 +228,7 @@ async def run_chaos(root: Path, profile: Profile, run_seed: int) -> dict[str, An
                 report["logs"] = {name: w.stack.tail(name, 30) for name in SERVICES}
     finally:
         await bus.close(drain_timeout_s=5)
-        await asyncio.to_thread(nats.stop)
+        await asyncio.to_thread(nats_.stop)
     (root / "chaos-report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     print(json.dumps({k: v for k, v in report.items() if k != "logs"}, indent=2))
     return report
@@ -186,4 +248,21 @@ async def test_chaos_short_profile(tmp_path: Path) -> None:
 async def test_chaos_long_profile(tmp_path: Path) -> None:
     report = await run_chaos(tmp_path, LONG, seed())
     assert len(report["kills"]) == LONG.kills_per_service * len(SERVICES)
+    assert not report["failures"], "\n".join(report["failures"])
+
+
+@pytest.mark.timeout(900)
+async def test_chaos_on_a_three_node_cluster_rides_through_a_leader_kill(tmp_path: Path) -> None:
+    report = await run_chaos(tmp_path, CLUSTER_SHORT, seed(), cluster=("EVENTS",))
+    assert len(report["nats_servers_killed"]) == 1
+    assert sum(report["accepted"].values()) >= CLUSTER_SHORT.events * 0.9
+    assert not report["failures"], "\n".join(report["failures"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+async def test_chaos_long_profile_on_a_three_node_cluster(tmp_path: Path) -> None:
+    report = await run_chaos(tmp_path, CLUSTER_LONG, seed(), cluster=("follower", "EVENTS", "KV_leases"))
+    assert len(report["nats_servers_killed"]) == 3
+    assert len(report["kills"]) == CLUSTER_LONG.kills_per_service * len(SERVICES)
     assert not report["failures"], "\n".join(report["failures"])

@@ -28,12 +28,12 @@ from tests.harness.world import until
 from larkbot.cli.inspector import Inspector
 from larkbot.cli.playground import PLAYGROUND_CHAT_ID, Playground
 from larkbot.cli.playground_group import MAX_NAME
-from larkbot.driver.adapters.audit import AuditStore
-from larkbot.driver.adapters.repository import DriverRepository
 from larkbot.driver.app import MIGRATIONS
-from larkbot.driver.core.audit import ContextRange, Tokens, WakeAudit
-from larkbot.driver.core.records import ProbeRecord
+from larkbot.driver.audit.audit import AuditStore
+from larkbot.driver.audit.core.audit import ContextRange, Tokens, WakeAudit
 from larkbot.driver.read import DriverReads
+from larkbot.driver.wake.core.records import ProbeRecord
+from larkbot.driver.wake.repository import DriverRepository
 from larkbot.runtime.config import parse_config
 from larkbot.runtime.db import create_engine, migrate
 

@@ -49,6 +49,9 @@ class Profile:
     redeliver_share: float
     mean_gap_s: float
     settle_timeout_s: float = 240.0
+    #: NATS faults spread over the traffic: a restart of the one server, or on a cluster one kill each
+    #: of the victims :class:`~tests.harness.nats.ClusterNats` is given.
+    nats_faults: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +229,7 @@ class FaultLog:
 
 
 def fault_plan(
-    seed: int, services: tuple[str, ...], kills: int, duration_s: float
+    seed: int, services: tuple[str, ...], kills: int, duration_s: float, nats_faults: int = 1
 ) -> list[tuple[float, str, float]]:
     rng = random.Random(f"{seed}:faults")
     plan = [
@@ -234,7 +237,14 @@ def fault_plan(
         for name in services
         for _ in range(kills)
     ]
-    plan.append((rng.uniform(0.35, 0.65) * duration_s, "nats", rng.uniform(0.5, 2.0)))
+    # NATS faults in their own slices of the traffic, so that one election is over before the next kill.
+    for index in range(nats_faults):
+        low, high = (
+            (0.35, 0.65)
+            if nats_faults == 1
+            else (0.15 + 0.7 * index / nats_faults, 0.15 + 0.7 * (index + 0.6) / nats_faults)
+        )
+        plan.append((rng.uniform(low, high) * duration_s, "nats", rng.uniform(0.5, 2.0)))
     return sorted(plan)
 
 

@@ -13,7 +13,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from larkbot.runtime.natsserver import EmbeddedNats, find_binary
+import nats
+from nats.js import JetStreamContext
+
+from larkbot.runtime.natsserver import EmbeddedCluster, EmbeddedNats, find_binary
 
 _PINNED = """\
 host: 127.0.0.1
@@ -76,3 +79,66 @@ class RestartableNats(EmbeddedNats):
         await asyncio.sleep(down_s)
         await asyncio.to_thread(self._start_pinned, port)
         self.restarts += 1
+
+
+class ClusterNats:
+    """A 3-node JetStream cluster whose servers the chaos run kills one at a time: each :meth:`restart`
+    SIGKILLs the next victim of ``victims`` and starts it again on its ports with its store.
+
+    A victim is ``follower`` (a server leading neither ``EVENTS`` nor the leases bucket), or a stream
+    whose current leader is killed (``EVENTS``, ``KV_leases``), looked up in the stream's cluster info
+    at the moment of the kill."""
+
+    def __init__(self, root: Path, victims: tuple[str, ...]) -> None:
+        self.cluster = EmbeddedCluster(root, 3, log_dir=root)
+        self.victims = list(victims)
+        self.killed: list[tuple[str, str]] = []  # (victim role, server name)
+        self.js: JetStreamContext | None = None
+
+    @property
+    def url(self) -> str:
+        return self.cluster.url
+
+    def start(self) -> str:
+        return self.cluster.start()
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+    async def ready(self, js: JetStreamContext, timeout_s: float = 90.0) -> None:
+        """Until the cluster has elected its meta leader: before that, every JetStream request times out."""
+        self.js = js
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                await js.account_info()
+                return
+            except (
+                nats.errors.TimeoutError,
+                nats.js.errors.ServiceUnavailableError,
+                nats.js.errors.APIError,
+            ):
+                if time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.2)
+
+    async def _leader(self, stream: str) -> str:
+        assert self.js is not None, "ClusterNats.js is set once a client is connected"
+        info = await self.js.stream_info(stream)
+        assert info.cluster is not None
+        assert info.cluster.leader
+        return info.cluster.leader
+
+    async def restart(self, down_s: float) -> None:
+        role = self.victims.pop(0)
+        if role == "follower":
+            leaders = {await self._leader("EVENTS"), await self._leader("KV_leases")}
+            names = [s.member.name for s in self.cluster.servers if s.member is not None]
+            name = next(n for n in names if n not in leaders)
+        else:
+            name = await self._leader(role)
+        server = self.cluster.by_name(name)
+        self.killed.append((role, name))
+        await asyncio.to_thread(server.kill)
+        await asyncio.sleep(down_s)
+        await asyncio.to_thread(server.start)

@@ -48,6 +48,8 @@ class Stack:
     nats_url: str
     config: dict[str, Any]
     services: dict[str, ServiceProcess] = field(default_factory=dict)
+    #: Variables given to one service only (its own credentials), by service name.
+    service_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def config_path(self) -> Path:
@@ -68,9 +70,11 @@ class Stack:
         for name in names:
             self.services[name] = ServiceProcess(name, free_port(), self.root / "logs" / f"{name}.log")
 
-    def env(self) -> dict[str, str]:
+    def env(self, name: str | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LARKBOT_")}
         env.update(NATS_URL=self.nats_url, LARKBOT_CONFIG=str(self.config_path))
+        if name is not None:
+            env.update(self.service_env.get(name, {}))
         return env
 
     async def start(self, name: str) -> None:
@@ -83,7 +87,7 @@ class Stack:
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
                 stdin=asyncio.subprocess.DEVNULL,
-                env=self.env(),
+                env=self.env(name),
             )
         finally:
             out.close()

@@ -29,6 +29,7 @@ from larkbot.ingress_telegram.fake import FakeBotApi
 from larkbot.llm_gateway.fake import FakeProvider, Script
 from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus
+from larkbot.runtime.config import JetStreamSettings
 from larkbot.runtime.db import create_engine, default_sqlite_url
 
 from .stack import Stack
@@ -70,12 +71,12 @@ def metric_value(text_: str, name: str, **labels: str) -> float:
     return total
 
 
-async def reset_streams(bus: Bus) -> None:
+async def reset_streams(bus: Bus, jetstream: JetStreamSettings | None = None) -> None:
     """Delete every stream (KV buckets and object stores included) and declare afresh."""
     for info in await bus.js.streams_info():
         assert info.config.name is not None
         await bus.js.delete_stream(info.config.name)
-    await bootstrap(bus.js)
+    await bootstrap(bus.js, jetstream)
 
 
 @asynccontextmanager
@@ -239,10 +240,14 @@ async def world(
     config: dict[str, Any] | None = None,
     argv: dict[str, tuple[str, ...]] | None = None,
     feishu: dict[str, Any] | None = None,
+    jetstream: JetStreamSettings | None = None,
+    service_env: dict[str, dict[str, str]] | None = None,
 ) -> AsyncIterator[World]:
     """Fakes up, streams reset, the services started and ready; everything stopped on exit. ``config``:
     top-level sections added to the configuration file; ``argv``: the command of a service, by name;
-    ``feishu``: keys added to the ``feishu`` section (e.g. a short ``api_timeout_s``)."""
+    ``feishu``: keys added to the ``feishu`` section (e.g. a short ``api_timeout_s``); ``jetstream``: the
+    replicas and limits the streams are declared with (and the services configured with); ``service_env``:
+    variables given to one service only (its own NATS user), by service name."""
     feishu_settings = feishu or {}
     feishu_fake = FakeFeishu()
     telegram = FakeBotApi()
@@ -254,7 +259,7 @@ async def world(
     sub = await bus.nc.subscribe("actions.>", cb=tap.on_msg)
     try:
         async with _databases(root, database, postgres_url) as urls:
-            await reset_streams(bus)
+            await reset_streams(bus, jetstream)
             configured = {k: v for k, v in urls.items() if database != "sqlite"}
             stack = Stack(
                 root,
@@ -262,7 +267,10 @@ async def world(
                 stack_config(root, feishu_fake, telegram, llm.url, chats, configured, chat_defaults),
             )
             stack.config["feishu"].update(feishu_settings)
+            stack.service_env.update(service_env or {})
             stack.config.update(config or {})
+            if jetstream is not None:
+                stack.config["jetstream"] = jetstream.model_dump(exclude_defaults=True)
             stack.add(*services)
             for name, command in (argv or {}).items():
                 stack.services[name].argv = command

@@ -1,8 +1,17 @@
-"""The public API of ``larkbot.canonical`` is a decision: changing it must change this list too."""
+"""The public API of ``larkbot.canonical`` is a decision: changing it must change this list too.
+
+Every public module's ``__all__`` is pinned the httpx way as well — checked against the module's namespace
+(``vars()``), never against a copied list (:mod:`larkbot.testkit.exports` states the rules).
+"""
 
 from __future__ import annotations
 
+from types import ModuleType
+
+import pytest
+
 import larkbot.canonical as canonical
+from larkbot.testkit.exports import export_problems, public_modules
 
 EXPECTED = [
     "ACTION_ADAPTER",
@@ -146,3 +155,15 @@ def test_all_is_sorted_and_resolvable() -> None:
     assert sorted(EXPECTED, key=key) == EXPECTED
     for name in EXPECTED:
         assert getattr(canonical, name) is not None
+
+
+@pytest.mark.parametrize("module", public_modules(canonical), ids=lambda module: module.__name__)
+def test_all_is_what_the_module_defines(module: ModuleType) -> None:
+    problems = export_problems(module)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_public_module_is_checked() -> None:
+    names = {module.__name__ for module in public_modules(canonical)}
+    assert {"larkbot.canonical", "larkbot.canonical.events", "larkbot.canonical.names"} <= names
+    assert "larkbot.canonical._base" not in names

@@ -32,6 +32,7 @@ from larkbot.runtime.bus import (
 )
 from larkbot.runtime.consume import Delivery, ErrorPolicy, PullConsumer
 from larkbot.runtime.deadletter import DeadLetters
+from larkbot.runtime.pull import ConsumerGone
 from larkbot.runtime.serve import Endpoint, model_decoder, service_error_reply
 
 WAIT = 30.0
@@ -292,3 +293,45 @@ async def test_a_service_error_reply_is_raised_as_the_error_it_is(bus: Bus) -> N
         assert bad.value.error.code == "bad_request"
     finally:
         await endpoint.stop()
+
+
+async def test_a_consumer_without_a_leader_for_a_while_is_asked_again_not_given_up(
+    bus: Bus, caplog: pytest.LogCaptureFixture
+) -> None:
+    # On a cluster a replicated consumer answers 503 while its servers elect a leader; a consumer
+    # deleted and declared again answers the same way meanwhile.
+    stream, prefix, durable = await _stream(bus)
+    got: list[str] = []
+    done = asyncio.Event()
+
+    async def handler(d: Delivery) -> None:
+        got.append(TypingSignal.model_validate_json(d.data).user_id)
+        done.set()
+
+    consumer = PullConsumer(bus.js, stream, durable, handler, fetch_timeout_s=0.5)
+    task = asyncio.create_task(consumer.run())
+    try:
+        await bus.js.delete_consumer(stream, durable)
+        async with asyncio.timeout(WAIT):
+            while not any("asking again in" in r.getMessage() for r in caplog.records):
+                assert not task.done(), task.exception()
+                await asyncio.sleep(0.05)
+        await bus.js.add_consumer(stream, ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT))
+        await bus.publish(f"{prefix}.chat", _signal(3))
+        await asyncio.wait_for(done.wait(), WAIT)
+        assert got == ["3"]
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, WAIT)
+
+
+async def test_a_consumer_gone_for_longer_than_allowed_ends_the_loop(bus: Bus) -> None:
+    stream, _prefix, durable = await _stream(bus)
+
+    async def handler(d: Delivery) -> None:
+        raise AssertionError("nothing to deliver")
+
+    consumer = PullConsumer(bus.js, stream, durable, handler, fetch_timeout_s=0.5, unanswered_for_s=1.0)
+    await bus.js.delete_consumer(stream, durable)
+    with pytest.raises(ConsumerGone):
+        await asyncio.wait_for(consumer.run(), WAIT)

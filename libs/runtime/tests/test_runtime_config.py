@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -306,3 +307,55 @@ def test_the_package_exports_exactly_its_public_names() -> None:
     public = {name for name, value in vars(config).items() if not name.startswith("_")}
     assert sorted(config.__all__) == sorted(public)
     assert all(getattr(config, name) is not None for name in config.__all__)
+
+
+@pytest.mark.parametrize(
+    ("raw", "env", "key"),
+    [
+        (
+            {"feishu": {"app_id": "cli_x", "app_secret": "${FEISHU_APP_SECRET}"}},
+            {"FEISHU_APP_SECRET": ""},
+            "feishu.app_secret",
+        ),
+        (
+            {"telegram": {"bot_token": "${TELEGRAM_BOT_TOKEN}"}},
+            {"TELEGRAM_BOT_TOKEN": " "},
+            "telegram.bot_token",
+        ),
+        (
+            {
+                "llm": {
+                    "endpoints": {
+                        "main": {
+                            "format": "openai-chat",
+                            "base_url": "http://x",
+                            "model": "m",
+                            "api_key": "${LLM_API_KEY:-}",
+                        }
+                    }
+                }
+            },
+            {},
+            "llm.endpoints.main.api_key",
+        ),
+        ({"nats": {"token": "${NATS_TOKEN:-}"}}, {}, "nats.token"),
+        ({"services": {"driver": {"database_url": ""}}}, {}, "services.driver.database_url"),
+    ],
+)
+def test_an_empty_secret_is_refused_naming_its_key(
+    raw: dict[str, Any], env: dict[str, str], key: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw, env)
+    assert key in str(caught.value)
+    assert "empty" in str(caught.value)
+
+
+@pytest.mark.parametrize("purpose", ["probe", "primary", "compaction", "vision", "memory"])
+def test_a_purpose_naming_no_endpoint_is_refused_naming_its_key(purpose: str) -> None:
+    endpoint = {"format": "openai-chat", "base_url": "http://x", "model": "m"}
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"llm": {"endpoints": {"main": endpoint}, purpose: "nope"}}, {})
+    assert f"llm.{purpose}" in str(caught.value)
+    assert "main" in str(caught.value)
+    assert parse_config({"llm": {"endpoints": {"main": endpoint}, purpose: "main"}}, {})

@@ -131,3 +131,17 @@ def test_a_policy_that_never_gives_up_allows_the_jittered_cap() -> None:
     assert policy.wait(Failure.TRANSIENT, 1000, left_s=float("inf"), u=0.999) == pytest.approx(
         37.49, abs=0.01
     )
+
+
+def test_every_kind_of_retrying_work_has_its_policy_in_the_configuration() -> None:
+    from larkbot.runtime.config import parse_config
+
+    configured = {"initial_s": 0.01, "max_s": 0.05, "jitter": 0, "max_attempts": 2, "max_wait_s": 1}
+    config = parse_config({"retry": {"llm_call": configured}}, {})
+    assert RetryPolicy.of(config.retry.llm_call) == RetryPolicy(
+        Backoff(initial_s=0.01, max_s=0.05, factor=2.0, jitter=0.0), max_attempts=2, max_wait_s=1.0
+    )
+    defaults = parse_config({}, {}).retry
+    assert RetryPolicy.of(defaults.llm_call) == RetryPolicy(
+        Backoff(initial_s=0.25, max_s=8.0, factor=2.0, jitter=0.25), max_attempts=4, max_wait_s=60.0
+    )

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import cast
 
-from larkbot.driver.adapters.chatstate import ChatState, Persona
-from larkbot.driver.adapters.clock import ManualClock
-from larkbot.driver.adapters.repository import DriverRepository
-from larkbot.driver.core.scheduler import Wake
+from larkbot.driver.wake.chatstate import ChatState, Persona
+from larkbot.driver.wake.clock import ManualClock
+from larkbot.driver.wake.core.scheduler import Wake
+from larkbot.driver.wake.repository import DriverRepository
 from larkbot.runtime.config import ChatSettings
 from larkbot.testkit.driver.watch import DriverWatch
 

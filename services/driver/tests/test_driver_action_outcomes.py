@@ -15,12 +15,12 @@ from pydantic import BaseModel
 from larkbot.canonical.actions import ActionError, ActionResult, SendMessageAction
 from larkbot.canonical.llm import TextPart
 from larkbot.canonical.names import Platform
-from larkbot.driver.adapters.clients import BusClients
-from larkbot.driver.adapters.clock import ManualClock
-from larkbot.driver.adapters.executor import ToolExecutor
-from larkbot.driver.core import tools
-from larkbot.driver.core.outcomes import settled_text
-from larkbot.driver.core.turn import ToolRun
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.clients import BusClients
+from larkbot.driver.wake.clock import ManualClock
+from larkbot.driver.wake.core.outcomes import settled_text
+from larkbot.driver.wake.core.turn import ToolRun
+from larkbot.driver.wake.executor import ToolExecutor
 from larkbot.runtime.bus import Bus, BusUnavailable
 
 T0 = 1_700_000_000_000

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import func, select
 
 from larkbot.canonical.llm import Usage
-from larkbot.driver.adapters.audit import DAY_MS, AuditStore
-from larkbot.driver.adapters.tables import probe_responses, turn_responses
-from larkbot.driver.core import tools
-from larkbot.driver.core.audit import ContextRange, WakeAudit
+from larkbot.driver.audit.audit import DAY_MS, AuditStore
+from larkbot.driver.audit.core.audit import ContextRange, WakeAudit
+from larkbot.driver.tables import probe_responses, turn_responses
+from larkbot.driver.tools.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.testkit.driver.harness import CHAT_ID, decide, world
 from larkbot.testkit.driver.synthetic import response, tool_call
@@ -146,7 +146,7 @@ async def test_a_disabled_audit_writes_nothing(bus: Bus, nats_url: str, db: str)
 
 
 def _record(chat_id: str, started_at_ms: int) -> WakeAudit:
-    from larkbot.driver.core.audit import AuditDraft
+    from larkbot.driver.audit.core.audit import AuditDraft
 
     draft = AuditDraft("feishu", chat_id, f"w{started_at_ms}", "debounced", started_at_ms, dry_run=False)
     draft.saw(())

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from larkbot.driver.adapters.audit import AuditStore
-from larkbot.driver.adapters.requestlog import RequestStore
-from larkbot.driver.core import tools
-from larkbot.driver.core.requestlog import blocks_of, shared_prefix
+from larkbot.driver.audit.audit import AuditStore
+from larkbot.driver.audit.core.requestlog import blocks_of, shared_prefix
+from larkbot.driver.audit.requestlog import RequestStore
+from larkbot.driver.tools.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.testkit.driver.harness import CHAT_ID, World, decide, end_turn, world
 from larkbot.testkit.driver.synthetic import response, tool_call

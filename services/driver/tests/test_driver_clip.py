@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from larkbot.canonical.llm import ImagePart
-from larkbot.driver.core.clip import clip_segment, clip_xml
-from larkbot.driver.core.context import ChatContext, apply_update
-from larkbot.driver.core.estimate import segment_tokens
+from larkbot.driver.wake.core.clip import clip_segment, clip_xml
+from larkbot.driver.wake.core.context import ChatContext, apply_update
+from larkbot.driver.wake.core.estimate import segment_tokens
 from larkbot.testkit.driver.synthetic import segment
 
 LONG = '<message id="m1" sender="Alice" t="01-02 03:04:05">' + ("word &amp; " * 20_000) + "tail?</message>"

@@ -12,8 +12,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from larkbot.canonical.llm import LLMError, LLMRequest, TextPart, UserMessage
-from larkbot.driver.core import tools
-from larkbot.driver.core.estimate import request_tokens
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.core.estimate import request_tokens
 from larkbot.runtime.bus import Bus
 from larkbot.testkit.driver.harness import CHAT_ID, World, decide, world
 from larkbot.testkit.driver.synthetic import response, tool_call

@@ -14,11 +14,11 @@ from larkbot.canonical.llm import (
     Usage,
     UserMessage,
 )
-from larkbot.driver.core.compaction import history_tokens, plan_compaction, turn_tokens
-from larkbot.driver.core.estimate import Calibration, message_tokens, segment_tokens
-from larkbot.driver.core.limits import Windows, limits
-from larkbot.driver.core.prompt import select_history
-from larkbot.driver.core.records import TurnRecord
+from larkbot.driver.compaction.core.compaction import history_tokens, plan_compaction, turn_tokens
+from larkbot.driver.wake.core.estimate import Calibration, message_tokens, segment_tokens
+from larkbot.driver.wake.core.limits import Windows, limits
+from larkbot.driver.wake.core.prompt import select_history
+from larkbot.driver.wake.core.records import TurnRecord
 from larkbot.runtime.config import ChatSettings
 from larkbot.testkit.driver.synthetic import segment
 

@@ -6,8 +6,8 @@ import pytest
 
 from larkbot.canonical.context import AppendOp, ContextUpdate, ReplaceOp, ResetOp
 from larkbot.canonical.names import Platform
-from larkbot.driver.core.context import ChatContext, Gap, apply_update, is_external, new_external
-from larkbot.driver.core.participation import bot_loop_brake, participation
+from larkbot.driver.wake.core.context import ChatContext, Gap, apply_update, is_external, new_external
+from larkbot.driver.wake.core.participation import bot_loop_brake, participation
 from larkbot.testkit.driver.synthetic import segment
 
 T0 = 1_700_000_000_000

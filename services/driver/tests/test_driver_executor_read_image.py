@@ -11,11 +11,11 @@ from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.context import AttachmentRef, HistoryItem, HistoryRequest, HistoryResponse
 from larkbot.canonical.llm import ImagePart, TextPart
 from larkbot.canonical.media import ReadImageRequest, ReadImageResponse
-from larkbot.driver.adapters.clients import BusClients
-from larkbot.driver.adapters.clock import ManualClock
-from larkbot.driver.adapters.executor import ToolExecutor
-from larkbot.driver.core import tools
-from larkbot.driver.core.turn import ToolDone, ToolRun
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.clients import BusClients
+from larkbot.driver.wake.clock import ManualClock
+from larkbot.driver.wake.core.turn import ToolDone, ToolRun
+from larkbot.driver.wake.executor import ToolExecutor
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.testkit.driver.synthetic import segment
 

@@ -10,11 +10,12 @@ import pytest
 
 from larkbot.canonical.context import Segment
 from larkbot.canonical.llm import LLMError, LLMResponse
-from larkbot.driver.core import gate, tools
-from larkbot.driver.core.gate import GateDecision, GateSettings
-from larkbot.driver.core.protocol import ModelCall
-from larkbot.driver.core.scheduler import Wake
-from larkbot.driver.core.wake import Note, WakeDone, WakeInput
+from larkbot.driver.shell.core import gate
+from larkbot.driver.shell.core.gate import GateDecision, GateSettings
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.core.protocol import ModelCall
+from larkbot.driver.wake.core.scheduler import Wake
+from larkbot.driver.wake.core.wake import Note, WakeDone, WakeInput
 from larkbot.testkit.driver.scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
 from larkbot.testkit.driver.synthetic import response, segment, tool_call
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from larkbot.canonical.context import Segment
-from larkbot.driver.core.ids import alias_table, mentioned_uids
+from larkbot.driver.wake.core.ids import alias_table, mentioned_uids
 from larkbot.testkit.driver.synthetic import segment
 
 

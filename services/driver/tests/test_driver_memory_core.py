@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from larkbot.driver.core.memory import (
+from larkbot.driver.memory.core.memory import (
     MAX_CONTENT_CHARS,
     Memory,
     MemoryPatch,
@@ -16,7 +16,7 @@ from larkbot.driver.core.memory import (
     fold,
     saved,
 )
-from larkbot.driver.core.memorytext import (
+from larkbot.driver.memory.core.memorytext import (
     MAX_QUERY_TERMS,
     MAX_TERM_CHARS,
     document_terms,

@@ -10,21 +10,21 @@ import pytest
 
 from larkbot.canonical.context import HistoryItem
 from larkbot.canonical.llm import TextPart, UserMessage
-from larkbot.driver.core import tools
-from larkbot.driver.core.budget import TurnBudget
-from larkbot.driver.core.consolidation import (
+from larkbot.driver.memory.core.consolidation import (
     InvalidAnswer,
     backoff_ms,
     consolidation_message,
     merged_evidence,
     read_notes,
 )
-from larkbot.driver.core.evidence import Provenance, Rejected, check
-from larkbot.driver.core.memory import Memory
-from larkbot.driver.core.prompt import system_prompt
-from larkbot.driver.core.recall import RecallLimits, memory_block, people_in
-from larkbot.driver.core.scheduler import Wake
-from larkbot.driver.core.wake import WakeDone, WakeInput
+from larkbot.driver.memory.core.evidence import Provenance, Rejected, check
+from larkbot.driver.memory.core.memory import Memory
+from larkbot.driver.memory.core.recall import RecallLimits, memory_block, people_in
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.core.budget import TurnBudget
+from larkbot.driver.wake.core.prompt import system_prompt
+from larkbot.driver.wake.core.scheduler import Wake
+from larkbot.driver.wake.core.wake import WakeDone, WakeInput
 from larkbot.testkit.driver.scripted import DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
 from larkbot.testkit.driver.synthetic import response, segment, tool_call
 

@@ -12,9 +12,9 @@ from typing import Literal
 import pytest
 from sqlalchemy import func, inspect, select, text
 
-from larkbot.driver.adapters.memories import MemoryNotFound, MemoryStats, MemoryStore
-from larkbot.driver.adapters.tables import memory_forgets, memory_index
-from larkbot.driver.core.memory import Importance, Memory, NewMemory, PatchChange, Scope, Visibility
+from larkbot.driver.memory.core.memory import Importance, Memory, NewMemory, PatchChange, Scope, Visibility
+from larkbot.driver.memory.memories import MemoryNotFound, MemoryStats, MemoryStore
+from larkbot.driver.tables import memory_forgets, memory_index
 from larkbot.runtime.db import create_engine, current_revision, migrate
 
 MIGRATIONS = Path(__file__).parents[1] / "src" / "larkbot" / "driver" / "migrations"

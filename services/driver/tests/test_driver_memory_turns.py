@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from larkbot.canonical.llm import LLMRequest, TextPart, ToolResultMessage, UserMessage
-from larkbot.driver.adapters.runner import direct_with
-from larkbot.driver.core import tools
-from larkbot.driver.core.memory import NewMemory
+from larkbot.driver.memory.core.memory import NewMemory
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.runner import direct_with
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import ChatSettings
 from larkbot.testkit.driver.harness import CHAT_ID, world

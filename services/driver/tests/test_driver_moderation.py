@@ -20,7 +20,8 @@ from larkbot.canonical.actions import (
     ModerationReport,
 )
 from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, ToolResultMessage
-from larkbot.driver.core import moderation, tools
+from larkbot.driver.moderation.core import moderation
+from larkbot.driver.tools.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.testkit.driver.harness import CHAT_ID, World, decide, end_turn, world
 from larkbot.testkit.driver.synthetic import response, segment, tool_call

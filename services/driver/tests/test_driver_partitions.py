@@ -16,8 +16,8 @@ from larkbot.canonical.context import AppendOp, ContextUpdate
 from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.canonical.names import PARTITIONS, partition_of
-from larkbot.driver.adapters.ownership import NotHeld
-from larkbot.driver.core import tools
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.ownership import NotHeld
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.consume import Delivery
 from larkbot.testkit.driver.harness import PLATFORM, decide, world
@@ -225,7 +225,7 @@ async def test_take_overs_failing_for_one_cause_log_it_once_and_its_end_once(
     async with world(bus, nats_url, database_url, chats=chats, replicas=()) as w:
         w.pipeline.snapshot_failure = RetryableError("partition 3 is held by a replica that does not answer")
         before = _takeover_retries()
-        with caplog.at_level(logging.DEBUG, logger="larkbot.driver.adapters.ownership"):
+        with caplog.at_level(logging.DEBUG, logger="larkbot.driver.wake.ownership"):
             await w.start_replica("a")
             deadline = asyncio.get_running_loop().time() + 60
             # Every chat failed, and most of them more than once.

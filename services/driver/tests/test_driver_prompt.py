@@ -12,9 +12,9 @@ from larkbot.canonical.llm import (
     Usage,
     UserMessage,
 )
-from larkbot.driver.core.participation import Participation
-from larkbot.driver.core.probe import read_verdict
-from larkbot.driver.core.prompt import (
+from larkbot.driver.wake.core.participation import Participation
+from larkbot.driver.wake.core.probe import read_verdict
+from larkbot.driver.wake.core.prompt import (
     format_time,
     history,
     late_binding,
@@ -22,8 +22,8 @@ from larkbot.driver.core.prompt import (
     probe_system_prompt,
     system_prompt,
 )
-from larkbot.driver.core.records import TurnRecord
-from larkbot.driver.core.window import Window
+from larkbot.driver.wake.core.records import TurnRecord
+from larkbot.driver.wake.core.window import Window
 from larkbot.testkit.driver.synthetic import response, segment, tool_call
 
 T0 = 1_700_000_000_000

@@ -12,13 +12,13 @@ from sqlalchemy import insert, inspect, select
 from sqlalchemy.exc import DBAPIError
 
 import larkbot.driver.read as read
-from larkbot.driver.adapters.memories import MemoryStore
-from larkbot.driver.adapters.tables import memory_forgets
 from larkbot.driver.app import MIGRATIONS
-from larkbot.driver.core.memory import NewMemory, PatchChange
 from larkbot.driver.forget import forget_person
+from larkbot.driver.memory.core.memory import NewMemory, PatchChange
+from larkbot.driver.memory.memories import MemoryStore
 from larkbot.driver.read import DriverNotReady, DriverReads, open_reads
 from larkbot.driver.read._engine import read_only_engine
+from larkbot.driver.tables import memory_forgets
 from larkbot.runtime.db import create_engine, migrate
 
 Read = Callable[[DriverReads], Awaitable[Any]]

@@ -12,9 +12,9 @@ from sqlalchemy import delete
 
 from larkbot.canonical.actions import SendMessageAction
 from larkbot.canonical.llm import AssistantMessage, LLMRequest, ToolCallPart, ToolResultMessage
-from larkbot.driver.adapters.repository import ChatMarks, DriverRepository
-from larkbot.driver.adapters.tables import turn_responses
-from larkbot.driver.core import tools
+from larkbot.driver.tables import turn_responses
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.repository import ChatMarks, DriverRepository
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.db import create_engine
 from larkbot.testkit.driver.harness import CHAT_ID, World, decide, world

@@ -16,9 +16,9 @@ from larkbot.canonical.llm import (
     ToolResultMessage,
     Usage,
 )
-from larkbot.driver.adapters.repository import ChatMarks, DriverRepository, StepConflict
-from larkbot.driver.core.compaction import Summary
-from larkbot.driver.core.records import ChainUsage, ProbeRecord, TurnRecord, open_chain
+from larkbot.driver.compaction.core.compaction import Summary
+from larkbot.driver.wake.core.records import ChainUsage, ProbeRecord, TurnRecord, open_chain
+from larkbot.driver.wake.repository import ChatMarks, DriverRepository, StepConflict
 from larkbot.runtime.db import create_engine, current_revision, migrate
 
 MIGRATIONS = Path(__file__).parents[1] / "src" / "larkbot" / "driver" / "migrations"

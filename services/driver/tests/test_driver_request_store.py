@@ -11,10 +11,16 @@ import pytest
 from sqlalchemy import func, select
 
 from larkbot.canonical.llm import LLMRequest, TextPart, ToolSpec, UserMessage
-from larkbot.driver.adapters.audit import DAY_MS
-from larkbot.driver.adapters.requestlog import REFRESH_MS, RequestStore, Swept
-from larkbot.driver.adapters.tables import request_blocks
-from larkbot.driver.core.requestlog import LoggedRequest, SentMessage, WakeRequests, blocks_of, shared_prefix
+from larkbot.driver.audit.audit import DAY_MS
+from larkbot.driver.audit.core.requestlog import (
+    LoggedRequest,
+    SentMessage,
+    WakeRequests,
+    blocks_of,
+    shared_prefix,
+)
+from larkbot.driver.audit.requestlog import REFRESH_MS, RequestStore, Swept
+from larkbot.driver.tables import request_blocks
 from larkbot.runtime.db import create_engine, migrate
 
 MIGRATIONS = Path(__file__).parents[1] / "src" / "larkbot" / "driver" / "migrations"

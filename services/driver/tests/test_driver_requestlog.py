@@ -19,7 +19,7 @@ from larkbot.canonical.llm import (
     ToolSpec,
     UserMessage,
 )
-from larkbot.driver.core.requestlog import Block, SharedPrefix, blocks_of, shared_prefix
+from larkbot.driver.audit.core.requestlog import Block, SharedPrefix, blocks_of, shared_prefix
 
 SEND = ToolSpec.of("send_message", "Send a message.", {"type": "object", "properties": {"text": {}}})
 

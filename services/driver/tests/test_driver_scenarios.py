@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 
 from larkbot.canonical.actions import ReactAction, SendMessageAction
 from larkbot.canonical.llm import LLMError, LLMReply, LLMRequest, TextPart, ToolResultMessage, UserMessage
-from larkbot.driver.core import tools
+from larkbot.driver.tools.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.testkit.bench.prefix import prefix_report, request_bytes
 from larkbot.testkit.driver.harness import CHAT_ID, decide, world

@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from larkbot.canonical.llm import LLMReply, LLMRequest
 from larkbot.driver.app import DriverService, warn_unreachable_shell
-from larkbot.driver.core import tools
+from larkbot.driver.tools.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.testkit.driver.harness import CHAT_ID, decide, world

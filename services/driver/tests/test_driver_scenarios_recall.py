@@ -12,7 +12,7 @@ import pytest
 from larkbot.canonical.actions import DeleteMessageAction
 from larkbot.canonical.aliases import alias_for
 from larkbot.canonical.llm import LLMRequest, TextPart, ToolResultMessage
-from larkbot.driver.core import tools
+from larkbot.driver.tools.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.testkit.driver.harness import CHAT_ID, decide, world
 from larkbot.testkit.driver.synthetic import response, segment, tool_call

@@ -13,7 +13,7 @@ from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.context import AttachmentRef
 from larkbot.canonical.llm import ImagePart, TextPart, ToolResultMessage
 from larkbot.canonical.names import Platform
-from larkbot.driver.core import tools
+from larkbot.driver.tools.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.testkit.driver.harness import CHAT_ID, decide, world
 from larkbot.testkit.driver.synthetic import response, segment, tool_call

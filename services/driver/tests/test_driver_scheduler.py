@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from larkbot.driver.core import scheduler as s
-from larkbot.driver.core.records import Activation
+from larkbot.driver.wake.core import scheduler as s
+from larkbot.driver.wake.core.records import Activation
 
 CFG = s.Debounce(initial_delay_ms=1000, typing_extend_ms=5000, max_delay_ms=30000)
 DELAYS = CFG.retry_delays_ms

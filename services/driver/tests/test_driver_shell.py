@@ -23,15 +23,15 @@ from larkbot.canonical.events import RuntimeEvent
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.llm import LLMRequest, TextPart, ToolResultMessage, UserMessage
 from larkbot.driver import metrics
-from larkbot.driver.adapters import processes
-from larkbot.driver.adapters.clock import ManualClock
-from larkbot.driver.adapters.shell import ShellAccess, ShellTasks, check_settings
-from larkbot.driver.adapters.tables import shell_tasks
-from larkbot.driver.adapters.task_store import TaskStore
 from larkbot.driver.app import MIGRATIONS
-from larkbot.driver.core import shell as core
-from larkbot.driver.core import tools
-from larkbot.driver.core.turn import ToolRun
+from larkbot.driver.shell import processes
+from larkbot.driver.shell.core import shell as core
+from larkbot.driver.shell.shell import ShellAccess, ShellTasks, check_settings
+from larkbot.driver.shell.task_store import TaskStore
+from larkbot.driver.tables import shell_tasks
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.clock import ManualClock
+from larkbot.driver.wake.core.turn import ToolRun
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, ShellSettings, parse_config
 from larkbot.runtime.db import create_engine, migrate

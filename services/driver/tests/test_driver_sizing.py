@@ -4,7 +4,7 @@ smaller than ``context_window_tokens``, or that has none configured, is learnt f
 from __future__ import annotations
 
 from larkbot.canonical.llm import LLMError
-from larkbot.driver.adapters.sizing import LEARNT_MARGIN, Sizing
+from larkbot.driver.wake.sizing import LEARNT_MARGIN, Sizing
 from larkbot.runtime.config import ChatSettings, LlmSettings
 
 

@@ -7,11 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from larkbot.canonical.llm import LLMError, LLMResponse, TextPart, ToolResultMessage, Usage, UserMessage
-from larkbot.driver.adapters.interpreter import interpret
-from larkbot.driver.core import tools
-from larkbot.driver.core.budget import TurnBudget
-from larkbot.driver.core.records import ChainUsage, TurnRecord
-from larkbot.driver.core.turn import (
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.core.budget import TurnBudget
+from larkbot.driver.wake.core.records import ChainUsage, TurnRecord
+from larkbot.driver.wake.core.turn import (
     Ack,
     CheckInterrupt,
     ModelAnswer,
@@ -23,6 +22,7 @@ from larkbot.driver.core.turn import (
     idempotency_key,
     primary_turn,
 )
+from larkbot.driver.wake.interpreter import interpret
 from larkbot.testkit.driver.scripted import ScriptedPorts
 from larkbot.testkit.driver.synthetic import response, tool_call
 

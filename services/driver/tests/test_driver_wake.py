@@ -7,11 +7,18 @@ import asyncio
 from dataclasses import replace
 
 from larkbot.canonical.llm import LLMError, LLMResponse, TextPart, UserMessage
-from larkbot.driver.core import tools
-from larkbot.driver.core.estimate import request_tokens
-from larkbot.driver.core.protocol import ModelCall
-from larkbot.driver.core.scheduler import Wake
-from larkbot.driver.core.wake import CLIP_ATTEMPTS, ProbeCall, WakeDone, WakeFailure, WakeInput, WakeSettings
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.core.estimate import request_tokens
+from larkbot.driver.wake.core.protocol import ModelCall
+from larkbot.driver.wake.core.scheduler import Wake
+from larkbot.driver.wake.core.wake import (
+    CLIP_ATTEMPTS,
+    ProbeCall,
+    WakeDone,
+    WakeFailure,
+    WakeInput,
+    WakeSettings,
+)
 from larkbot.testkit.driver.scripted import DEFAULT_LIMITS, DEFAULT_WAKE_SETTINGS, ScriptedPorts, wake_input
 from larkbot.testkit.driver.synthetic import response, segment, tool_call
 

@@ -8,11 +8,11 @@ import asyncio
 from dataclasses import replace
 
 from larkbot.canonical.llm import LLMError, LLMResponse, Message, TextPart
-from larkbot.driver.core import tools
-from larkbot.driver.core.estimate import request_tokens, segment_tokens
-from larkbot.driver.core.protocol import ModelCall
-from larkbot.driver.core.scheduler import Wake
-from larkbot.driver.core.wake import PROBE_FIT_ATTEMPTS, ProbeCall, WakeDone, WakeFailure, WakeInput
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.core.estimate import request_tokens, segment_tokens
+from larkbot.driver.wake.core.protocol import ModelCall
+from larkbot.driver.wake.core.scheduler import Wake
+from larkbot.driver.wake.core.wake import PROBE_FIT_ATTEMPTS, ProbeCall, WakeDone, WakeFailure, WakeInput
 from larkbot.testkit.driver.scripted import DEFAULT_LIMITS, ScriptedPorts, wake_input
 from larkbot.testkit.driver.synthetic import response, segment, tool_call
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from larkbot.canonical.context import Segment
-from larkbot.driver.core.estimate import segment_tokens
-from larkbot.driver.core.window import select_window
+from larkbot.driver.wake.core.estimate import segment_tokens
+from larkbot.driver.wake.core.window import select_window
 from larkbot.testkit.driver.synthetic import segment
 
 T0 = 1_700_000_000_000

@@ -23,12 +23,13 @@ from larkbot.canonical.codec import decode_as
 from larkbot.canonical.content import AttachmentType, Mention
 from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent, DeleteEvent, MessageEvent
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, STREAM_EVENTS, Platform, Service, actions_subject
-from larkbot.ingress_feishu.app import FeishuOptions, IngressFeishuService
+from larkbot.ingress_feishu.app import FeishuIngress, FeishuOptions, IngressFeishuService
 from larkbot.ingress_feishu.fake.samples import ALICE, BOB, BOT, CHAT, FIRST_MESSAGE
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
+from larkbot.testkit.ingress_feishu.service import configured
 
 
 def feishu_config(fake: FakeFeishu, **feishu: Any) -> LarkbotConfig:
@@ -48,10 +49,11 @@ async def fake() -> AsyncIterator[FakeFeishu]:
 
 
 @pytest.fixture
-async def service(fake: FakeFeishu, bus: Bus, nats_url: str) -> AsyncIterator[IngressFeishuService]:
-    app = IngressFeishuService(feishu_config(fake), OPTIONS)
-    async with running(Service.INGRESS_FEISHU, app, app.config, nats_url=nats_url):
-        yield app
+async def service(fake: FakeFeishu, bus: Bus, nats_url: str) -> AsyncIterator[FeishuIngress]:
+    config = feishu_config(fake)
+    recipe = IngressFeishuService(config, OPTIONS)
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as up:
+        yield configured(up)
 
 
 async def act(bus: Bus, action: ActionRequest) -> ActionResult:
@@ -74,7 +76,7 @@ def send(key: str, text: str, **extra: Any) -> SendMessageAction:
 
 
 async def test_send_publishes_self_event_with_real_message_id(
-    service: IngressFeishuService, fake: FakeFeishu, bus: Bus
+    service: FeishuIngress, fake: FakeFeishu, bus: Bus
 ) -> None:
     text = f'hi <mention uid="{ALICE}">@Alice Wang</mention> and <mention uid="{BOB}">@Bob</mention> **bold**'
     result = await act(bus, send("turn-1:step-1:call-1", text, mentions=(ALICE,)))
@@ -101,7 +103,7 @@ async def test_send_publishes_self_event_with_real_message_id(
 
 
 async def test_send_retried_with_same_uuid_after_timeout_appears_once(
-    service: IngressFeishuService, fake: FakeFeishu, bus: Bus
+    service: FeishuIngress, fake: FakeFeishu, bus: Bus
 ) -> None:
     fake.delay_next("message.create", 3.0)  # executed, but answered after the 1 s client timeout
     result = await act(bus, send("turn-2:step-1:call-1", "once only"))
@@ -120,7 +122,7 @@ async def test_send_retried_with_same_uuid_after_timeout_appears_once(
     assert len(fake.routed("message.create")) == 2
 
 
-async def test_rate_limit_is_honoured(service: IngressFeishuService, fake: FakeFeishu, bus: Bus) -> None:
+async def test_rate_limit_is_honoured(service: FeishuIngress, fake: FakeFeishu, bus: Bus) -> None:
     fake.fail_next("message.create", status=429, reset_s=1)
     result = await act(bus, send("turn-3", "after the limit"))
     assert result.outcome == "done", result
@@ -130,7 +132,7 @@ async def test_rate_limit_is_honoured(service: IngressFeishuService, fake: FakeF
 
 
 async def test_a_rate_limit_reset_beyond_the_deadline_is_a_retryable_failure(
-    service: IngressFeishuService, fake: FakeFeishu, bus: Bus
+    service: FeishuIngress, fake: FakeFeishu, bus: Bus
 ) -> None:
     fake.fail_next("message.create", status=429, reset_s=30)
     deadline = time.time_ns() // 1_000_000 + 5000
@@ -143,7 +145,7 @@ async def test_a_rate_limit_reset_beyond_the_deadline_is_a_retryable_failure(
     assert not fake.sent
 
 
-async def test_reply_and_long_text_split(service: IngressFeishuService, fake: FakeFeishu, bus: Bus) -> None:
+async def test_reply_and_long_text_split(service: FeishuIngress, fake: FakeFeishu, bus: Bus) -> None:
     long_text = ("para " * 4000 + "\n\n") * 4
     result = await act(bus, send("turn-4", long_text, reply_to_message_id=FIRST_MESSAGE))
     assert result.outcome == "done", result
@@ -158,9 +160,7 @@ async def test_reply_and_long_text_split(service: IngressFeishuService, fake: Fa
     assert [e.reply_to_message_id for e in events][:2] == [FIRST_MESSAGE, None]
 
 
-async def test_reactions_add_remove_and_unknown(
-    service: IngressFeishuService, fake: FakeFeishu, bus: Bus
-) -> None:
+async def test_reactions_add_remove_and_unknown(service: FeishuIngress, fake: FakeFeishu, bus: Bus) -> None:
     add = ReactAction(
         platform=Platform.FEISHU, idempotency_key="r1", chat_id=CHAT, message_id=FIRST_MESSAGE, emoji="👍"
     )
@@ -177,9 +177,7 @@ async def test_reactions_add_remove_and_unknown(
     assert (await act(bus, named)).outcome == "done"
 
 
-async def test_download_image_send_recall_and_ban(
-    service: IngressFeishuService, fake: FakeFeishu, bus: Bus
-) -> None:
+async def test_download_image_send_recall_and_ban(service: FeishuIngress, fake: FakeFeishu, bus: Bus) -> None:
     fake.resources["img_v3_abc"] = b"\x89PNG fake image bytes"
     download = DownloadAction(
         platform=Platform.FEISHU,

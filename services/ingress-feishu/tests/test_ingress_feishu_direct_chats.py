@@ -21,7 +21,8 @@ from larkbot.ingress_feishu.fake.samples import ALICE, CHAT, P2P_CHAT, payload
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
+from larkbot.testkit.ingress_feishu.service import webhook_url
 
 from .test_ingress_feishu_webhook import ENCRYPT_KEY, TOKEN, sealed, signed_headers
 
@@ -54,11 +55,10 @@ async def ingress(mode: str, nats_url: str) -> AsyncIterator[Push]:
             feishu |= {"mode": "webhook", "encrypt_key": ENCRYPT_KEY, "verification_token": TOKEN}
         chats = {f"feishu:{CHAT}": {}, f"feishu:{P2P_CHAT}": {"direct_with": ALICE}}
         config = parse_config({"feishu": feishu, "chats": chats}, env={})
-        app = IngressFeishuService(config, FeishuOptions(webhook_host="127.0.0.1", webhook_port=0))
-        async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
+        recipe = IngressFeishuService(config, FeishuOptions(webhook_host="127.0.0.1", webhook_port=0))
+        async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as service:
             if mode == "webhook":
-                assert app.webhook is not None
-                url = f"http://127.0.0.1:{app.webhook.bound_port}/feishu/events"
+                url = webhook_url(service)
                 async with httpx.AsyncClient(trust_env=False) as http:
 
                     async def post(envelope: dict[str, Any]) -> None:

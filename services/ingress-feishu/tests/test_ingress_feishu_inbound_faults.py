@@ -22,9 +22,10 @@ from larkbot.ingress_feishu.app import FeishuOptions, IngressFeishuService
 from larkbot.ingress_feishu.fake.longconn import LongConnection
 from larkbot.ingress_feishu.fake.samples import ALICE, BOB, CHAT, OTHER_CHAT, payload
 from larkbot.ingress_feishu.fake.server import FakeFeishu
+from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
 
 REACTION = "im.message.reaction.created_v1"
 
@@ -47,8 +48,8 @@ async def connection(fake: FakeFeishu, bus: Bus, nats_url: str) -> AsyncIterator
     )
     # The outcomes are under test, not Feishu's 3 s budget: a 10 MB event takes ~0.4 s here, more on a
     # loaded machine.
-    app = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0, ack_timeout_s=10.0))
-    async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
+    recipe = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0, ack_timeout_s=10.0))
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url):
         await fake.long_connection.wait_connected()
         yield fake.long_connection
 
@@ -171,6 +172,24 @@ async def test_an_event_the_bus_cannot_carry_is_dead_lettered_whole_and_acknowle
     assert body == b""
     blob = await (await bus.js.object_store(OBJECT_STORE_BLOBS)).get(headers["Larkbot-Dead-Letter-Blob"])
     assert blob.data == connection.pushed[event["header"]["event_id"]]
+
+
+async def test_a_dead_letter_not_written_leaves_the_event_to_feishus_re_push(
+    connection: LongConnection, bus: Bus
+) -> None:
+    """The dead-letter record cannot be written (no ``DEADLETTER`` stream answers): the event is answered
+    500, so Feishu re-pushes it; once the stream is back, the re-push is recorded and acknowledged."""
+    broken = copy.deepcopy(payload("message_image"))
+    del broken["event"]["message"]["chat_id"]
+    await bus.js.delete_stream(STREAM_DEAD_LETTER)
+    assert await connection.push(broken) == 500
+    await bootstrap(bus.js)
+    assert await connection.redeliver(broken["header"]["event_id"]) == 200
+    [(headers, body)] = await stored(bus, STREAM_DEAD_LETTER)
+    assert headers["Larkbot-Dead-Letter-Reason"] == "malformed"
+    assert headers["Larkbot-Dead-Letter-Stream"] == "feishu"
+    assert headers["Larkbot-Dead-Letter-Consumer"] == "ingress-feishu"
+    assert body == connection.pushed[broken["header"]["event_id"]]
 
 
 # -- shared cards --------------------------------------------------------------------------------------

@@ -23,12 +23,14 @@ from larkbot.canonical.names import (
     Service,
     identity_key,
 )
+from larkbot.ingress_feishu.adapters.link import SupervisedConnection
 from larkbot.ingress_feishu.app import FeishuOptions, IngressFeishuService
 from larkbot.ingress_feishu.fake.samples import ALICE, BOT, CHAT, FIRST_MESSAGE, payload
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
+from larkbot.testkit.ingress_feishu.service import configured
 from larkbot.testkit.ingress_feishu.watch import ContactsWatch
 
 
@@ -62,9 +64,11 @@ async def test_long_connection_end_to_end(fake: FakeFeishu, bus: Bus, nats_url: 
         env={},
     )
     contacts = ContactsWatch()
-    app = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0), contacts_observer=contacts)
+    recipe = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0), contacts_observer=contacts)
     conn = fake.long_connection
-    async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as service:
+        link = configured(service).link
+        assert isinstance(link, SupervisedConnection)
         kv = await bus.js.key_value(KV_IDENTITY)
         identity = decode((await kv.get(identity_key("feishu"))).value or b"", BotIdentity)
         assert identity.bot_id == BOT
@@ -124,4 +128,4 @@ async def test_long_connection_end_to_end(fake: FakeFeishu, bus: Bus, nats_url: 
         reply = [e for e in await events(bus) if isinstance(e, MessageEvent)][-1]
         assert reply.sender.display_name == "Alice Wang"
         assert reply.reply_to_message_id == FIRST_MESSAGE
-    assert not app.connection or not app.connection.connected
+    assert not link.connected

@@ -11,11 +11,12 @@ from prometheus_client import REGISTRY
 from larkbot.canonical.actions import ModerateAction, ModeratedMessage
 from larkbot.canonical.events import DeleteEvent
 from larkbot.canonical.names import Platform, Service
-from larkbot.ingress_feishu.app import IngressFeishuService
+from larkbot.ingress_feishu.app import FeishuIngress, IngressFeishuService
 from larkbot.ingress_feishu.fake.samples import ALICE, BOT, CAROL, CHAT
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.runtime.bus import Bus
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
+from larkbot.testkit.ingress_feishu.service import configured
 
 from .test_ingress_feishu_actions import OPTIONS, act, feishu_config, stream_events
 
@@ -34,10 +35,11 @@ async def fake() -> AsyncIterator[FakeFeishu]:
 
 
 @pytest.fixture
-async def service(fake: FakeFeishu, bus: Bus, nats_url: str) -> AsyncIterator[IngressFeishuService]:
-    app = IngressFeishuService(feishu_config(fake), OPTIONS)
-    async with running(Service.INGRESS_FEISHU, app, app.config, nats_url=nats_url):
-        yield app
+async def service(fake: FakeFeishu, bus: Bus, nats_url: str) -> AsyncIterator[FeishuIngress]:
+    config = feishu_config(fake)
+    recipe = IngressFeishuService(config, OPTIONS)
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as up:
+        yield configured(up)
 
 
 def moderate(key: str) -> ModerateAction:
@@ -61,7 +63,7 @@ def counted(name: str, outcome: str) -> float:
 
 
 async def test_a_ban_removes_the_member_then_recalls_each_message(
-    service: IngressFeishuService, fake: FakeFeishu, bus: Bus
+    service: FeishuIngress, fake: FakeFeishu, bus: Bus
 ) -> None:
     fake.managed_chats.add(CHAT)
     bans, deleted, failed = (
@@ -113,7 +115,7 @@ async def test_a_ban_removes_the_member_then_recalls_each_message(
 
 
 async def test_a_bot_that_may_not_remove_members_changes_nothing(
-    service: IngressFeishuService, fake: FakeFeishu, bus: Bus
+    service: FeishuIngress, fake: FakeFeishu, bus: Bus
 ) -> None:
     refused = counted("bans", "refused_permission")
     result = await act(bus, moderate("mod-2"))
@@ -129,7 +131,7 @@ async def test_a_bot_that_may_not_remove_members_changes_nothing(
 
 
 async def test_a_member_who_already_left_is_not_banned_and_nothing_is_recalled(
-    service: IngressFeishuService, fake: FakeFeishu, bus: Bus
+    service: FeishuIngress, fake: FakeFeishu, bus: Bus
 ) -> None:
     fake.managed_chats.add(CHAT)
     fake.members[CHAT] = {ALICE, BOT}

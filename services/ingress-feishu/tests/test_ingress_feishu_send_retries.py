@@ -16,12 +16,13 @@ import pytest
 
 from larkbot.canonical.actions import ActionRequest, ActionResult, SendMessageAction
 from larkbot.canonical.names import Platform, Service, actions_subject
-from larkbot.ingress_feishu.app import FeishuOptions, IngressFeishuService
+from larkbot.ingress_feishu.app import FeishuIngress, FeishuOptions, IngressFeishuService
 from larkbot.ingress_feishu.fake.samples import CHAT
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
+from larkbot.testkit.ingress_feishu.service import configured
 
 OPTIONS = FeishuOptions(webhook_host="127.0.0.1", webhook_port=0, api_timeout_s=1.0)
 
@@ -38,17 +39,17 @@ async def fake() -> AsyncIterator[FakeFeishu]:
 
 
 @pytest.fixture
-async def service(fake: FakeFeishu, bus: Bus, nats_url: str) -> AsyncIterator[IngressFeishuService]:
-    app = IngressFeishuService(feishu_config(fake), OPTIONS)
-    async with running(Service.INGRESS_FEISHU, app, app.config, nats_url=nats_url):
-        yield app
+async def service(fake: FakeFeishu, bus: Bus, nats_url: str) -> AsyncIterator[FeishuIngress]:
+    config = feishu_config(fake)
+    recipe = IngressFeishuService(config, OPTIONS)
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as up:
+        yield configured(up)
 
 
 @pytest.fixture
-def waits(service: IngressFeishuService) -> list[float]:
+def waits(service: FeishuIngress) -> list[float]:
     """The service's sends' waits (pacing slots and retries), really slept; jitter fixed at its low end."""
     actions = service.actions
-    assert actions is not None
     recorded: list[float] = []
 
     async def sleep(seconds: float) -> None:

@@ -15,7 +15,8 @@ from larkbot.ingress_feishu.fake.samples import CHAT, payload
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
+from larkbot.testkit.ingress_feishu import service as running_feishu
 
 ENCRYPT_KEY = "kE7yLm0nEncrypt"
 TOKEN = "v3rIfIcAt10nT0k3n"  # the token in the payload fixtures
@@ -33,10 +34,9 @@ async def webhook_url(bus: Bus, nats_url: str) -> AsyncIterator[str]:
             "verification_token": TOKEN,
         }
         config = parse_config({"feishu": feishu, "chats": {f"feishu:{CHAT}": {}}}, env={})
-        app = IngressFeishuService(config, FeishuOptions(webhook_host="127.0.0.1", webhook_port=0))
-        async with running(Service.INGRESS_FEISHU, app, config, nats_url=nats_url):
-            assert app.webhook is not None
-            yield f"http://127.0.0.1:{app.webhook.bound_port}/feishu/events"
+        recipe = IngressFeishuService(config, FeishuOptions(webhook_host="127.0.0.1", webhook_port=0))
+        async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url) as service:
+            yield running_feishu.webhook_url(service)
 
 
 def sealed(data: object) -> bytes:

@@ -24,6 +24,7 @@ from larkbot.ingress_telegram.adapters.migrations import ChatMigrations
 from larkbot.ingress_telegram.core import TelegramAdapter
 from larkbot.ingress_telegram.fake import FakeBotApi
 from larkbot.runtime.bus import Bus
+from larkbot.runtime.deadletter import DeadLetters
 
 FIXTURES = Path(__file__).parent / "fixtures" / "updates"
 GROUP, SUPERGROUP = "-4000000001", "-1004000000001"
@@ -54,7 +55,7 @@ async def fake() -> AsyncIterator[FakeBotApi]:
 async def executor(
     bus: Bus, fake: FakeBotApi, adapter: TelegramAdapter
 ) -> tuple[ActionExecutor, ChatMigrations]:
-    migrations = await ChatMigrations.open(bus.js, adapter)
+    migrations = await ChatMigrations.open(bus, adapter)
     api = BotApi(fake.base_url, fake.token)
     ledger = await SentLedger.open(bus.js)
     return ActionExecutor(api, bus, ledger, adapter, migrations=migrations), migrations
@@ -120,7 +121,7 @@ async def test_calls_for_an_upgraded_group_go_to_its_supergroup_and_stay_recorde
             )
         )
         restarted = TelegramAdapter(str(fake.bot_id), frozenset({GROUP}), 0)
-        again = await ChatMigrations.open(bus.js, restarted)
+        again = await ChatMigrations.open(bus, restarted)
         await again.close()
     finally:
         await migrations.close()
@@ -140,9 +141,9 @@ async def test_an_upgrade_announced_by_an_update_is_stored_before_the_update_is_
     bus: Bus, fake: FakeBotApi
 ) -> None:
     adapter = TelegramAdapter(str(fake.bot_id), frozenset({GROUP}), 0)
-    migrations = await ChatMigrations.open(bus.js, adapter)
+    migrations = await ChatMigrations.open(bus, adapter)
     try:
-        result = await Inbound(bus, adapter, migrations=migrations).handle(
+        result = await Inbound(bus, adapter, DeadLetters(bus.js), migrations=migrations).handle(
             load("service_migrate_to_chat_id"), 1
         )
     finally:

@@ -9,10 +9,12 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from pydantic import SecretStr
 
 from larkbot.canonical.actions import (
@@ -38,11 +40,15 @@ from larkbot.canonical.names import (
     Service,
     actions_subject,
 )
-from larkbot.ingress_telegram.app import IngressTelegramService
+from larkbot.ingress_telegram.adapters.link import Receiving
+from larkbot.ingress_telegram.adapters.webhook import WebhookReceiver
+from larkbot.ingress_telegram.app import IngressTelegramService, TelegramOptions
 from larkbot.ingress_telegram.fake import FakeBotApi, parse_html
+from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, TelegramSettings
-from larkbot.runtime.service import ServiceContext, running
+from larkbot.runtime.service import ServiceContext, built
+from larkbot.testkit.ingress_telegram.service import receiving
 
 FIXTURES = Path(__file__).parent / "fixtures" / "updates"
 GROUP = "-1001234567890"
@@ -108,12 +114,12 @@ async def fake() -> AsyncIterator[FakeBotApi]:
 @asynccontextmanager
 async def service(
     nats_url: str, fake: FakeBotApi, **telegram: Any
-) -> AsyncIterator[tuple[IngressTelegramService, ServiceContext]]:
+) -> AsyncIterator[tuple[Receiving, ServiceContext]]:
     config = make_config(fake, **telegram)
-    app = IngressTelegramService(config, webhook_port=0, polling_timeout_s=1)
-    async with running(Service.INGRESS_TELEGRAM, app, config, nats_url=nats_url) as ctx:
-        await asyncio.wait_for(app.ready.wait(), TIMEOUT_S)
-        yield app, ctx
+    options = replace(TelegramOptions.from_settings(config.telegram), webhook_port=0, polling_timeout_s=1)
+    recipe = IngressTelegramService(config, options)
+    async with built(Service.INGRESS_TELEGRAM, recipe, config, nats_url=nats_url) as up:
+        yield await receiving(up, TIMEOUT_S), up.ctx
 
 
 async def act(bus: Bus, action: ActionRequest) -> ActionResult:
@@ -322,9 +328,10 @@ async def test_other_actions(bus: Bus, nats_url: str, fake: FakeBotApi) -> None:
 
 async def test_actions_answer_not_configured_without_telegram(bus: Bus, nats_url: str) -> None:
     config = LarkbotConfig()
-    async with running(
-        Service.INGRESS_TELEGRAM, IngressTelegramService(config), config, nats_url=nats_url
-    ) as ctx:
+    async with built(
+        Service.INGRESS_TELEGRAM, IngressTelegramService.of(config), config, nats_url=nats_url
+    ) as up:
+        ctx = up.ctx
         # Both connections round-trip the server first: the service's subscription and this client's
         # request then meet on a server that has processed everything either sent before.
         await ctx.bus.nc.flush()
@@ -339,8 +346,8 @@ async def test_webhook_checks_the_secret_and_stores_before_answering(
     bus: Bus, nats_url: str, fake: FakeBotApi
 ) -> None:
     async with service(nats_url, fake, mode="webhook", webhook_secret=SecretStr("s3cret-token")) as (app, _):
-        assert app.webhook is not None
-        url = f"http://127.0.0.1:{app.webhook.bound_port}/telegram/webhook"
+        assert isinstance(app.receiver, WebhookReceiver)
+        url = f"http://127.0.0.1:{app.receiver.bound_port}/telegram/webhook"
         assert await fake.post_webhook(url, fixture("message_text_plain"), "wrong") == 403
         assert await fake.post_webhook(url, fixture("message_text_plain"), None) == 403
         assert await events(bus) == []
@@ -352,6 +359,38 @@ async def test_webhook_checks_the_secret_and_stores_before_answering(
     assert [e.kind for e in await events(bus)] == ["message", "edit"]
     assert len(await stream_messages(bus, STREAM_DEAD_LETTER)) == 1
     assert fake.calls("getUpdates") == []
+
+
+async def test_a_dead_letter_not_written_leaves_the_update_unconfirmed_until_it_is(
+    bus: Bus, nats_url: str, fake: FakeBotApi
+) -> None:
+    """No ``DEADLETTER`` stream answers: the webhook does not answer the unsupported update (Telegram
+    neither gets its 200 nor moves on) and its record is tried again; once the stream is back, the record
+    is written and the update answered 200."""
+    retries = REGISTRY.get_sample_value("larkbot_telegram_publish_retries_total") or 0.0
+    async with service(nats_url, fake, mode="webhook", webhook_secret=SecretStr("s3cret-token")) as (app, _):
+        assert isinstance(app.receiver, WebhookReceiver)
+        url = f"http://127.0.0.1:{app.receiver.bound_port}/telegram/webhook"
+        await bus.js.delete_stream(STREAM_DEAD_LETTER)
+        answer = asyncio.create_task(
+            fake.post_webhook(url, fixture("unsupported_callback_query"), "s3cret-token")
+        )
+
+        async def retried() -> bool:
+            now = REGISTRY.get_sample_value("larkbot_telegram_publish_retries_total") or 0.0
+            return now > retries
+
+        await until(retried, "the dead-letter record to be tried again")
+        assert not answer.done()
+        await bootstrap(bus.js)
+        assert await answer == 200
+    [(data, headers)] = await stream_messages(bus, STREAM_DEAD_LETTER)
+    assert headers[HEADER_DL_REASON] == "unsupported"
+    assert headers["Larkbot-Dead-Letter-Stream"] == "telegram"
+    assert headers["Larkbot-Dead-Letter-Consumer"] == "ingress-telegram"
+    update_id = fixture("unsupported_callback_query")["update_id"]
+    assert headers["Nats-Msg-Id"] == f"dl:telegram:ingress-telegram:update:{update_id}"
+    assert json.loads(data)["update_id"] == update_id
 
 
 def test_fake_parses_what_it_returns() -> None:

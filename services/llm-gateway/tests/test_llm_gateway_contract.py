@@ -29,7 +29,6 @@ from larkbot.canonical.llm import (
     WireFormat,
 )
 from larkbot.llm_gateway.core.common import EncodedImage
-from larkbot.llm_gateway.core.errors import RetryPolicy
 from larkbot.llm_gateway.core.usage import to_openai_chat
 from larkbot.llm_gateway.fake import (
     ContextOverflow,
@@ -41,13 +40,16 @@ from larkbot.llm_gateway.fake import (
     Sequence,
     estimate_tokens,
 )
-from larkbot.llm_gateway.gateway import Gateway, Outcome
+from larkbot.llm_gateway.gateway import Gateway
+from larkbot.llm_gateway.outcome import Outcome
 from larkbot.runtime.config import LlmEndpoint, LlmSettings
+from larkbot.runtime.retry import Backoff, RetryPolicy
 
 FORMATS: tuple[WireFormat, ...] = ("openai-chat", "anthropic-messages", "responses")
 KEY = "sk-contract-0123456789abcdef"
 SALT = "salt-of-the-contract-deployment"
-FAST = RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.05, min_attempt_s=0.05)
+ATTEMPTS = 3
+FAST = RetryPolicy(Backoff(initial_s=0.01, max_s=0.05), max_attempts=ATTEMPTS)
 TOOLS = (
     ToolSpec.of("end_turn", "Stay silent", {"type": "object"}),
     ToolSpec.of("react", "React", {"type": "object"}),
@@ -91,7 +93,9 @@ async def gateway_for(
         settings = LlmSettings(
             endpoints={"main": LlmEndpoint(**fields)}, dump_dir=dump_dir, prompt_cache_key_salt=salt
         )
-        gateway = Gateway(settings, StaticImages(), policy=FAST, on_outcome=outcomes.append)
+        gateway = Gateway(
+            settings, StaticImages(), policy=FAST, min_attempt_s=0.05, on_outcome=outcomes.append
+        )
         try:
             yield gateway, fake, outcomes
         finally:
@@ -205,8 +209,8 @@ async def test_server_errors_exhaust_retries_as_transient(fmt: WireFormat) -> No
     assert reply.category == "transient"
     assert reply.status == 503
     assert "overloaded" in reply.message
-    assert len(fake.calls) == FAST.max_attempts
-    assert outcomes[0].retries == ["status_503"] * (FAST.max_attempts - 1)
+    assert len(fake.calls) == ATTEMPTS
+    assert outcomes[0].retries == ["status_503"] * (ATTEMPTS - 1)
 
 
 @pytest.mark.parametrize(
@@ -249,7 +253,7 @@ async def test_provider_timeout_is_transient(fmt: WireFormat) -> None:
     assert isinstance(reply, LLMError)
     assert reply.category == "transient"
     assert "timed out" in reply.message
-    assert len(fake.calls) == FAST.max_attempts
+    assert len(fake.calls) == ATTEMPTS
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -276,7 +280,7 @@ async def test_dropped_connections_and_refused_connects_are_transient(fmt: WireF
         dropped = await gateway.generate(request())
     assert isinstance(dropped, LLMError)
     assert dropped.category == "transient"
-    assert outcomes[0].retries == ["connect"] * (FAST.max_attempts - 1)
+    assert outcomes[0].retries == ["connect"] * (ATTEMPTS - 1)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

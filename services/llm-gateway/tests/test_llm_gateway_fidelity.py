@@ -33,19 +33,19 @@ from larkbot.llm_gateway.core.capabilities import refused_capability
 from larkbot.llm_gateway.core.common import (
     Accepts,
     EncodeOptions,
-    ProviderFailure,
     dumps,
     prepare_messages,
 )
+from larkbot.llm_gateway.core.error_bodies import context_length_body
 from larkbot.llm_gateway.core.errors import (
     classify,
-    context_length_body,
     context_numbers,
     error_info,
     provider_message,
     retry_after_s,
 )
 from larkbot.llm_gateway.core.formats import CODECS
+from larkbot.llm_gateway.errors import CallFailed
 from larkbot.runtime.config import LlmEndpoint, family_accepts
 
 FIXTURES: dict[str, Any] = json.loads(
@@ -414,10 +414,10 @@ def test_message_phases_survive_replay_and_never_merge() -> None:
 def test_a_failed_response_is_a_failure_of_its_kind(error: dict[str, str], category: str) -> None:
     body = responses_object("failed", error=error)
     failure = CODECS["responses"].failed(body)
-    assert isinstance(failure, ProviderFailure)
+    assert isinstance(failure, CallFailed)
     assert failure.category == category
     assert error["code"] in str(failure)
-    with pytest.raises(ProviderFailure):
+    with pytest.raises(CallFailed):
         responses.decode_response(body, RESPONSES_ID)
     assert CODECS["responses"].failed(reply("responses_phases")) is None
 

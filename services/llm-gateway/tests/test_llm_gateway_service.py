@@ -23,7 +23,7 @@ from larkbot.llm_gateway.app import GatewayService
 from larkbot.llm_gateway.fake import FakeProvider, Reply
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, LlmEndpoint, LlmSettings
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
 
 
 def png(width: int, height: int) -> bytes:
@@ -56,7 +56,7 @@ async def test_generate_over_the_bus_with_object_store_images(bus: Bus, nats_url
     await store.put("sha256-small", png(100, 80))
     async with FakeProvider(lambda _call: Reply.text("a red rectangle")) as fake:
         config = config_for(fake.url)
-        async with running(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url):
+        async with built(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url):
             ask = request(
                 TextPart(text="what is this?"),
                 ImagePart(blob_key="sha256-wide", mime="image/png", detail="low"),
@@ -81,7 +81,7 @@ async def test_generate_over_the_bus_with_object_store_images(bus: Bus, nats_url
 
 async def test_unknown_endpoint_and_bad_payloads_get_typed_replies(bus: Bus, nats_url: str) -> None:
     config = config_for("http://127.0.0.1:9/v1")
-    async with running(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url):
+    async with built(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url):
         unknown = await bus.request_as(
             SUBJECT_LLM_GENERATE,
             request(TextPart(text="hi"), endpoint="nope"),
@@ -118,7 +118,7 @@ async def test_cache_reads_reach_the_normalized_usage_over_the_bus(bus: Bus, nat
     async with FakeProvider() as fake:
         endpoint = LlmEndpoint(format="openai-chat", base_url=fake.url, model="fake", fake=True)
         config = LarkbotConfig(llm=LlmSettings(endpoints={"main": endpoint}))
-        async with running(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url):
+        async with built(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url):
             replies = [
                 await bus.request_as(SUBJECT_LLM_GENERATE, request, LLM_REPLY_ADAPTER, timeout_s=20)
                 for request in (

@@ -6,10 +6,20 @@ from typing import Any
 
 import pytest
 
+from larkbot.canonical.errors import PermanentError, RetryableError
 from larkbot.canonical.llm import Usage
 from larkbot.llm_gateway.core import usage
-from larkbot.llm_gateway.core.errors import RetryPolicy, classify_status, provider_message, retry_after_s
+from larkbot.llm_gateway.core.errors import (
+    Category,
+    classify_status,
+    provider_message,
+    retry_after_s,
+    retry_kind,
+    retry_window_s,
+)
 from larkbot.llm_gateway.core.redact import redact_body, redact_headers
+from larkbot.llm_gateway.errors import FinalFailure, TransientFailure, call_failed
+from larkbot.runtime.retry import Backoff, Failure, RetryPolicy
 
 
 @pytest.mark.parametrize(
@@ -166,12 +176,34 @@ def test_retry_after_forms() -> None:
 
 
 def test_retry_policy_stays_inside_the_deadline() -> None:
-    policy = RetryPolicy(max_attempts=3, base_delay_s=0.5, max_delay_s=4, min_attempt_s=1)
-    assert policy.next_delay(1, None, remaining_s=10) == 0.5
-    assert policy.next_delay(2, None, remaining_s=10) == 1.0
-    assert policy.next_delay(3, None, remaining_s=10) is None  # attempts exhausted
-    assert policy.next_delay(1, 5.0, remaining_s=10) == 5.0  # the provider's hint wins
-    assert policy.next_delay(1, 9.5, remaining_s=10) is None  # no time left for another attempt
+    policy = RetryPolicy(Backoff(initial_s=0.5, max_s=4, jitter=0.25), max_attempts=3)
+
+    def next_delay(attempt: int, retry_after: float | None, remaining_s: float) -> float | None:
+        """What the gateway's loop decides (u=0.5: the middle of the jitter)."""
+        failure = retry_kind(call_failed("transient", "overloaded", retry_after=retry_after))
+        assert failure is not None
+        return policy.wait(failure, attempt, retry_window_s(remaining_s, 1), 0.5, retry_after)
+
+    assert next_delay(1, None, remaining_s=10) == 0.5
+    assert next_delay(2, None, remaining_s=10) == 1.0
+    assert next_delay(3, None, remaining_s=10) is None  # attempts exhausted
+    assert next_delay(1, 5.0, remaining_s=10) == 5.0  # the provider's hint wins
+    assert next_delay(1, 9.5, remaining_s=10) is None  # no time left for another attempt
+
+
+def test_only_transient_failures_are_retried_and_a_provider_wait_is_a_rate_limit() -> None:
+    transient = call_failed("transient", "x")
+    assert isinstance(transient, TransientFailure)
+    assert isinstance(transient, RetryableError)
+    assert retry_kind(transient) is Failure.TRANSIENT
+    assert retry_kind(call_failed("transient", "x", retry_after=2.0)) is Failure.RATE_LIMITED
+    finals: tuple[Category, ...] = ("permanent", "deadline", "invalid_request", "config", "context_length")
+    for final in finals:
+        failure = call_failed(final, "x", retry_after=2.0)
+        assert isinstance(failure, FinalFailure)
+        assert isinstance(failure, PermanentError)
+        assert failure.category == final
+        assert retry_kind(failure) is None
 
 
 def test_provider_message_shapes() -> None:
@@ -212,7 +244,7 @@ def test_metrics_account_tokens_per_model_and_purpose() -> None:
     from prometheus_client import REGISTRY
 
     from larkbot.llm_gateway import metrics
-    from larkbot.llm_gateway.gateway import Outcome
+    from larkbot.llm_gateway.outcome import Outcome
 
     labels = {"model": "metrics-test-model", "purpose": "probe"}
 

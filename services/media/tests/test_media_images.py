@@ -137,7 +137,7 @@ def test_containers_pillow_cannot_decode_are_unsupported(data: bytes, reason: st
 def test_garbage_and_truncated_files_are_unreadable(data: bytes) -> None:
     with pytest.raises(Unreadable) as caught:
         images.thumbnail(data)
-    assert caught.value.retryable is False
+    assert caught.value.as_error().retryable is False
     assert "not a readable image" in caught.value.message
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from larkbot.canonical.content import AttachmentType
+from larkbot.canonical.errors import PermanentError, RetryableError
 from larkbot.canonical.llm import (
     AssistantMessage,
     ImagePart,
@@ -18,7 +19,15 @@ from larkbot.canonical.llm import (
 from larkbot.canonical.media import MediaError, MediaJob
 from larkbot.canonical.names import Platform
 from larkbot.media.core import jobs
-from larkbot.media.core.errors import MediaFailure, TooLarge, VisionFailed
+from larkbot.media.core.errors import (
+    DownloadRefused,
+    DownloadUnavailable,
+    MediaFailure,
+    StoreFailed,
+    TooLarge,
+    VisionFailed,
+    VisionRefused,
+)
 
 HEX = "ab" * 32
 
@@ -114,13 +123,16 @@ def test_the_description_is_flattened_and_capped() -> None:
         ("permanent", False),
         ("invalid_request", False),
         ("config", False),
+        ("context_length", False),
     ],
 )
 def test_model_errors_are_retryable_only_when_retrying_can_help(category: str, retryable: bool) -> None:
     error = LLMError.model_validate({"request_id": "r", "category": category, "message": "boom"})
     with pytest.raises(VisionFailed) as caught:
         jobs.description_from(error)
-    assert caught.value.retryable is retryable
+    assert isinstance(caught.value, RetryableError) is retryable
+    assert isinstance(caught.value, PermanentError) is not retryable
+    assert caught.value.as_error().retryable is retryable
     assert caught.value.as_error().code == "vision"
 
 
@@ -133,9 +145,9 @@ def test_model_errors_are_retryable_only_when_retrying_can_help(category: str, r
     ],
 )
 def test_refusals_and_empty_answers_are_final(reply: LLMResponse) -> None:
-    with pytest.raises(VisionFailed) as caught:
+    with pytest.raises(VisionRefused) as caught:
         jobs.description_from(reply)
-    assert caught.value.retryable is False
+    assert caught.value.as_error().retryable is False
 
 
 def test_results_echo_the_job_coordinates() -> None:
@@ -161,6 +173,16 @@ def test_source_type_defaults_follow_the_transform() -> None:
     assert jobs.source_type(job(transform="frames", attachment_type="video")) is AttachmentType.VIDEO
 
 
-def test_failures_default_to_retryable_and_can_be_made_final() -> None:
-    assert MediaFailure("x").retryable is True
-    assert MediaFailure("x", retryable=False).as_error().retryable is False
+def test_whether_a_failure_is_retried_is_its_type() -> None:
+    assert DownloadUnavailable("x").as_error() == MediaError(code="download", message="x", retryable=True)
+    assert DownloadRefused("x").as_error() == MediaError(code="download", message="x", retryable=False)
+    assert StoreFailed("x").as_error().retryable is True
+    # Every failure raised is transient or permanent, never both, never neither.
+    leaves = [cls for cls in _subclasses(MediaFailure) if not cls.__subclasses__()]
+    assert leaves
+    for leaf in leaves:
+        assert issubclass(leaf, RetryableError) != issubclass(leaf, PermanentError), leaf
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [sub for child in cls.__subclasses__() for sub in (child, *_subclasses(child))]

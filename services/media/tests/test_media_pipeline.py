@@ -34,10 +34,10 @@ from larkbot.canonical.names import (
 )
 from larkbot.media.app import MediaService
 from larkbot.media.core import images
-from larkbot.pipeline.app import PipelineService
+from larkbot.pipeline.app import Pipeline, PipelineService
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
 from larkbot.testkit.media import samples
 from larkbot.testkit.media.fakes import FakeIngress, FakeVision
 from larkbot.testkit.pipeline import synthetic as s
@@ -94,7 +94,7 @@ class Stack:
     context: Context
     ingress: FakeIngress
     vision: FakeVision
-    pipeline: PipelineService
+    pipeline: Pipeline
 
     async def publish(self, *events: CanonicalEvent) -> None:
         for event in events:
@@ -118,14 +118,13 @@ async def stack(bus: Bus, nats_url: str, tmp_path: Path, *, vision: bool) -> Asy
     files = {"img_1": PHOTO, "gif_1": GIF, "tgs_1": samples.tgs()}
     ingress = await FakeIngress(bus, Platform.FEISHU, files).start()
     model = await FakeVision(bus).start()
-    pipeline = PipelineService(cfg)
     try:
         async with (
-            running(Service.MEDIA, MediaService(cfg, concurrency=2), cfg, nats_url=nats_url),
-            running(Service.PIPELINE, pipeline, cfg, nats_url=nats_url),
+            built(Service.MEDIA, MediaService(cfg, concurrency=2), cfg, nats_url=nats_url),
+            built(Service.PIPELINE, PipelineService(cfg), cfg, nats_url=nats_url) as pipeline,
         ):
-            await asyncio.wait_for(pipeline.ready.wait(), TIMEOUT)
-            yield Stack(bus, context, ingress, model, pipeline)
+            await asyncio.wait_for(pipeline.components.ready.wait(), TIMEOUT)
+            yield Stack(bus, context, ingress, model, pipeline.components)
     finally:
         await model.stop()
         await ingress.stop()
@@ -160,7 +159,6 @@ async def test_a_photo_commits_only_once_its_alt_text_is_ready(
         snap = await st.snapshot()
         assert [seg.xml for seg in snap.segments] == [first.xml, second.xml]
 
-        assert st.pipeline.repo is not None
         stored = [p async for _, p in st.pipeline.repo.chat_events("feishu", CHAT)]
         thumbnail_key = images.content_key(images.thumbnail(PHOTO))
         assert f'"thumbnail_key":"{thumbnail_key}"' in stored[0]

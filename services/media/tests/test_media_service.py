@@ -31,11 +31,11 @@ from larkbot.canonical.names import (
     dead_letter_subject,
     media_job_subject,
 )
-from larkbot.media.app import MediaService
+from larkbot.media.app import MediaService, MediaWorkers
 from larkbot.media.core import images
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
-from larkbot.runtime.service import ServiceContext, running
+from larkbot.runtime.service import ServiceContext, built
 from larkbot.testkit.media import samples
 from larkbot.testkit.media.fakes import FakeIngress, FakeVision
 
@@ -77,7 +77,7 @@ class Results:
 @dataclass
 class Stack:
     bus: Bus
-    app: MediaService
+    workers: MediaWorkers
     ctx: ServiceContext
     ingress: FakeIngress
     vision: FakeVision
@@ -98,17 +98,22 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def media(
-    bus: Bus, nats_url: str, *, vision: bool = True, files: dict[str, bytes] | None = None
+    bus: Bus,
+    nats_url: str,
+    *,
+    vision: bool = True,
+    files: dict[str, bytes] | None = None,
+    download_timeout_s: float = 60.0,
 ) -> AsyncIterator[Stack]:
     cfg = config(vision=vision)
     results = Results()
     sub = await bus.nc.subscribe("media.results.>", cb=results.on_msg)
     ingress = await FakeIngress(bus, Platform.FEISHU, files or {"img_1": PHOTO, "gif_1": GIF}).start()
     model = await FakeVision(bus).start()
-    app = MediaService(cfg, concurrency=2)
+    recipe = MediaService(cfg, concurrency=2, download_timeout_s=download_timeout_s)
     try:
-        async with running(Service.MEDIA, app, cfg, nats_url=nats_url) as ctx:
-            yield Stack(bus, app, ctx, ingress, model, results)
+        async with built(Service.MEDIA, recipe, cfg, nats_url=nats_url) as service:
+            yield Stack(bus, service.components, service.ctx, ingress, model, results)
     finally:
         await model.stop()
         await ingress.stop()
@@ -283,8 +288,7 @@ async def test_transient_failures_are_retryable_and_a_resubmission_succeeds(bus:
 
 
 async def test_no_ingress_for_the_platform_is_retryable(bus: Bus, nats_url: str) -> None:
-    async with media(bus, nats_url) as stack:
-        stack.app.transformer.sources.timeout_s = 1.0  # type: ignore[union-attr]
+    async with media(bus, nats_url, download_timeout_s=1.0) as stack:
         result = await stack.run(job(platform="telegram", chat_id="-100"))
         assert result.error is not None
         assert (result.error.code, result.error.retryable) == ("download", True)

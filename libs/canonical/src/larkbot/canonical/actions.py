@@ -37,6 +37,24 @@ from ._base import EpochMs, EpochSec, Id, NonEmptyStr, WireModel
 from .content import AttachmentType
 from .names import Platform
 
+__all__ = [
+    "ACTION_ADAPTER",
+    "ActionError",
+    "ActionRequest",
+    "ActionResult",
+    "BanMemberAction",
+    "DeleteMessageAction",
+    "DownloadAction",
+    "MessageDeletion",
+    "ModerateAction",
+    "ModeratedMessage",
+    "ModerationReport",
+    "ReactAction",
+    "SendImageAction",
+    "SendMessageAction",
+    "TypingAction",
+]
+
 
 class _Action(WireModel):
     kind: str

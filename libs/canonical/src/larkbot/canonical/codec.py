@@ -21,6 +21,8 @@ from pydantic_core import ErrorDetails
 from .errors import DecodeError, SchemaVersionError
 from .names import HEADER_SCHEMA, HEADER_TYPE
 
+__all__ = ["SCHEMA_VERSION", "check_version", "decode", "decode_as", "encode", "headers_for"]
+
 SCHEMA_VERSION: Final = 1
 
 M = TypeVar("M", bound=BaseModel)

@@ -22,6 +22,26 @@ from pydantic import Field
 
 from ._base import Id, NonNegativeInt, WireModel
 
+__all__ = [
+    "Attachment",
+    "AttachmentType",
+    "Blockquote",
+    "Bold",
+    "Code",
+    "Content",
+    "CustomEmoji",
+    "Inline",
+    "Italic",
+    "Link",
+    "Mention",
+    "Pre",
+    "Spoiler",
+    "StickerFormat",
+    "Strikethrough",
+    "Text",
+    "Underline",
+]
+
 
 class Text(WireModel):
     """Plain text; may contain ``\\n``."""

@@ -44,6 +44,25 @@ from .content import AttachmentType
 from .llm import ImagePart
 from .names import Platform
 
+__all__ = [
+    "AppendOp",
+    "AttachmentRef",
+    "ContextOp",
+    "ContextSnapshot",
+    "ContextUpdate",
+    "CursorMove",
+    "HistoryItem",
+    "HistoryRequest",
+    "HistoryResponse",
+    "MemberMessage",
+    "MemberRequest",
+    "MemberResponse",
+    "ReplaceOp",
+    "ResetOp",
+    "Segment",
+    "SnapshotRequest",
+]
+
 
 class AttachmentRef(WireModel):
     """One rendered attachment of a message. ``index`` is the position in the rendered file-id

@@ -19,6 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+__all__ = [
+    "ConfigError",
+    "ContractError",
+    "DecodeError",
+    "LarkbotError",
+    "PermanentError",
+    "RetryableError",
+    "SchemaVersionError",
+]
+
 
 class LarkbotError(Exception):
     """Base of every error LarkBot raises on purpose."""

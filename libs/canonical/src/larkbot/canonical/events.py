@@ -34,6 +34,34 @@ from ._base import EpochMs, EpochSec, Id, NonEmptyStr, UtcOffsetMin, WireModel
 from .content import Attachment, AttachmentType, Content
 from .names import Platform
 
+__all__ = [
+    "EVENT_ADAPTER",
+    "Attributes",
+    "BotAdded",
+    "BotIdentity",
+    "BotRemoved",
+    "CanonicalEvent",
+    "ChatNotice",
+    "ChatPhotoChanged",
+    "ChatRenamed",
+    "ChatType",
+    "DeleteEvent",
+    "EditEvent",
+    "ForwardInfo",
+    "MemberLeft",
+    "MembersJoined",
+    "MessageEvent",
+    "MessagePinned",
+    "QuotedMessage",
+    "ReactionEvent",
+    "RuntimeEvent",
+    "Sender",
+    "ServiceAction",
+    "ServiceEvent",
+    "TopicChanged",
+    "TypingSignal",
+]
+
 #: Telegram's chat types; Feishu ``p2p`` maps to ``private`` and every Feishu group to ``group``.
 ChatType = Literal["private", "group", "supergroup", "channel"]
 

@@ -24,6 +24,8 @@ from typing import Any, Final
 from .events import CanonicalEvent
 from .names import msg_id
 
+__all__ = ["PER_DELIVERY", "event_fingerprint", "event_msg_id"]
+
 #: Captured per delivery by the ingress that took it.
 PER_DELIVERY: Final = frozenset({"received_at_ms", "utc_offset_min", "event_id"})
 _SENDER_SNAPSHOT: Final = ("display_name", "username")

@@ -29,6 +29,33 @@ from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 from ._base import EpochMs, Id, NonEmptyStr, NonNegativeInt, WireModel
 
+__all__ = [
+    "LLM_REPLY_ADAPTER",
+    "AssistantMessage",
+    "AssistantPart",
+    "ImageDetail",
+    "ImagePart",
+    "LLMError",
+    "LLMErrorCategory",
+    "LLMReply",
+    "LLMRequest",
+    "LLMResponse",
+    "Message",
+    "Purpose",
+    "ReasoningPart",
+    "StopReason",
+    "TextPart",
+    "ToolCallPart",
+    "ToolChoice",
+    "ToolResultMessage",
+    "ToolSpec",
+    "Usage",
+    "UserMessage",
+    "UserPart",
+    "WireFormat",
+    "canonical_json",
+]
+
 #: The wire formats the gateway speaks.
 WireFormat = Literal["openai-chat", "anthropic-messages", "responses"]
 ImageDetail = Literal["low", "high", "auto"]
@@ -225,6 +252,13 @@ class LLMResponse(WireModel):
     gateway_latency_ms: NonNegativeInt | None = None
 
 
+#: What an :class:`LLMError` says about the call (its docstring says what each means): a closed set, so a
+#: dispatch over it ends in ``assert_never``.
+LLMErrorCategory = Literal[
+    "transient", "permanent", "deadline", "invalid_request", "config", "context_length"
+]
+
+
 class LLMError(WireModel):
     """A failed call. ``category``, decided by what the provider said, not by the status alone:
 
@@ -244,7 +278,7 @@ class LLMError(WireModel):
 
     kind: Literal["error"] = "error"
     request_id: Id
-    category: Literal["transient", "permanent", "deadline", "invalid_request", "config", "context_length"]
+    category: LLMErrorCategory
     message: str
     status: int | None = None
     retry_after_s: Annotated[float, Field(ge=0)] | None = None

@@ -27,6 +27,8 @@ from .content import AttachmentType
 from .llm import ImagePart
 from .names import Platform
 
+__all__ = ["MediaError", "MediaJob", "MediaResult", "ReadImageRequest", "ReadImageResponse", "Transform"]
+
 Transform = Literal["thumbnail", "alt_text", "frames", "custom_emoji"]
 
 

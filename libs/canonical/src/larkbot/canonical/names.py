@@ -9,7 +9,79 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, Literal
+
+__all__ = [
+    "CONSUMERS",
+    "CONSUMER_DRIVER",
+    "CONSUMER_MEDIA",
+    "CONSUMER_PIPELINE",
+    "HEADER_DL_BLOB",
+    "HEADER_DL_CONSUMER",
+    "HEADER_DL_DELIVERIES",
+    "HEADER_DL_ERROR",
+    "HEADER_DL_REASON",
+    "HEADER_DL_SEQUENCE",
+    "HEADER_DL_STREAM",
+    "HEADER_DL_SUBJECT",
+    "HEADER_MSG_ID",
+    "HEADER_SCHEMA",
+    "HEADER_TRACE",
+    "HEADER_TYPE",
+    "KEY_VALUES",
+    "KV_FEISHU_CONTACT_NAMES",
+    "KV_IDENTITY",
+    "KV_INGRESS_DEDUP",
+    "KV_LEASES",
+    "KV_MEDIA_ALT_TEXTS",
+    "KV_TELEGRAM_CHAT_MIGRATIONS",
+    "KV_TELEGRAM_SENT_LEDGER",
+    "OBJECT_STORES",
+    "OBJECT_STORE_BLOBS",
+    "PARTITIONS",
+    "QUEUE_ACTIONS",
+    "QUEUE_LLM",
+    "QUEUE_MEDIA",
+    "QUEUE_PIPELINE",
+    "SERVICE_PORTS",
+    "STREAMS",
+    "STREAM_CONTEXT",
+    "STREAM_DEAD_LETTER",
+    "STREAM_EVENTS",
+    "STREAM_MEDIA",
+    "SUBJECTS_CONTEXT",
+    "SUBJECTS_DEAD_LETTER",
+    "SUBJECTS_EVENTS",
+    "SUBJECTS_MEDIA",
+    "SUBJECT_LLM_GENERATE",
+    "SUBJECT_MEDIA_READ_IMAGE",
+    "SUBJECT_PIPELINE_CURSOR",
+    "SUBJECT_PIPELINE_HISTORY",
+    "SUBJECT_PIPELINE_MEMBER",
+    "SUBJECT_PIPELINE_SNAPSHOT",
+    "ConsumerSpec",
+    "KeyValueSpec",
+    "ObjectStoreSpec",
+    "Platform",
+    "Service",
+    "StreamSpec",
+    "actions_subject",
+    "asset_names",
+    "context_subject",
+    "dead_letter_subject",
+    "events_subject",
+    "identity_key",
+    "media_job_subject",
+    "media_result_subject",
+    "msg_id",
+    "partition_consumer",
+    "partition_filter",
+    "partition_of",
+    "split_chat_subject",
+    "subject_token",
+    "typing_subject",
+    "unescape_subject_token",
+]
 
 
 class Platform(StrEnum):
@@ -183,6 +255,7 @@ KV_INGRESS_DEDUP: Final = "ingress-dedup"
 KV_FEISHU_CONTACT_NAMES: Final = "feishu-contact-names"
 KV_MEDIA_ALT_TEXTS: Final = "media-alt-texts"
 KV_TELEGRAM_CHAT_MIGRATIONS: Final = "telegram-chat-migrations"
+KV_TELEGRAM_SENT_LEDGER: Final = "telegram-sent-ledger"
 OBJECT_STORE_BLOBS: Final = "blobs"
 
 
@@ -201,6 +274,10 @@ class StreamSpec:
     max_msg_size: int = 8 * 1024 * 1024
     #: Store ``<prefix>.<platform>.<chat>`` as ``<prefix>.<partition>.<platform>.<chat>`` (subject transform).
     partitioned_prefix: str | None = None
+    #: Bytes kept (``-1``: bounded by age only) and what happens at the limit: ``new`` refuses the publish
+    #: (the producer keeps its input and tries again), ``old`` drops the oldest messages.
+    max_bytes: int = -1
+    discard: Literal["old", "new"] = "old"
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,22 +295,32 @@ class KeyValueSpec:
     bucket: str
     ttl_s: float = 0.0
     history: int = 1
+    max_bytes: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class ObjectStoreSpec:
     bucket: str
+    #: Objects older than this are removed (``0``: never).
+    ttl_s: float = 0.0
+    max_bytes: int = -1
 
 
 _DAY: Final = 24 * 3600.0
+_GIB: Final = 1024**3
 
 #: Everything the bus must hold, declared once; ``larkbot.runtime.bootstrap`` applies it idempotently.
 STREAMS: Final[tuple[StreamSpec, ...]] = (
     # Events are kept in the stream for a week; the pipeline's table is the durable record.
     StreamSpec(STREAM_EVENTS, (SUBJECTS_EVENTS,), max_age_s=7 * _DAY, partitioned_prefix="events"),
     StreamSpec(STREAM_CONTEXT, (SUBJECTS_CONTEXT,), max_age_s=1 * _DAY, partitioned_prefix="context"),
-    StreamSpec(STREAM_MEDIA, (SUBJECTS_MEDIA,), work_queue=True),
-    StreamSpec(STREAM_DEAD_LETTER, (SUBJECTS_DEAD_LETTER,), max_age_s=30 * _DAY),
+    # Bounded so that a stalled media queue cannot fill the disk that EVENTS needs: at the limit a job is
+    # refused, and the pipeline submits it again once workers have drained some.
+    StreamSpec(STREAM_MEDIA, (SUBJECTS_MEDIA,), work_queue=True, max_bytes=1 * _GIB, discard="new"),
+    # A dead letter refused at the limit leaves its input unacknowledged: it comes back, nothing is lost.
+    StreamSpec(
+        STREAM_DEAD_LETTER, (SUBJECTS_DEAD_LETTER,), max_age_s=30 * _DAY, max_bytes=1 * _GIB, discard="new"
+    ),
 )
 #: Durable consumers the bootstrap declares. The partitioned consumers of EVENTS (``pipeline-pNN``) and
 #: CONTEXT (``driver-pNN``) are declared by their owners when they take a partition, because where
@@ -253,5 +340,19 @@ KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
     # Telegram groups upgraded to supergroups (key: the group's id, value: the supergroup's): a chat
     # continues under its configured id for as long as it lives, so no TTL.
     KeyValueSpec(KV_TELEGRAM_CHAT_MIGRATIONS),
+    # The sent-ledger of Telegram sends, shared by ingress-telegram's replicas: a record matters until
+    # the driver stops asking about its action (minutes); a week is the retention.
+    KeyValueSpec(KV_TELEGRAM_SENT_LEDGER, ttl_s=7 * _DAY),
 )
-OBJECT_STORES: Final[tuple[ObjectStoreSpec, ...]] = (ObjectStoreSpec(OBJECT_STORE_BLOBS),)
+#: Media bytes by content hash. Bounded in age and size: a picture older than the events that show it
+#: is not asked for again, and one gone is described as unavailable (docs/media.md).
+OBJECT_STORES: Final[tuple[ObjectStoreSpec, ...]] = (
+    ObjectStoreSpec(OBJECT_STORE_BLOBS, ttl_s=30 * _DAY, max_bytes=4 * _GIB),
+)
+
+
+def asset_names() -> frozenset[str]:
+    """Every stream, KV bucket and object store of the bus, by the name configuration uses."""
+    return frozenset(
+        [s.name for s in STREAMS] + [kv.bucket for kv in KEY_VALUES] + [o.bucket for o in OBJECT_STORES]
+    )

@@ -13,6 +13,8 @@ from typing import Literal
 
 from ._base import Id, WireModel
 
+__all__ = ["ServiceError"]
+
 
 class ServiceError(WireModel):
     """Why a request was not answered. ``code`` is a short stable token a caller may act on; the pipeline's:

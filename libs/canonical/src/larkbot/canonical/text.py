@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+__all__ = ["replace_lone_surrogates"]
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -4,6 +4,7 @@ larkbot up                      the whole local stack (embedded NATS unless NATS
 larkbot run SERVICE             one service in the foreground (the container entrypoint)
 larkbot config check FILE       validate a configuration file
 larkbot bootstrap               declare streams, consumers and buckets on NATS (init job)
+larkbot nats-users              the nats.conf authorization block: a NATS user per service
 larkbot replay                  render raw platform payloads offline
 larkbot playground / say        a local group chat with a fake Telegram and a fake model
 larkbot fake-llm                the fake LLM provider on its own
@@ -71,13 +72,21 @@ def _config_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _nats_users(_args: argparse.Namespace) -> int:
+    from larkbot.runtime.permissions import users_conf
+
+    print(users_conf(), end="")
+    return 0
+
+
 def _bootstrap(args: argparse.Namespace) -> int:
-    from larkbot.runtime.bootstrap import bootstrap
+    from larkbot.runtime.bootstrap import BootstrapFailed, BootstrapRefused, bootstrap
     from larkbot.runtime.bus import connect
     from larkbot.runtime.config import load_config
 
     try:
-        config = load_config(args.config)
+        # The bootstrap needs only NATS: every other service's secrets are withheld.
+        config = load_config(args.config, service="bootstrap")
     except ConfigError as exc:
         print(exc.report(), file=sys.stderr)
         return 2
@@ -87,11 +96,15 @@ def _bootstrap(args: argparse.Namespace) -> int:
             config.nats, "bootstrap", url=os.environ.get("NATS_URL"), give_up_after_s=args.timeout
         )
         try:
-            await bootstrap(bus.js)
+            await bootstrap(bus.js, config.jetstream)
         finally:
             await bus.close()
 
-    asyncio.run(apply())
+    try:
+        asyncio.run(apply())
+    except (BootstrapFailed, BootstrapRefused) as exc:
+        print(f"bootstrap: {exc}", file=sys.stderr)
+        return 1
     print("bootstrap: streams, consumers and buckets declared")
     return 0
 
@@ -234,6 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--config", default=None)
     boot.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for NATS")
     boot.set_defaults(func=_bootstrap)
+    users = sub.add_parser(
+        "nats-users",
+        help="print the nats.conf authorization block: one NATS user per service, least privilege",
+    )
+    users.set_defaults(func=_nats_users)
     replay = sub.add_parser("replay", help="render raw platform payloads offline (same code as the services)")
     replay.add_argument("--platform", required=True, choices=["feishu", "telegram"])
     replay.add_argument("--input", required=True, help="JSON lines: {received_at_ms, payload}")

@@ -109,7 +109,7 @@ async def _supervise(
 
     bus = await connect(config.nats, "up", url=nats_url, give_up_after_s=30)
     try:
-        await bootstrap(bus.js)
+        await bootstrap(bus.js, config.jetstream)
     finally:
         await bus.close()
     print(f"NATS at {nats_url}: streams, consumers and buckets declared")

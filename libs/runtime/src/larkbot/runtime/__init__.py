@@ -23,6 +23,9 @@ partition and reader consumers through its ``declare_*`` functions at run time);
 :mod:`.deadletter` is the one dead-letter writer, :mod:`.retry` (:mod:`.backoff`) the one retry policy,
 :mod:`.periodic` the one periodic loop and :mod:`.leadership` the one singleton lease.
 
+The package itself exports nothing: the API is its public modules, each with an ``__all__`` of what it
+defines (pinned from ``vars()`` by ``libs/runtime/tests/test_runtime_public_api.py``).
+
 Exceptions: one tree, rooted in :mod:`larkbot.canonical.errors`; transient versus permanent is the type,
 never a flag::
 
@@ -32,14 +35,19 @@ never a flag::
     ├── RetryableError                   (canonical) transient: try again after .delay_s
     │   ├── BusUnavailable               bus: NATS did not answer
     │   │   ├── NoResponders             bus: nobody serves the subject
+    │   │   ├── StreamFull               bus: a stream at its limit refused the publish
     │   │   ├── RequestTimedOut          bus: no reply in time
     │   │   ├── ServiceUnavailable       bus: the service answered a retryable ServiceError
     │   │   └── ConsumerGone             pull: the consumer pulled from does not exist
+    │   ├── BootstrapFailed              bootstrap: the cluster did not answer for an asset in time
     │   ├── DeadLetterFailed             deadletter: the record was not written; the input stays
     │   │                                unacknowledged and comes back
     │   └── SequenceGap                  reader: a delivery was skipped; the partition restarts
     ├── PermanentError                   (canonical) well-formed, can never succeed: dead-lettered
     │   ├── ServiceRefused               bus: the service answered a final ServiceError
+    │   ├── BootstrapRefused             bootstrap: the server refused an asset as configured
     │   └── PayloadTooLarge              bus: larger than the server's max_payload
     └── NatsServerError                  natsserver: the embedded server did not start
 """
+
+__all__: list[str] = []

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .config import BackoffSettings
 
+__all__ = ["Backoff", "Classify", "Failure", "RetryPolicy", "forever"]
+
 
 class Failure(StrEnum):
     RATE_LIMITED = "rate_limited"

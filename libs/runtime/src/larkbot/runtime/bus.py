@@ -11,6 +11,7 @@ A request fails in one of these typed ways, each carrying what a caller acts on:
     ├── NoResponders                  nobody subscribes to the subject (``subject``): the service, or the
     │                                 replica addressed, is not running
     ├── RequestTimedOut               a subscriber exists but no reply came within the timeout
+    ├── StreamFull                    a publish the stream refused at its limit (discard ``new``)
     └── ServiceUnavailable            the service answered with a retryable ``ServiceError`` (``error``)
     ServiceRefused (PermanentError)   the service answered with a ``ServiceError`` that is not retryable
 
@@ -43,6 +44,21 @@ from .backoff import Backoff, Failure, forever
 from .config import NatsSettings
 from .logs import current_trace, mask
 from .retry import retrying
+
+__all__ = [
+    "Bus",
+    "BusUnavailable",
+    "NoResponders",
+    "PayloadTooLarge",
+    "RequestTimedOut",
+    "ServiceRefused",
+    "ServiceUnavailable",
+    "StreamFull",
+    "connect",
+    "message_size",
+    "raise_service_error",
+    "server_address",
+]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +95,19 @@ class ServiceUnavailable(BusUnavailable):
         self.error = error
 
 
+class StreamFull(BusUnavailable):
+    """The stream refused the message at its limit (``max_bytes`` / ``max_msgs`` with discard ``new``):
+    the producer keeps its input and tries again once consumers have drained some (``subject``)."""
+
+    def __init__(self, subject: str, description: str) -> None:
+        super().__init__(f"publish to {subject} refused: {description}")
+        self.subject = subject
+
+
+#: JetStream's "maximum bytes / messages exceeded" (a stream at its limit with discard ``new``).
+_STREAM_FULL_CODES = frozenset({10077, 10078})
+
+
 class ServiceRefused(PermanentError):
     """The service answered with a :class:`ServiceError` that is not retryable (``error``)."""
 
@@ -103,6 +132,12 @@ class PayloadTooLarge(PermanentError):
     message the server refuses for its size closes the whole connection."""
 
 
+def server_address(url: str) -> str:
+    """``host:port`` of a server URL, for logs and metrics: never its user, password or token."""
+    rest = url.partition("://")[2] or url
+    return rest.rpartition("@")[2].split("/", 1)[0]
+
+
 def message_size(data: bytes, headers: dict[str, str]) -> int:
     """Bytes a message counts against ``max_payload``: the payload plus the ``NATS/1.0`` header block."""
     if not headers:
@@ -124,6 +159,15 @@ class Bus:
     @property
     def connected(self) -> bool:
         return bool(self.nc.is_connected)
+
+    @property
+    def server(self) -> str:
+        """The server this connection talks to now, ``host:port`` (never its credentials); ``""`` while
+        disconnected."""
+        url = self.nc.connected_url
+        if url is None or not self.nc.is_connected:
+            return ""
+        return f"{url.hostname}:{url.port}" if url.port else str(url.hostname)
 
     async def publish(
         self,
@@ -153,6 +197,10 @@ class Bus:
             nats.js.errors.NoStreamResponseError,
         ) as exc:
             raise BusUnavailable(f"publish to {subject} failed: {type(exc).__name__}") from None
+        except nats.js.errors.APIError as exc:
+            if exc.err_code in _STREAM_FULL_CODES:
+                raise StreamFull(subject, exc.description or "the stream is full") from None
+            raise
         return ack
 
     async def publish_core(
@@ -249,7 +297,8 @@ async def connect(
         state["closed"] = True
 
     options: dict[str, Any] = {
-        "servers": [url or settings.url],
+        # A cluster's servers (nats-py tries each in turn and learns the others from the cluster's INFO).
+        "servers": list(settings.server_urls(url)),
         "name": f"{settings.name_prefix}-{name}",
         "connect_timeout": settings.connect_timeout_s,
         "reconnect_time_wait": settings.reconnect_time_wait_s,
@@ -289,9 +338,8 @@ async def connect(
                 attempts = attempt.retry_state.attempt_number
                 nc = await nats.connect(**options)
     except (OSError, TimeoutError, nats.errors.Error):
-        raise BusUnavailable(
-            f"NATS at {mask(options['servers'][0])} is unreachable after {attempts} attempts"
-        ) from None
+        shown = ", ".join(server_address(server) for server in options["servers"])
+        raise BusUnavailable(f"NATS at {shown} is unreachable after {attempts} attempts") from None
     # Connected: from now on nats-py reconnects by itself, forever.
     nc.options["allow_reconnect"] = True
     nc.options["max_reconnect_attempts"] = -1

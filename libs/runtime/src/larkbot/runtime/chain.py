@@ -25,6 +25,16 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Protocol, TypeVar
 
+__all__ = [
+    "Envelope",
+    "Handler",
+    "Middleware",
+    "build",
+    "chain",
+    "log_context_middleware",
+    "metrics_middleware",
+]
+
 
 class Envelope(Protocol):
     """What the shared middlewares need of an event."""

@@ -18,12 +18,19 @@ any other exception           logged with its traceback and ``nak(delay)``; afte
 
 The dead-letter record (:mod:`.deadletter`) is published (and PubAck'ed) *before* the term, so a message
 is never lost: if the record cannot be written the message is nak'ed and comes back.
+
+A pull answered 503 (the consumer has no leader: its replicas are electing one after a server was lost,
+or it was deleted) is asked again with backoff; only after ``unanswered_for_s`` without an answer does
+:meth:`PullConsumer.run` end with :class:`~.pull.ConsumerGone`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -36,12 +43,18 @@ from larkbot.canonical.errors import ContractError, PermanentError, RetryableErr
 from larkbot.canonical.names import HEADER_TRACE
 
 from . import metrics
+from .backoff import Backoff
 from .chain import build
 from .deadletter import DeadLetter, DeadLetterFailed, DeadLetters, describe
 from .logs import log_context, mask
-from .pull import PullStream
+from .pull import ConsumerGone, PullStream
+
+__all__ = ["Delivery", "ErrorPolicy", "Handler", "Middleware", "PullConsumer"]
 
 log = logging.getLogger(__name__)
+
+#: Asking a consumer again while its replicas elect a leader: 0.25 s doubling to 2 s.
+_ELECTION_BACKOFF = Backoff(0.25, 2.0, 2.0, 0.25)
 
 
 @dataclass(slots=True)
@@ -168,12 +181,16 @@ class PullConsumer:
         fetch_timeout_s: float = 1.0,
         middlewares: Sequence[Middleware] | None = None,
         policy: ErrorPolicy | None = None,
+        unanswered_for_s: float = 60.0,
     ) -> None:
         self.js = js
         self.stream = stream
         self.durable = durable
         self.batch = batch
         self.fetch_timeout_s = fetch_timeout_s
+        #: How long pulls may go unanswered (503: the consumer has no leader — a cluster electing one, or
+        #: a consumer deleted) before :meth:`run` gives up with :class:`ConsumerGone`.
+        self.unanswered_for_s = unanswered_for_s
         self.policy = policy or ErrorPolicy(DeadLetters(js))
         self.handle = build(handler, self.policy, middlewares)
         self._stopping = asyncio.Event()
@@ -193,6 +210,7 @@ class PullConsumer:
         )
         self._pull = pull
         await pull.start()
+        unanswered: list[float] = []  # when each pull since the last answered one was refused
         try:
             while True:
                 stopping = self._stopping.is_set()
@@ -204,6 +222,18 @@ class PullConsumer:
                     msgs = await pull.next_batch(self.fetch_timeout_s, request=not stopping)
                 except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
                     break
+                except ConsumerGone as exc:
+                    # A replicated consumer answers 503 while its servers elect a leader (seconds):
+                    # ask again, backing off, for a bounded time.
+                    unanswered.append(time.monotonic())
+                    if stopping or unanswered[-1] - unanswered[0] > self.unanswered_for_s:
+                        raise
+                    wait = _ELECTION_BACKOFF.delay(len(unanswered), random.random())
+                    log.warning("%s; asking again in %.2f s", exc, wait)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stopping.wait(), wait)
+                    continue
+                unanswered.clear()
                 if not msgs:
                     self.idle.set()
                     continue

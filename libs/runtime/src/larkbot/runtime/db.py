@@ -23,6 +23,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from larkbot.canonical.errors import ConfigError, RetryableError
 
+__all__ = [
+    "alembic_config",
+    "create_engine",
+    "current_revision",
+    "default_sqlite_url",
+    "migrate",
+    "transaction",
+]
+
 
 def default_sqlite_url(data_dir: str, service: str) -> str:
     path = Path(data_dir) / f"{service}.db"

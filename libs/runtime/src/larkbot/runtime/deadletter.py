@@ -57,6 +57,16 @@ from . import metrics
 from .bus import message_size
 from .logs import mask
 
+__all__ = [
+    "ERROR_LIMIT",
+    "SUBJECT_LIMIT",
+    "DeadLetter",
+    "DeadLetterFailed",
+    "DeadLetters",
+    "describe",
+    "record_headers",
+]
+
 log = logging.getLogger(__name__)
 
 ERROR_LIMIT = 2000

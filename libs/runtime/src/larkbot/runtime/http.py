@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+__all__ = ["Check", "OpsServer", "ReadinessCheck"]
+
 log = logging.getLogger(__name__)
 
 

@@ -17,6 +17,8 @@ from larkbot.canonical.names import KV_IDENTITY, QUEUE_ACTIONS, actions_subject,
 from .bus import Bus
 from .serve import Endpoint, adapter_decoder
 
+__all__ = ["OncePerKey", "action_error_reply", "actions_endpoint", "failed", "publish_identity"]
+
 
 def failed(idempotency_key: str, code: str, message: str, *, retryable: bool = False) -> ActionResult:
     return ActionResult(

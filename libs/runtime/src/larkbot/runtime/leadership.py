@@ -30,6 +30,8 @@ from collections.abc import Awaitable, Callable
 import nats
 from nats.js.kv import KeyValue
 
+__all__ = ["SingletonLease", "singleton_key"]
+
 log = logging.getLogger(__name__)
 
 #: Failures of a lease round that the next round retries (the lease outlives a few missed rounds).

@@ -21,6 +21,18 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+__all__ = [
+    "MASKER",
+    "JsonFormatter",
+    "SecretMasker",
+    "current_trace",
+    "log_context",
+    "mask",
+    "new_traceparent",
+    "register_secrets",
+    "setup_logging",
+]
+
 _context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("larkbot_log_context", default={})  # noqa: B039
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (

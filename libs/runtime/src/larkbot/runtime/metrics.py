@@ -8,6 +8,26 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+__all__ = [
+    "BOOTSTRAP_KEPT",
+    "BUS_CONNECTED",
+    "BUS_RECONNECTS",
+    "BUS_SERVER",
+    "CONSUMER_ACK_PENDING",
+    "CONSUMER_PENDING",
+    "DEAD_LETTERS",
+    "HANDLE_SECONDS",
+    "MESSAGES",
+    "REQUESTS",
+    "REQUEST_SECONDS",
+    "SERVICE_INFO",
+    "SERVICE_READY",
+    "SERVICE_START_TIME",
+    "SUBSCRIPTION_MESSAGES",
+    "WATCH_UPDATES",
+    "set_bus_server",
+]
+
 SERVICE_INFO = Gauge(
     "larkbot_service_info", "Constant 1, labelled with the running service", ["service", "version"]
 )
@@ -15,6 +35,17 @@ SERVICE_READY = Gauge("larkbot_service_ready", "1 when /readyz answers ready", [
 SERVICE_START_TIME = Gauge("larkbot_service_start_time_seconds", "Unix time the service started", ["service"])
 
 BUS_CONNECTED = Gauge("larkbot_bus_connected", "1 while the NATS connection is up", ["service"])
+BUS_SERVER = Gauge(
+    "larkbot_bus_server_info",
+    "1 for the NATS server (host:port) the service is connected to now; absent while disconnected",
+    ["service", "server"],
+)
+BOOTSTRAP_KEPT = Counter(
+    "larkbot_bootstrap_kept_total",
+    "Settings of a stream or bucket the bootstrap kept as an operator set them, against the configuration "
+    "(more replicas, a tighter limit, another discard policy)",
+    ["asset", "setting"],
+)
 BUS_RECONNECTS = Counter("larkbot_bus_reconnects_total", "NATS reconnections after a disconnect", ["service"])
 
 MESSAGES = Counter(
@@ -64,3 +95,16 @@ WATCH_UPDATES = Counter(
     "KV bucket updates handled by a watch, by outcome (ok, undecodable, error)",
     ["bucket", "outcome"],
 )
+
+
+def set_bus_server(service: str, server: str) -> None:
+    """Show ``server`` as the one ``service`` is connected to (``""``: none), dropping the previous one."""
+    for labels in [m for m in _bus_servers if m[0] == service and m[1] != server]:
+        BUS_SERVER.remove(*labels)
+        _bus_servers.discard(labels)
+    if server:
+        BUS_SERVER.labels(service, server).set(1)
+        _bus_servers.add((service, server))
+
+
+_bus_servers: set[tuple[str, str]] = set()

@@ -12,6 +12,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import MetaData
 
+__all__ = ["run_env"]
+
 
 def run_env(metadata: MetaData) -> None:
     connection = context.config.attributes.get("connection")

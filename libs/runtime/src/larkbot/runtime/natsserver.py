@@ -2,6 +2,10 @@
 
 Always bound to loopback, on a free port picked by the server itself (``-p -1`` + ``ports_file_dir``),
 with JetStream storing under the given directory and ``max_payload`` raised to 8 MiB.
+
+:class:`EmbeddedCluster` runs several of them as one JetStream cluster (routes between them, a
+``server_name`` and a store each) on ports fixed when it is made, so a server killed and started again
+comes back where its peers and clients look for it, with its store.
 """
 
 from __future__ import annotations
@@ -10,13 +14,24 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from larkbot.canonical.errors import LarkbotError
+
+__all__ = [
+    "ClusterMember",
+    "EmbeddedCluster",
+    "EmbeddedNats",
+    "NatsServerError",
+    "find_binary",
+    "free_port",
+]
 
 
 class NatsServerError(LarkbotError):
@@ -41,7 +56,7 @@ def find_binary() -> str:
 
 _CONFIG = """\
 host: 127.0.0.1
-port: -1
+port: {port}
 max_payload: 8MB
 http: 127.0.0.1:-1
 jetstream {{
@@ -51,13 +66,50 @@ jetstream {{
 }}
 """
 
+_CLUSTER = """\
+server_name: {name}
+cluster {{
+  name: larkbot
+  host: 127.0.0.1
+  port: {port}
+  routes: [{routes}]
+}}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMember:
+    """One server's place in a cluster: its name, client port and route port, and its peers' routes."""
+
+    name: str
+    port: int
+    route_port: int
+    peer_route_ports: tuple[int, ...]
+
+
+def free_port() -> int:
+    """A loopback port free now (bound, then released: the caller binds it soon after)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
 
 class EmbeddedNats:
     def __init__(
-        self, store_dir: Path, *, log_file: Path | None = None, pass_fds: tuple[int, ...] = ()
+        self,
+        store_dir: Path,
+        *,
+        log_file: Path | None = None,
+        pass_fds: tuple[int, ...] = (),
+        member: ClusterMember | None = None,
+        extra_conf: str = "",
     ) -> None:
         self.store_dir = Path(store_dir).resolve()
         self.log_file = log_file
+        #: In a cluster: the fixed ports and the routes to the peers.
+        self.member = member
+        #: Appended to the generated configuration (an ``authorization`` block, for tests of it).
+        self.extra_conf = extra_conf
         #: Descriptors the server inherits (``larkbot up``'s data directory lock).
         self.pass_fds = pass_fds
         self.proc: subprocess.Popen[bytes] | None = None
@@ -77,7 +129,12 @@ class EmbeddedNats:
         for stale in run_dir.glob("*.ports"):
             stale.unlink()
         conf = run_dir / "nats.conf"
-        conf.write_text(_CONFIG.format(store=str(self.store_dir / "jetstream")), encoding="utf-8")
+        text = _CONFIG.format(store=str(self.store_dir / "jetstream"), port=-1)
+        if self.member is not None:
+            routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.member.peer_route_ports)
+            text = _CONFIG.format(store=str(self.store_dir / "jetstream"), port=self.member.port)
+            text += _CLUSTER.format(name=self.member.name, port=self.member.route_port, routes=routes)
+        conf.write_text(text + self.extra_conf, encoding="utf-8")
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
         try:
             self.proc = subprocess.Popen(
@@ -125,3 +182,37 @@ class EmbeddedNats:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+class EmbeddedCluster:
+    """``size`` embedded servers forming one JetStream cluster (tests of replicated assets and faults)."""
+
+    def __init__(self, root: Path, size: int = 3, *, log_dir: Path | None = None) -> None:
+        ports = [(free_port(), free_port()) for _ in range(size)]
+        self.servers: list[EmbeddedNats] = []
+        for index, (port, route_port) in enumerate(ports):
+            peers = tuple(route for i, (_p, route) in enumerate(ports) if i != index)
+            name = f"n{index + 1}"
+            member = ClusterMember(name, port, route_port, peers)
+            log_file = (log_dir / f"{name}.log") if log_dir is not None else None
+            self.servers.append(EmbeddedNats(Path(root) / name, log_file=log_file, member=member))
+
+    @property
+    def url(self) -> str:
+        """Every server, comma-separated (the form ``NATS_URL`` takes)."""
+        return ",".join(f"nats://127.0.0.1:{s.member.port}" for s in self.servers if s.member is not None)
+
+    def by_name(self, name: str) -> EmbeddedNats:
+        for server in self.servers:
+            if server.member is not None and server.member.name == name:
+                return server
+        raise NatsServerError(f"no server named {name}")
+
+    def start(self, timeout_s: float = 30.0) -> str:
+        for server in self.servers:
+            server.start(timeout_s)
+        return self.url
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()

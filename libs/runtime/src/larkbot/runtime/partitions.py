@@ -28,6 +28,8 @@ from nats.js.kv import KeyValue
 
 from .periodic import every
 
+__all__ = ["Hook", "PartitionLeases"]
+
 log = logging.getLogger(__name__)
 
 _TRANSIENT = (nats.errors.Error, TimeoutError)

@@ -19,6 +19,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+__all__ = ["Work", "every"]
+
 log = logging.getLogger(__name__)
 
 Work = Callable[[], Awaitable[None]]

@@ -16,6 +16,8 @@ import secrets
 import socket
 import time
 
+__all__ = ["deployment_offset_min", "replica_id"]
+
 
 def replica_id() -> str:
     host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:40] or "host"

@@ -36,6 +36,8 @@ from nats.js import JetStreamContext
 
 from .bus import BusUnavailable
 
+__all__ = ["DESCRIPTION", "RETRY_S", "STATUS", "ConsumerGone", "PullStream"]
+
 log = logging.getLogger(__name__)
 
 STATUS = "Status"

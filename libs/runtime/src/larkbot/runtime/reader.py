@@ -57,6 +57,21 @@ from .chain import Handler, build
 from .logs import log_context
 from .pull import PullStream
 
+__all__ = [
+    "RESTART",
+    "Batch",
+    "Meter",
+    "OffsetStore",
+    "PartitionHandler",
+    "PartitionReader",
+    "ReaderState",
+    "Record",
+    "SequenceGap",
+    "handler_of",
+    "read_subject",
+    "restart_policy",
+]
+
 log = logging.getLogger(__name__)
 
 
@@ -228,13 +243,17 @@ class PartitionReader:
                     self.drained = False
                     self._set(ReaderState.RESTARTING)
                     self.on_restart(exc)
-                    log.error(
+                    # A transient failure (a server of a cluster lost, the reader's consumer with it) is
+                    # what restarting is for: one line. Anything else is a defect worth its traceback.
+                    transient = isinstance(exc, RetryableError)
+                    log.log(
+                        logging.WARNING if transient else logging.ERROR,
                         "partition %d failed (%s: %s); restarting from its resume point in %.1f s",
                         self.partition,
                         type(exc).__name__,
                         exc,
                         delay,
-                        exc_info=exc,
+                        exc_info=None if transient else exc,
                     )
                     await self.offsets.abandon(self.partition)
                     await self.sleep(delay)

@@ -38,6 +38,8 @@ from .bus import Bus, ServiceRefused, ServiceUnavailable
 from .chain import Handler, build
 from .logs import log_context, mask
 
+__all__ = ["Endpoint", "ReplyPolicy", "Request", "adapter_decoder", "model_decoder", "service_error_reply"]
+
 log = logging.getLogger(__name__)
 
 Req = TypeVar("Req")

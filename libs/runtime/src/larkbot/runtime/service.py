@@ -40,6 +40,23 @@ from .db import default_sqlite_url
 from .http import Check, OpsServer
 from .logs import register_secrets, setup_logging
 
+__all__ = [
+    "VERSION",
+    "Buildable",
+    "Built",
+    "Running",
+    "ServiceApp",
+    "ServiceContext",
+    "built",
+    "data_dir",
+    "database_url",
+    "freeze_startup_heap",
+    "http_port",
+    "run",
+    "running",
+    "serve",
+]
+
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
@@ -207,6 +224,7 @@ async def serve(
             metrics.BUS_CONNECTED.labels(name.value).set(1 if state == "reconnected" else 0)
             if state == "reconnected":
                 metrics.BUS_RECONNECTS.labels(name.value).inc()
+            metrics.set_bus_server(name.value, bus_holder[0].server if bus_holder else "")
 
         connect_task = asyncio.create_task(
             connect(config.nats, name.value, url=nats_url or os.environ.get("NATS_URL"), on_state=on_state)
@@ -221,8 +239,9 @@ async def serve(
         bus = connect_task.result()
         bus_holder.append(bus)
         metrics.BUS_CONNECTED.labels(name.value).set(1)
+        metrics.set_bus_server(name.value, bus.server)
         stack.push_async_callback(bus.close, config.nats.drain_timeout_s)
-        await bootstrap(bus.js)
+        await bootstrap(bus.js, config.jetstream)
 
         ctx = ServiceContext(name, config, bus, ops, stack)
         ctx.stopping = stopping
@@ -261,7 +280,8 @@ def run(name: Service, factory: Callable[[LarkbotConfig], ServiceApp | Buildable
     """Entry point of ``larkbot run <service>``: returns the process exit status."""
     setup_logging(name.value)
     try:
-        config = load_config()
+        # Its own view: the secrets of other services are withheld (config._secrets).
+        config = load_config(service=name.value)
     except ConfigError as exc:
         print(f"larkbot {name.value}: {exc.report()}", file=sys.stderr)
         return 2

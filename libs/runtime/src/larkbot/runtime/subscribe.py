@@ -41,6 +41,8 @@ from .bus import Bus
 from .chain import Envelope, Handler, build
 from .logs import log_context, mask
 
+__all__ = ["Message", "Subscription", "log_policy"]
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")

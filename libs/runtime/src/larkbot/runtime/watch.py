@@ -33,6 +33,8 @@ from .chain import build
 from .logs import log_context
 from .subscribe import log_policy
 
+__all__ = ["LOAD_TIMEOUT_S", "KvUpdate", "KvWatch"]
+
 log = logging.getLogger(__name__)
 
 #: How long :meth:`KvWatch.start` waits for the next stored entry before it calls the load incomplete.

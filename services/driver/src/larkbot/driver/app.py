@@ -4,7 +4,7 @@ the LLM gateway and the ingress.
 
 Partitions are leased in the ``leases`` bucket (group ``driver``, :mod:`larkbot.runtime.partitions`); each
 held partition is consumed through its own durable consumer ``driver-pNN`` (see
-:mod:`.adapters.ownership`). Typing arrives on core ``typing.>`` at every replica; only the holder of the
+:mod:`.wake.ownership`). Typing arrives on core ``typing.>`` at every replica; only the holder of the
 chat uses it. Owns the ``driver_*`` tables, shared by all replicas.
 """
 
@@ -35,19 +35,19 @@ from larkbot.runtime.retry import RetryPolicy
 from larkbot.runtime.service import ServiceContext, data_dir, run
 
 from . import metrics
-from .adapters.audit import AuditStore
-from .adapters.chatstate import ChatState
-from .adapters.clients import BusClients
-from .adapters.clock import Clock, SystemClock
-from .adapters.consolidator import Consolidator
-from .adapters.memories import MemoryStore
-from .adapters.ownership import DEFAULT_NAME, ChatHost
-from .adapters.repository import DriverRepository
-from .adapters.requestlog import RequestStore
-from .adapters.runner import WakeRunner
-from .adapters.shell import ShellTasks, check_settings, shell_dirs
-from .adapters.task_store import TaskStore
+from .audit.audit import AuditStore
+from .audit.requestlog import RequestStore
+from .memory.consolidator import Consolidator
+from .memory.memories import MemoryStore
 from .observer import UNOBSERVED, DriverObserver
+from .shell.shell import ShellTasks, check_settings, shell_dirs
+from .shell.task_store import TaskStore
+from .wake.chatstate import ChatState
+from .wake.clients import BusClients
+from .wake.clock import Clock, SystemClock
+from .wake.ownership import DEFAULT_NAME, ChatHost
+from .wake.repository import DriverRepository
+from .wake.runner import WakeRunner
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from larkbot.runtime.db import create_engine
 
-from .adapters.memories import MemoryStore
+from .memory.memories import MemoryStore
 from .read import DriverNotReady
 from .read._errors import not_ready_on_failure
 

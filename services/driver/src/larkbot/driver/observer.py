@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .adapters.chatstate import ChatState
+    from .wake.chatstate import ChatState
 
 
 class DriverObserver(Protocol):

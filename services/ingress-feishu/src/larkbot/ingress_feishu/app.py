@@ -4,24 +4,24 @@ Inbound (long connection by default, webhook optional) → :class:`Inbound` → 
 ``actions.feishu`` (queue group) → :class:`Actions` → Feishu OpenAPI. Without a ``feishu`` section the
 service runs idle: ready, publishing nothing, answering every action ``not_configured``.
 
-Start-up order: bot info (who "myself" is) → identity published → adapter, names, inbound → the platform
-connection → the actions endpoint. Shutdown reverses it; the long connection's thread is stopped
-deliberately (the SDK has no ``stop()``).
+:class:`IngressFeishuService` is the recipe; its ``build`` wires, in this order: bot info (who "myself"
+is) → identity published → adapter, names, inbound → the platform link → the actions endpoint, and
+returns them frozen (:class:`FeishuIngress`, or :class:`IdleFeishu` without a ``feishu`` section).
+``stop`` reverses it; the long connection's thread is stopped deliberately (the SDK has no ``stop()``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from larkbot.canonical.actions import ActionRequest, ActionResult
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform, Service
 from larkbot.runtime.config import FeishuSettings, LarkbotConfig
+from larkbot.runtime.deadletter import DeadLetters
 from larkbot.runtime.http import Check
 from larkbot.runtime.ingress import actions_endpoint, failed, publish_identity
 from larkbot.runtime.process import deployment_offset_min
@@ -34,13 +34,11 @@ from .adapters.actions import Actions, BotSelf
 from .adapters.api import FeishuApi
 from .adapters.contacts import UNOBSERVED, Contacts, ContactsObserver
 from .adapters.inbound import Inbound
+from .adapters.link import Link, SupervisedConnection, WebhookLink
 from .adapters.rest import FeishuRest
 from .adapters.webhook import WebhookServer
 from .core.adapter import FeishuAdapter
 from .core.pacing import SendPacer
-
-if TYPE_CHECKING:
-    from .adapters.longconn import LongConnection
 
 log = logging.getLogger(__name__)
 
@@ -89,168 +87,156 @@ def direct_chats(config: LarkbotConfig) -> dict[str, str]:
     return found
 
 
-class IngressFeishuService:
-    def __init__(
-        self,
-        config: LarkbotConfig,
-        options: FeishuOptions | None = None,
-        *,
-        contacts_observer: ContactsObserver = UNOBSERVED,
-    ) -> None:
-        self.config = config
-        self.options = options or FeishuOptions.from_settings(config.feishu)
-        #: Told of the contact-name table's mirror and lookups (``adapters.contacts.ContactsObserver``).
-        self.contacts_observer = contacts_observer
-        self.endpoint: Endpoint[ActionRequest] | None = None
-        self.rest: FeishuRest | None = None
-        self.adapter: FeishuAdapter | None = None
-        self.contacts: Contacts | None = None
-        self.inbound: Inbound | None = None
-        self.actions: Actions | None = None
-        self.connection: LongConnection | None = None
-        self.webhook: WebhookServer | None = None
-        self._stopping = asyncio.Event()
-        self._down_since: float | None = None
+@dataclass(frozen=True, slots=True)
+class FeishuIngress:
+    """The wired service when a ``feishu`` section is configured."""
 
-    async def start(self, ctx: ServiceContext) -> None:
+    endpoint: Endpoint[ActionRequest]
+    rest: FeishuRest
+    contacts: Contacts
+    inbound: Inbound
+    actions: Actions
+    link: Link
+
+    async def stop(self) -> None:
+        await self.endpoint.stop()
+        await self.link.stop()
+        await self.contacts.close()
+        await self.rest.close()
+
+
+@dataclass(frozen=True, slots=True)
+class IdleFeishu:
+    """The service without a ``feishu`` section: ready, publishing nothing, every action
+    ``not_configured``."""
+
+    endpoint: Endpoint[ActionRequest]
+
+    async def stop(self) -> None:
+        await self.endpoint.stop()
+
+
+async def not_configured(action: ActionRequest) -> ActionResult:
+    metrics.ACTIONS.labels(action.kind, "not_configured").inc()
+    return failed(action.idempotency_key, "not_configured", "no feishu section in the configuration")
+
+
+async def idle_ready() -> Check:
+    return Check(True, "not configured: idle")
+
+
+@dataclass(frozen=True, slots=True)
+class IngressFeishuService:
+    """The recipe: the configuration, the process options and the contact table's observer."""
+
+    config: LarkbotConfig
+    options: FeishuOptions
+    #: Told of the contact-name table's mirror and lookups (``adapters.contacts.ContactsObserver``).
+    contacts_observer: ContactsObserver = UNOBSERVED
+
+    @classmethod
+    def of(cls, config: LarkbotConfig) -> IngressFeishuService:
+        """The service as ``config.yaml`` describes it."""
+        return cls(config, FeishuOptions.from_settings(config.feishu))
+
+    async def build(self, ctx: ServiceContext) -> FeishuIngress | IdleFeishu:
         feishu = self.config.feishu
-        if feishu is not None:
-            opts = self.options
-            pacer = SendPacer()
-            self.rest = FeishuRest(
-                feishu.domain,
-                feishu.app_id,
-                feishu.app_secret,
-                timeout_s=opts.api_timeout_s,
-                on_rate_limit=lambda reset: pacer.back_off(time.monotonic() + reset),
-            )
-            api = FeishuApi(self.rest)
-            info = await api.bot_info()
-            await publish_identity(
-                ctx.bus,
-                BotIdentity(
-                    platform=Platform.FEISHU,
-                    bot_id=info.open_id,
-                    name=info.name,
-                    app_id=feishu.app_id,
-                    updated_at_ms=time.time_ns() // 1_000_000,
+        if feishu is None:
+            endpoint = actions_endpoint(ctx.bus, Platform.FEISHU.value, not_configured)
+            await endpoint.start()
+            ctx.add_check("feishu", idle_ready)
+            return IdleFeishu(endpoint)
+        opts = self.options
+        pacer = SendPacer()
+        rest = FeishuRest(
+            feishu.domain,
+            feishu.app_id,
+            feishu.app_secret,
+            timeout_s=opts.api_timeout_s,
+            on_rate_limit=lambda reset: pacer.back_off(time.monotonic() + reset),
+        )
+        api = FeishuApi(rest)
+        info = await api.bot_info()
+        await publish_identity(
+            ctx.bus,
+            BotIdentity(
+                platform=Platform.FEISHU,
+                bot_id=info.open_id,
+                name=info.name,
+                app_id=feishu.app_id,
+                updated_at_ms=time.time_ns() // 1_000_000,
+            ),
+        )
+        offset = deployment_offset_min(self.config.utc_offset_min)
+        adapter = FeishuAdapter(
+            info.open_id,
+            self.config.chat_ids(Platform.FEISHU.value),
+            offset,
+            bot_app_id=feishu.app_id,
+            direct_chats=direct_chats(self.config),
+        )
+        contacts = Contacts(
+            ctx.bus, api, opts.name_ttl_s, wait_s=opts.name_wait_s, observer=self.contacts_observer
+        )
+        await contacts.start()
+        ctx.spawn(contacts.watch(), "feishu-contact-names")
+        await contacts.learn(info.open_id, info.name)
+        inbound = Inbound(ctx.bus, adapter, contacts, api, DeadLetters(ctx.bus.js))
+        await inbound.start()
+        actions = Actions(
+            api,
+            ctx.bus,
+            inbound,
+            adapter,
+            BotSelf(info.open_id, info.name),
+            offset,
+            pacer,
+            send_attempts=opts.send_attempts,
+            backoff=Backoff.of(self.config.retry.platform_send),
+        )
+        link = await self._link(ctx, feishu, inbound)
+        log.info("feishu ingress started as %s in %s mode", info.open_id, feishu.mode)
+        endpoint = actions_endpoint(ctx.bus, Platform.FEISHU.value, actions.act)
+        await endpoint.start()
+        ctx.add_check("feishu", link.ready)
+        return FeishuIngress(endpoint, rest, contacts, inbound, actions, link)
+
+    async def _link(self, ctx: ServiceContext, feishu: FeishuSettings, inbound: Inbound) -> Link:
+        opts = self.options
+        if feishu.mode == "webhook":
+            server = WebhookServer(
+                inbound,
+                host=opts.webhook_host,
+                port=opts.webhook_port,
+                path=opts.webhook_path,
+                encrypt_key=feishu.encrypt_key.get_secret_value() if feishu.encrypt_key else None,
+                verification_token=(
+                    feishu.verification_token.get_secret_value() if feishu.verification_token else None
                 ),
             )
-            offset = deployment_offset_min(self.config.utc_offset_min)
-            self.adapter = FeishuAdapter(
-                info.open_id,
-                self.config.chat_ids(Platform.FEISHU.value),
-                offset,
-                bot_app_id=feishu.app_id,
-                direct_chats=direct_chats(self.config),
-            )
-            self.contacts = Contacts(
-                ctx.bus, api, opts.name_ttl_s, wait_s=opts.name_wait_s, observer=self.contacts_observer
-            )
-            await self.contacts.start()
-            ctx.spawn(self.contacts.watch(), "feishu-contact-names")
-            await self.contacts.learn(info.open_id, info.name)
-            self.inbound = Inbound(ctx.bus, self.adapter, self.contacts, api)
-            await self.inbound.start()
-            me = BotSelf(info.open_id, info.name)
-            self.actions = Actions(
-                api,
-                ctx.bus,
-                self.inbound,
-                self.adapter,
-                me,
-                offset,
-                pacer,
-                send_attempts=opts.send_attempts,
-                backoff=Backoff.of(self.config.retry.platform_send),
-            )
-            if feishu.mode == "webhook":
-                self.webhook = WebhookServer(
-                    self.inbound,
-                    host=opts.webhook_host,
-                    port=opts.webhook_port,
-                    path=opts.webhook_path,
-                    encrypt_key=feishu.encrypt_key.get_secret_value() if feishu.encrypt_key else None,
-                    verification_token=(
-                        feishu.verification_token.get_secret_value() if feishu.verification_token else None
-                    ),
-                )
-                await self.webhook.start()
-            else:
-                self.connection = self._connect()
-                ctx.spawn(self._watchdog(), "feishu-watchdog")
-            log.info("feishu ingress started as %s in %s mode", info.open_id, feishu.mode)
-        self.endpoint = actions_endpoint(ctx.bus, Platform.FEISHU.value, self.act)
-        await self.endpoint.start()
-        ctx.add_check("feishu", self._platform_ready)
-
-    def _connect(self) -> LongConnection:
+            await server.start()
+            return WebhookLink(server)
         # Imported here: lark-oapi costs seconds to import and only this mode needs it.
         from .adapters.longconn import LongConnection
 
-        feishu = self.config.feishu
-        assert feishu is not None
-        assert self.inbound is not None
-        connection = LongConnection(
-            feishu.app_id,
-            feishu.app_secret.get_secret_value(),
-            feishu.domain,
-            asyncio.get_running_loop(),
-            self.inbound.handle,
-            ack_timeout_s=self.options.ack_timeout_s,
-        )
-        connection.start()
-        return connection
+        loop = asyncio.get_running_loop()
 
-    async def _watchdog(self) -> None:
-        while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.options.watchdog_interval_s)
-            if self._stopping.is_set() or self.connection is None:
-                return
-            if self.connection.connected:
-                self._down_since = None
-                metrics.CONNECTED.set(1)
-                continue
-            now = time.monotonic()
-            self._down_since = self._down_since or now
-            if now - self._down_since >= self.options.reconnect_watchdog_s:
-                log.error(
-                    "feishu long connection down for %.0f s; starting a new one", now - self._down_since
-                )
-                old, self.connection = self.connection, None
-                await asyncio.to_thread(old.stop)
-                self.connection = self._connect()
-                self._down_since = None
+        def connect() -> LongConnection:
+            connection = LongConnection(
+                feishu.app_id,
+                feishu.app_secret.get_secret_value(),
+                feishu.domain,
+                loop,
+                inbound.handle,
+                ack_timeout_s=opts.ack_timeout_s,
+            )
+            connection.start()
+            return connection
 
-    async def act(self, action: ActionRequest) -> ActionResult:
-        if self.actions is None:
-            metrics.ACTIONS.labels(action.kind, "not_configured").inc()
-            return failed(action.idempotency_key, "not_configured", "no feishu section in the configuration")
-        return await self.actions.act(action)
-
-    async def _platform_ready(self) -> Check:
-        if self.config.feishu is None:
-            return Check(True, "not configured: idle")
-        if self.webhook is not None:
-            return Check(self.webhook.running, f"webhook on port {self.webhook.bound_port}")
-        if self.connection is not None and self.connection.connected:
-            return Check(True, "long connection up")
-        return Check(False, "long connection down")
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        if self.endpoint is not None:
-            await self.endpoint.stop()
-        if self.connection is not None:
-            await asyncio.to_thread(self.connection.stop)
-        if self.webhook is not None:
-            await self.webhook.stop()
-        if self.contacts is not None:
-            await self.contacts.close()
-        if self.rest is not None:
-            await self.rest.close()
+        supervised = SupervisedConnection(connect, restart_after_s=opts.reconnect_watchdog_s)
+        ctx.every(opts.watchdog_interval_s, supervised.check, "feishu-watchdog")
+        return supervised
 
 
 def main() -> int:
-    return run(Service.INGRESS_FEISHU, IngressFeishuService)
+    return run(Service.INGRESS_FEISHU, IngressFeishuService.of)

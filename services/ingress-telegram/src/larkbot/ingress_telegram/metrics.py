@@ -15,7 +15,8 @@ UPDATES = Counter(
     ["outcome", "detail"],
 )
 PUBLISH_RETRIES = Counter(
-    "larkbot_telegram_publish_retries_total", "Event publications retried because the bus did not answer"
+    "larkbot_telegram_publish_retries_total",
+    "Inbound writes (events, chat migrations, dead-letter records) retried because the bus did not answer",
 )
 DUPLICATES = Counter(
     "larkbot_telegram_duplicate_events_total",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
@@ -17,63 +18,81 @@ from larkbot.canonical.names import QUEUE_LLM, SUBJECT_LLM_GENERATE, Service
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.http import Check
 from larkbot.runtime.logs import mask
+from larkbot.runtime.retry import RetryPolicy
 from larkbot.runtime.serve import Endpoint, model_decoder
 from larkbot.runtime.service import ServiceContext, run
 
 from . import metrics
 from .adapters.images import ObjectStoreImages
-from .gateway import Gateway, Outcome
+from .gateway import Gateway
+from .outcome import Outcome
 
 log = logging.getLogger(__name__)
 
 
-class GatewayService:
-    def __init__(self, config: LarkbotConfig, *, on_outcome: Callable[[Outcome], None] | None = None) -> None:
-        self.config = config
-        self.on_outcome = on_outcome
-        self.gateway: Gateway | None = None
-        self.endpoint: Endpoint[LLMRequest] | None = None
+def _ignore(_outcome: Outcome) -> None:
+    pass
 
-    async def start(self, ctx: ServiceContext) -> None:
+
+@dataclass(frozen=True, slots=True)
+class LlmGateway:
+    """The wired gateway: the provider calls and the ``llm.generate`` endpoint that serves them."""
+
+    gateway: Gateway
+    endpoint: Endpoint[LLMRequest]
+
+    async def stop(self) -> None:
+        await self.endpoint.stop()
+        await self.gateway.aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayService:
+    """The recipe of the gateway: the configuration, and ``on_outcome`` — what each call did, after the
+    metrics have it (the benchmark reads it)."""
+
+    config: LarkbotConfig
+    on_outcome: Callable[[Outcome], None] = _ignore
+
+    async def build(self, ctx: ServiceContext) -> LlmGateway:
         settings = self.config.llm
-        for name, endpoint in sorted(settings.endpoints.items()):
-            if endpoint.fake:
+        for name, configured in sorted(settings.endpoints.items()):
+            if configured.fake:
                 log.warning(
-                    "LLM endpoint %s is the fake provider at %s (fake: true)", name, endpoint.base_url
+                    "LLM endpoint %s is the fake provider at %s (fake: true)", name, configured.base_url
                 )
-            if endpoint.supports_prompt_cache_key and settings.prompt_cache_key_salt is None:
+            if configured.supports_prompt_cache_key and settings.prompt_cache_key_salt is None:
                 log.warning(
                     "LLM endpoint %s sets supports_prompt_cache_key, but llm.prompt_cache_key_salt is "
                     "not set: no prompt_cache_key is sent (set it to one secret value for the deployment)",
                     name,
                 )
-        self.gateway = Gateway(settings, ObjectStoreImages(ctx.bus.js), on_outcome=self._account)
-        self.endpoint = Endpoint(
+        gateway = Gateway(
+            settings,
+            ObjectStoreImages(ctx.bus.js),
+            policy=RetryPolicy.of(self.config.retry.llm_call),
+            on_outcome=self._account,
+        )
+        endpoint = Endpoint(
             ctx.bus,
             SUBJECT_LLM_GENERATE,
             QUEUE_LLM,
             model_decoder(LLMRequest),
-            self.gateway.generate,
+            gateway.generate,
             error_reply,
         )
-        await self.endpoint.start()
+        await endpoint.start()
 
         async def endpoints_check() -> Check:
             names = ", ".join(sorted(settings.endpoints)) or "none"
             return Check(True, f"endpoints: {names}")
 
         ctx.add_check("llm", endpoints_check)
+        return LlmGateway(gateway, endpoint)
 
     def _account(self, outcome: Outcome) -> None:
         metrics.record(outcome)
-        if self.on_outcome is not None:
-            self.on_outcome(outcome)
-
-    async def stop(self) -> None:
-        if self.endpoint is not None:
-            await self.endpoint.stop()
-        if self.gateway is not None:
-            await self.gateway.aclose()
+        self.on_outcome(outcome)
 
 
 def error_reply(data: bytes, exc: BaseException) -> BaseModel:

@@ -1,4 +1,5 @@
-"""One ``llm.generate`` call: prepare, encode, send with retries inside the deadline, decode, account.
+"""One ``llm.generate`` call: prepare, encode, send (the attempts and their retries inside the deadline are
+``attempts.py``), decode, account.
 
 Every outcome is a reply — :class:`LLMResponse` or a typed :class:`LLMError` — never an exception, so
 the caller applies its own retry policy (SPEC §4.4). Error categories (decided by meaning first, see
@@ -30,46 +31,42 @@ leave.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Message, Usage
-from larkbot.runtime.config import LlmEndpoint, LlmSettings
+from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Message
+from larkbot.runtime.config import LlmEndpoint, LlmSettings, RetrySettings
 from larkbot.runtime.logs import mask, register_secrets
+from larkbot.runtime.retry import RetryPolicy
 
 from .adapters.dumps import DumpWriter
-from .adapters.images import ImageUnavailable
-from .adapters.transport import HttpReply, ProviderTimeout, ProviderUnreachable, Transport
+from .adapters.transport import Transport
+from .attempts import Attempts
 from .core.cachekey import prompt_cache_key
 from .core.capabilities import refused_capability
 from .core.common import (
     Accepts,
     EncodedImage,
     EncodeOptions,
-    dumps,
     image_refs,
     model_identity,
     prepare_messages,
 )
-from .core.errors import (
-    Category,
-    ErrorInfo,
-    RetryPolicy,
-    classify,
-    context_numbers,
-    error_info,
-    retry_after_s,
-)
-from .core.formats import CODECS, FAKE_HEADER, request_headers
-from .core.redact import redact_headers
+from .core.errors import context_numbers
+from .core.formats import CODECS, request_headers
+from .errors import CallFailed, ImageUnavailable, WireError, call_failed
+from .outcome import Outcome
 
 log = logging.getLogger(__name__)
 
-DEFAULT_POLICY = RetryPolicy()
+#: ``retry.llm_call`` as configured by default; the service passes the configured one.
+DEFAULT_POLICY = RetryPolicy.of(RetrySettings().llm_call)
+#: An attempt with less time than this left is not worth starting: the transient error is returned
+#: instead and the caller's schedule (5 s, 20 s) takes over.
+MIN_ATTEMPT_S = 0.5
 #: Resends without a refused parameter per call (one per capability at most).
 MAX_ADJUSTMENTS = 4
 #: Continuations of a paused turn per call.
@@ -80,44 +77,6 @@ class ImageSource(Protocol):
     async def resolve(self, refs: list[tuple[str, int]]) -> dict[tuple[str, int], EncodedImage]: ...
 
 
-@dataclass(slots=True)
-class Outcome:
-    """What one call did, for metrics and benchmarks."""
-
-    model: str
-    purpose: str
-    outcome: str
-    total_s: float = 0.0
-    provider_s: list[float] = field(default_factory=list)
-    waited_s: float = 0.0
-    retries: list[str] = field(default_factory=list)
-    usage: Usage | None = None
-    images_omitted: int = 0
-    attempts: int = 0
-
-    @property
-    def overhead_s(self) -> float:
-        return max(0.0, self.total_s - sum(self.provider_s) - self.waited_s)
-
-
-class _Failure(Exception):
-    def __init__(
-        self,
-        category: Category,
-        message: str,
-        *,
-        status: int | None = None,
-        retry_after: float | None = None,
-        info: ErrorInfo | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.category = category
-        self.status = status
-        self.retry_after = retry_after
-        self.info = info
-        self.reason = f"status_{status}" if status is not None else "timeout"
-
-
 class Gateway:
     def __init__(
         self,
@@ -126,16 +85,26 @@ class Gateway:
         *,
         transport: Transport | None = None,
         policy: RetryPolicy = DEFAULT_POLICY,
+        min_attempt_s: float = MIN_ATTEMPT_S,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         on_outcome: Callable[[Outcome], None] = lambda _outcome: None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.settings = settings
         self.images = images
         self.transport = transport or Transport(settings.endpoints)
-        self.policy = policy
         self.clock_ms = clock_ms
         self.on_outcome = on_outcome
-        self.dumps = DumpWriter(settings.dump_dir) if settings.dump_dir else None
+        self.attempts = Attempts(
+            self.transport,
+            DumpWriter(settings.dump_dir) if settings.dump_dir else None,
+            policy=policy,
+            min_attempt_s=min_attempt_s,
+            clock_ms=clock_ms,
+            sleep=sleep,
+            jitter=jitter,
+        )
         self._keys = [e.api_key.get_secret_value() for e in settings.endpoints.values() if e.api_key]
         salt = settings.prompt_cache_key_salt
         self._cache_salt = salt.get_secret_value().encode() if salt is not None else None
@@ -156,9 +125,9 @@ class Gateway:
         )
         try:
             if endpoint is None:
-                raise _Failure("config", f"no LLM endpoint named {request.endpoint!r} is configured")
+                raise call_failed("config", f"no LLM endpoint named {request.endpoint!r} is configured")
             reply: LLMResponse | LLMError = await self._generate(request, endpoint, outcome, started)
-        except _Failure as failure:
+        except CallFailed as failure:
             outcome.outcome = failure.category
             message = self._mask(str(failure))
             window, given = context_numbers(message) if failure.category == "context_length" else (None, None)
@@ -183,7 +152,7 @@ class Gateway:
         codec = CODECS[endpoint.format]
         identity = model_identity(endpoint.format, endpoint.base_url, endpoint.model)
         if self.clock_ms() >= request.deadline_ms:
-            raise _Failure("deadline", "the request's deadline passed before the call started")
+            raise call_failed("deadline", "the request's deadline passed before the call started")
         accepts = self._accepts_for(request.endpoint, endpoint)
 
         def prepare(replay: bool) -> tuple[tuple[Message, ...], int]:
@@ -200,7 +169,7 @@ class Gateway:
         try:
             images = await self.images.resolve(image_refs(messages))
         except ImageUnavailable as exc:
-            raise _Failure("invalid_request", str(exc)) from None
+            raise call_failed("invalid_request", str(exc)) from None
         url = endpoint.base_url.rstrip("/") + codec.path
         headers = request_headers(
             endpoint.format, endpoint.api_key.get_secret_value() if endpoint.api_key else None
@@ -220,9 +189,9 @@ class Gateway:
             # Operator-supplied provider options (thinking budgets, reasoning effort) win over ours.
             wire = {**encoded, **endpoint.extra_body} if endpoint.extra_body else encoded
             try:
-                reply, provider_s = await self._send(request, endpoint, url, wire, headers, outcome)
+                reply, provider_s = await self.attempts.send(request, endpoint, url, wire, headers, outcome)
                 break
-            except _Failure as failure:
+            except CallFailed as failure:
                 refused = (
                     refused_capability(endpoint.format, failure.info, encoded, accepts)
                     if failure.category == "invalid_request" and failure.info is not None
@@ -248,7 +217,7 @@ class Gateway:
             if follow is None:
                 break
             outcome.retries.append("pause_turn")
-            more, more_s = await self._send(request, endpoint, url, follow, headers, outcome)
+            more, more_s = await self.attempts.send(request, endpoint, url, follow, headers, outcome)
             reply, wire, provider_s = codec.merge(reply, more), follow, provider_s + more_s
         response = self._decode(request, endpoint, identity, reply, provider_s)
         outcome.usage = response.usage
@@ -266,111 +235,6 @@ class Gateway:
             )
         return found
 
-    async def _send(
-        self,
-        request: LLMRequest,
-        endpoint: LlmEndpoint,
-        url: str,
-        wire: dict[str, Any],
-        headers: dict[str, str],
-        outcome: Outcome,
-    ) -> tuple[dict[str, Any], float]:
-        """One body to the provider, retrying transient failures within the deadline: the parsed reply
-        and the provider time of the attempt that answered."""
-        body = dumps(wire)
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                reply = await self._attempt(request, endpoint, url, body, headers, outcome)
-                return self._parse(endpoint, reply), reply.elapsed_s
-            except _Failure as failure:
-                if failure.category != "transient":
-                    raise
-                remaining_s = (request.deadline_ms - self.clock_ms()) / 1000
-                delay = self.policy.next_delay(attempt, failure.retry_after, remaining_s)
-                if delay is None:
-                    raise
-                outcome.retries.append(failure.reason)
-                outcome.waited_s += delay
-                await asyncio.sleep(delay)
-
-    async def _attempt(
-        self,
-        request: LLMRequest,
-        endpoint: LlmEndpoint,
-        url: str,
-        body: bytes,
-        headers: dict[str, str],
-        outcome: Outcome,
-    ) -> HttpReply:
-        outcome.attempts += 1
-        attempt = outcome.attempts
-        remaining_s = (request.deadline_ms - self.clock_ms()) / 1000
-        if remaining_s <= 0:
-            raise _Failure("deadline", "the request's deadline passed between attempts")
-        shortened = remaining_s < endpoint.timeout_s
-        timeout_s = min(endpoint.timeout_s, remaining_s)
-        record: dict[str, Any] = {"request_id": request.request_id, "endpoint": request.endpoint, "url": url}
-        started = time.perf_counter()
-        try:
-            reply = await self.transport.post(request.endpoint, url, body, headers, timeout_s)
-        except ProviderTimeout:
-            outcome.provider_s.append(time.perf_counter() - started)
-            await self._dump(request, attempt, record, headers, body, {"failure": "timeout"})
-            if shortened:
-                raise _Failure(
-                    "deadline",
-                    f"the request's deadline passed while waiting {timeout_s:.1f} s for the provider",
-                ) from None
-            raise _Failure("transient", f"provider timed out after {timeout_s:.1f} s") from None
-        except ProviderUnreachable as exc:
-            outcome.provider_s.append(time.perf_counter() - started)
-            await self._dump(request, attempt, record, headers, body, {"failure": str(exc)})
-            failure = _Failure("transient", f"provider unreachable: {exc}")
-            failure.reason = "connect"
-            raise failure from None
-        outcome.provider_s.append(reply.elapsed_s)
-        await self._dump(
-            request,
-            attempt,
-            record,
-            headers,
-            body,
-            {"status": reply.status, "headers": reply.headers, "body": _json_or_text(reply.body)},
-        )
-        if reply.headers.get(FAKE_HEADER) and not endpoint.fake:
-            raise _Failure(
-                "config", "the endpoint answered as the fake provider but is not configured with fake: true"
-            )
-        if not 200 <= reply.status <= 299:
-            info = error_info(reply.body)
-            category = classify(reply.status, info, reply.headers)
-            retry_after = retry_after_s(reply.headers, self.clock_ms() / 1000, reply.status)
-            message = f"provider answered HTTP {reply.status}: {info.message}"
-            raise _Failure(category, message, status=reply.status, retry_after=retry_after, info=info)
-        return reply
-
-    def _parse(self, endpoint: LlmEndpoint, reply: HttpReply) -> dict[str, Any]:
-        """The reply as a JSON object, or the failure it reports (a Responses ``status: failed``)."""
-        try:
-            parsed = json.loads(reply.body)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            raise _Failure(
-                "permanent",
-                f"provider reply is not valid {endpoint.format}: not a JSON object",
-                status=reply.status,
-            )
-        failed = CODECS[endpoint.format].failed(parsed)
-        if failed is not None:
-            category: Category = failed.category  # type: ignore[assignment]
-            failure = _Failure(category, str(failed), status=reply.status)
-            failure.reason = "response_failed"
-            raise failure
-        return parsed
-
     def _decode(
         self,
         request: LLMRequest,
@@ -381,9 +245,9 @@ class Gateway:
     ) -> LLMResponse:
         try:
             decoded = CODECS[endpoint.format].decode_response(reply, identity)
-        except (ValueError, KeyError, TypeError) as exc:
-            # ValueError covers WireError and pydantic validation errors of a malformed reply.
-            raise _Failure(
+        except (WireError, ValueError, KeyError, TypeError) as exc:
+            # ValueError covers pydantic validation errors of a malformed reply.
+            raise call_failed(
                 "permanent", f"provider reply is not valid {endpoint.format}: {type(exc).__name__}"
             ) from None
         return LLMResponse(
@@ -394,26 +258,6 @@ class Gateway:
             usage=decoded.usage,
             provider_latency_ms=round(provider_s * 1000),
         )
-
-    async def _dump(
-        self,
-        request: LLMRequest,
-        attempt: int,
-        record: dict[str, Any],
-        headers: dict[str, str],
-        body: bytes,
-        response: dict[str, Any],
-    ) -> None:
-        if self.dumps is None:
-            return
-        full = {
-            **record,
-            "attempt": attempt,
-            "headers": redact_headers(headers),
-            "request": json.loads(body),
-            "response": response,
-        }
-        await self.dumps.write(request.request_id, attempt, full)
 
     def _mask(self, text: str) -> str:
         for key in self._keys:
@@ -426,10 +270,3 @@ class Gateway:
         if self._cache_salt is None or scope is None:
             return None
         return prompt_cache_key(self._cache_salt, request.purpose, scope)
-
-
-def _json_or_text(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return body[:4000].decode("utf-8", "replace")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter, Histogram
 
 if TYPE_CHECKING:
-    from .gateway import Outcome
+    from .outcome import Outcome
 
 _LABELS = ["model", "purpose"]
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)

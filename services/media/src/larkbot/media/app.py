@@ -11,9 +11,9 @@ A job cut off by the stop timeout is not acked and comes back to another worker 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nats
@@ -64,66 +64,82 @@ def usable_cpus(cgroup_cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
     return max(1, min(cores, limit))
 
 
-class MediaService:
-    def __init__(
-        self,
-        config: LarkbotConfig,
-        *,
-        concurrency: int | None = None,
-        download_timeout_s: float = 60.0,
-        vision_timeout_s: float = 60.0,
-        keepalive_s: float = 30.0,
-        lag_interval_s: float = 5.0,
-    ) -> None:
-        vision = config.llm.vision
-        if vision is not None and vision not in config.llm.endpoints:
-            raise ConfigError("llm.vision", f"names no endpoint under llm.endpoints ({vision!r})")
-        self.config = config
-        self.concurrency = concurrency or default_concurrency()
-        self.download_timeout_s = download_timeout_s
-        self.vision_timeout_s = vision_timeout_s
-        self.keepalive_s = keepalive_s
-        self.lag_interval_s = lag_interval_s
-        self.consumers: list[PullConsumer] = []
-        self.transformer: Transformer | None = None
-        self._loops: list[asyncio.Task[None]] = []
-        self._endpoint: Endpoint[ReadImageRequest] | None = None
+@dataclass(frozen=True, slots=True)
+class MediaWorkers:
+    """The wired media workers: the ``media.read_image`` endpoint and the job loops, each bound to the
+    shared durable."""
 
-    async def start(self, ctx: ServiceContext) -> None:
+    transformer: Transformer
+    endpoint: Endpoint[ReadImageRequest]
+    consumers: tuple[PullConsumer, ...]
+    loops: tuple[asyncio.Task[None], ...]
+
+    async def stop(self) -> None:
+        for consumer in self.consumers:
+            consumer.stop()
+        await asyncio.wait(self.loops)
+        await self.endpoint.stop()
+
+
+@dataclass(frozen=True, slots=True)
+class MediaService:
+    """The recipe of the media workers: the configuration and the worker's timings. ``concurrency`` is
+    the number of job loops (and half the endpoint's requests in flight)."""
+
+    config: LarkbotConfig
+    concurrency: int = field(default_factory=default_concurrency)
+    download_timeout_s: float = 60.0
+    vision_timeout_s: float = 60.0
+    keepalive_s: float = 30.0
+    lag_interval_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        vision = self.config.llm.vision
+        if vision is not None and vision not in self.config.llm.endpoints:
+            raise ConfigError("llm.vision", f"names no endpoint under llm.endpoints ({vision!r})")
+
+    async def build(self, ctx: ServiceContext) -> MediaWorkers:
         bus = ctx.bus
         blobs = Blobs(bus.js)
         cache = await AltTextCache.open(bus.js)
         sources = Sources(bus, blobs, timeout_s=self.download_timeout_s)
         vision = Vision(bus, self.config.llm.vision, timeout_s=self.vision_timeout_s)
-        self.transformer = Transformer(sources, blobs, cache, vision)
-        worker = JobWorker(bus, self.transformer, keepalive_s=self.keepalive_s)
+        transformer = Transformer(sources, blobs, cache, vision)
+        worker = JobWorker(bus, transformer, keepalive_s=self.keepalive_s)
 
-        self._endpoint = Endpoint(
+        endpoint = Endpoint(
             bus,
             SUBJECT_MEDIA_READ_IMAGE,
             QUEUE_MEDIA,
             model_decoder(ReadImageRequest),
-            ReadImages(self.transformer).handle,
+            ReadImages(transformer).handle,
             read_image_error,
             max_concurrency=self.concurrency * 2,
         )
-        await self._endpoint.start()
+        await endpoint.start()
         await bus.nc.flush()
 
-        for index in range(self.concurrency):
-            consumer = PullConsumer(bus.js, STREAM_MEDIA, CONSUMER_MEDIA, worker.handle, batch=1)
-            self.consumers.append(consumer)
-            self._loops.append(ctx.spawn(consumer.run(), f"media-jobs-{index}"))
-        ctx.spawn(self._report_lag(ctx), "media-lag")
+        consumers = tuple(
+            PullConsumer(bus.js, STREAM_MEDIA, CONSUMER_MEDIA, worker.handle, batch=1)
+            for _ in range(self.concurrency)
+        )
+        loops = tuple(
+            ctx.spawn(consumer.run(), f"media-jobs-{index}") for index, consumer in enumerate(consumers)
+        )
+        ctx.every(
+            self.lag_interval_s,
+            consumers[0].report_lag,
+            "media-lag",
+            tolerate=(nats.errors.Error, TimeoutError),
+        )
 
         async def consuming() -> Check:
-            alive = sum(not loop.done() for loop in self._loops)
+            alive = sum(not loop.done() for loop in loops)
             info = await bus.js.consumer_info(STREAM_MEDIA, CONSUMER_MEDIA)
             detail = (
-                f"{alive}/{len(self._loops)} loops; "
-                f"pending {info.num_pending}, in flight {info.num_ack_pending}"
+                f"{alive}/{len(loops)} loops; pending {info.num_pending}, in flight {info.num_ack_pending}"
             )
-            return Check(alive == len(self._loops), detail)
+            return Check(alive == len(loops), detail)
 
         async def blobs_ready() -> Check:
             return Check(True, await blobs.status())
@@ -140,22 +156,7 @@ class MediaService:
         ctx.add_check("alt_text_cache", cache_ready)
         ctx.add_check("vision", vision_ready)
         log.info("media workers: %d loops, vision endpoint %s", self.concurrency, vision.endpoint)
-
-    async def _report_lag(self, ctx: ServiceContext) -> None:
-        while not ctx.stopping.is_set():
-            if self.consumers:
-                with contextlib.suppress(nats.errors.Error, TimeoutError):
-                    await self.consumers[0].report_lag()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ctx.stopping.wait(), timeout=self.lag_interval_s)
-
-    async def stop(self) -> None:
-        for consumer in self.consumers:
-            consumer.stop()
-        if self._loops:
-            await asyncio.wait(self._loops)
-        if self._endpoint is not None:
-            await self._endpoint.stop()
+        return MediaWorkers(transformer, endpoint, consumers, loops)
 
 
 def main() -> int:

@@ -45,7 +45,7 @@ async def serve(inspector: Inspector, host: str, port: int) -> None:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = load_config(args.config, service="inspector")
     host = args.host if args.host is not None else config.inspector.host
     port = args.port if args.port is not None else config.inspector.port
     if not is_loopback(host) and config.inspector.access_token is None:

@@ -13,7 +13,8 @@ Chats: the keys of ``chats`` other than ``default`` are the residency whitelist,
 
 One private module per section, imported from here only (the names below are the public API):
 ``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``), ``_llm``, ``_chats``,
-``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``); ``_root`` is the
+``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``),
+``_jetstream`` (``jetstream``); ``_secrets`` says which service receives which secret; ``_root`` is the
 whole file and the checks spanning sections, ``_loading`` reads it.
 """
 
@@ -21,20 +22,25 @@ from ._base import UserIds
 from ._chats import ChatSettings
 from ._driver import AuditSettings, MemorySettings, ShellSettings
 from ._inspector import InspectorSettings, is_loopback
+from ._jetstream import AssetSettings, JetStreamSettings
 from ._llm import LlmAccepts, LlmEndpoint, LlmSettings, MaxTokensField, ResolvedAccepts, family_accepts
 from ._loading import DEFAULT_CONFIG_PATH, interpolate, load_config, parse_config
 from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServiceSettings, ServicesSettings
 from ._retry import BackoffSettings, RetrySettings
 from ._root import LarkbotConfig, deep_merge
+from ._secrets import WITHHELD
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
+    "WITHHELD",
+    "AssetSettings",
     "AuditSettings",
     "BackoffSettings",
     "ChatSettings",
     "FeishuSettings",
     "InspectorSettings",
+    "JetStreamSettings",
     "LarkbotConfig",
     "LlmAccepts",
     "LlmEndpoint",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, SecretStr, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 
@@ -17,6 +17,19 @@ def _user_id(value: str) -> str:
     if not trimmed:
         raise PydanticCustomError("empty_id", "a user id must not be empty")
     return trimmed
+
+
+def _secret_given(value: SecretStr) -> SecretStr:
+    # An unset ``${NAME:-}`` leaves a secret empty: a service would start and fail at its first call.
+    if not value.get_secret_value().strip():
+        raise PydanticCustomError(
+            "empty_secret", "the secret is empty: give it a value, or leave the key out"
+        )
+    return value
+
+
+#: A secret that, when given, is not empty (``FEISHU_APP_SECRET=`` is refused, naming the key).
+Secret = Annotated[SecretStr, AfterValidator(_secret_given)]
 
 
 def _problems(title: str, found: list[tuple[tuple[str | int, ...], str, Any]]) -> ValidationError:

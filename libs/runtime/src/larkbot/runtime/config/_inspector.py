@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, model_validator
 
-from ._base import _problems, _Section
+from ._base import Secret, _problems, _Section
 
 
 class InspectorSettings(_Section):
@@ -18,7 +18,7 @@ class InspectorSettings(_Section):
     port: int = Field(default=9188, ge=0, le=65535)
     #: Asked of every request when set (``Authorization: Bearer``, or once as ``?token=`` which sets a
     #: cookie); required for a bind beyond loopback.
-    access_token: SecretStr | None = None
+    access_token: Secret | None = None
 
     @model_validator(mode="after")
     def _token_beyond_loopback(self) -> InspectorSettings:

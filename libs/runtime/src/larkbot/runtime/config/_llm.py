@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from ._base import _Section
+from ._base import Secret, _problems, _Section
 
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 #: OpenAI reasoning models (o1, o3, o4-mini, gpt-5 and its successors), also behind a ``vendor/`` prefix.
@@ -78,7 +78,7 @@ class LlmEndpoint(_Section):
     format: Literal["openai-chat", "anthropic-messages", "responses"]
     base_url: str
     model: str
-    api_key: SecretStr | None = None
+    api_key: Secret | None = None
     timeout_s: float = Field(default=60.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     max_images: int = Field(default=8, ge=0)
@@ -137,3 +137,16 @@ class LlmSettings(_Section):
         if value is not None and len(value.get_secret_value()) < 16:
             raise ValueError("at least 16 characters (e.g. `openssl rand -hex 32`)")
         return value
+
+    @model_validator(mode="after")
+    def _purposes_name_endpoints(self) -> LlmSettings:
+        # A purpose naming an endpoint that does not exist would fail only at the first call of it.
+        found: list[tuple[tuple[str | int, ...], str, Any]] = []
+        for purpose in ("probe", "primary", "compaction", "vision", "memory"):
+            name = getattr(self, purpose)
+            if name is not None and name not in self.endpoints:
+                known = ", ".join(sorted(self.endpoints)) or "none is configured"
+                found.append(((purpose,), f"names no endpoint of llm.endpoints ({known})", None))
+        if found:
+            raise _problems("llm", found)
+        return self

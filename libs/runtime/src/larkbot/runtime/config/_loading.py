@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from larkbot.canonical.errors import ConfigError
 
 from ._root import LarkbotConfig
+from ._secrets import withhold
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 DEFAULT_CONFIG_PATH = "config.yaml"
@@ -49,11 +50,17 @@ def _interpolate(value: Any, env: Mapping[str, str], path: str, missing: list[tu
     return value
 
 
-def parse_config(raw: Any, env: Mapping[str, str] | None = None) -> LarkbotConfig:
+def parse_config(
+    raw: Any, env: Mapping[str, str] | None = None, *, service: str | None = None
+) -> LarkbotConfig:
+    """Validate ``raw``; with ``service``, as that service's view (the secrets it does not receive
+    withheld, :mod:`._secrets`)."""
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
         raise ConfigError("", "the configuration must be a mapping at the top level")
+    if service is not None:
+        raw = withhold(raw, service)
     data = interpolate(raw, os.environ if env is None else env)
     try:
         return LarkbotConfig.model_validate(data)
@@ -66,9 +73,13 @@ def parse_config(raw: Any, env: Mapping[str, str] | None = None) -> LarkbotConfi
 
 
 def load_config(
-    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    service: str | None = None,
 ) -> LarkbotConfig:
-    """Load and validate the configuration file (``LARKBOT_CONFIG`` when ``path`` is None).
+    """Load and validate the configuration file (``LARKBOT_CONFIG`` when ``path`` is None); with
+    ``service``, as that service's view: only its own secrets are read (:mod:`._secrets`).
 
     A missing ``LARKBOT_CONFIG`` with no ``config.yaml`` present yields the built-in defaults (a bus-only
     deployment with no platforms and no chats).
@@ -79,7 +90,7 @@ def load_config(
     if not file.exists():
         if explicit:
             raise ConfigError("", "the file does not exist", file=str(file))
-        return parse_config({}, environ)
+        return parse_config({}, environ, service=service)
     try:
         raw = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -87,6 +98,6 @@ def load_config(
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise ConfigError("", f"not valid YAML{where}", file=str(file)) from None
     try:
-        return parse_config(raw, environ)
+        return parse_config(raw, environ, service=service)
     except ConfigError as exc:
         raise exc.in_file(str(file)) from None

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field
 
-from ._base import _Section
+from ._base import Secret, _Section
 
 
 class FeishuSettings(_Section):
     app_id: str
-    app_secret: SecretStr
+    app_secret: Secret
     domain: str = "https://open.feishu.cn"
     mode: Literal["long_connection", "webhook"] = "long_connection"
-    verification_token: SecretStr | None = None
-    encrypt_key: SecretStr | None = None
+    verification_token: Secret | None = None
+    encrypt_key: Secret | None = None
     #: Webhook receiver (mode ``webhook``): its own listener, apart from the operations port.
     webhook_host: str = "0.0.0.0"
     webhook_port: int = Field(default=9111, ge=0, le=65535)
@@ -31,10 +31,10 @@ class FeishuSettings(_Section):
 
 
 class TelegramSettings(_Section):
-    bot_token: SecretStr
+    bot_token: Secret
     api_base: str = "https://api.telegram.org"
     mode: Literal["polling", "webhook"] = "polling"
-    webhook_secret: SecretStr | None = None
+    webhook_secret: Secret | None = None
     #: Webhook receiver (mode ``webhook``): its own listener, apart from the operations port;
     #: ``webhook_url`` (public HTTPS URL) is registered with ``setWebhook`` when set.
     webhook_host: str = "0.0.0.0"

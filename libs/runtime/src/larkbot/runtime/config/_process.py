@@ -5,23 +5,69 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
 from larkbot.canonical.names import SERVICE_PORTS, Service
 
-from ._base import _problems, _Section
+from ._base import Secret, _problems, _Section
+
+_SCHEMES = ("nats", "tls", "ws", "wss")
+
+
+def server_list(text: str) -> tuple[str, ...]:
+    """The servers of a ``nats.url`` / ``NATS_URL`` value: one URL or a comma-separated list of them.
+
+    nats-py takes a list, never one string holding several URLs ("invalid connect url option"), so the
+    list is split here, each URL checked for a scheme and a host (credentials are never echoed back)."""
+    servers = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not servers:
+        raise ValueError("no NATS server given")
+    for server in servers:
+        scheme, sep, rest = server.partition("://")
+        host = rest.rpartition("@")[2].split("/", 1)[0]
+        if not sep or scheme not in _SCHEMES or not host or host.startswith(":"):
+            shown = f"{scheme}://…" if sep else "a URL without a scheme"
+            raise ValueError(f"not a NATS server URL ({shown}); expected nats://host:port, comma-separated")
+    return servers
 
 
 class NatsSettings(_Section):
+    #: One server, or a comma-separated list of a cluster's servers (``NATS_URL`` takes the same form).
     url: str = "nats://127.0.0.1:4222"
+    #: A cluster's servers as a list; set either this or ``url``, not both.
+    servers: tuple[str, ...] = ()
     name_prefix: str = "larkbot"
     connect_timeout_s: float = Field(default=5.0, gt=0)
     reconnect_time_wait_s: float = Field(default=0.5, gt=0)
     max_reconnect_wait_s: float = Field(default=10.0, gt=0)
     drain_timeout_s: float = Field(default=10.0, gt=0)
     user: str | None = None
-    password: SecretStr | None = None
-    token: SecretStr | None = None
+    password: Secret | None = None
+    token: Secret | None = None
+
+    @model_validator(mode="after")
+    def _servers_parse(self) -> NatsSettings:
+        found: list[tuple[tuple[str | int, ...], str, Any]] = []
+        if self.servers and "url" in self.model_fields_set:
+            found.append((("servers",), "set either nats.url or nats.servers, not both", None))
+        texts: list[tuple[tuple[str | int, ...], str]] = [(("url",), self.url)]
+        texts += [(("servers", i), text) for i, text in enumerate(self.servers)]
+        for loc, text in texts:
+            try:
+                server_list(text)
+            except ValueError as exc:
+                found.append((loc, str(exc), None))
+        if found:
+            raise _problems("nats", found)
+        return self
+
+    def server_urls(self, override: str | None = None) -> tuple[str, ...]:
+        """The servers to connect to: ``override`` (``NATS_URL``) when given, else the configuration's."""
+        if override:
+            return server_list(override)
+        if self.servers:
+            return tuple(url for text in self.servers for url in server_list(text))
+        return server_list(self.url)
 
 
 class ServiceSettings(_Section):
@@ -31,7 +77,7 @@ class ServiceSettings(_Section):
     #: ``0.0.0.0`` (deploy/) so that probes and Prometheus reach it from outside.
     http_host: str = "127.0.0.1"
     http_port: int | None = Field(default=None, ge=0, le=65535)
-    database_url: SecretStr | None = None
+    database_url: Secret | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 

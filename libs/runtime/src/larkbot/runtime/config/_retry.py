@@ -36,3 +36,6 @@ class RetrySettings(_Section):
     action_reask: BackoffSettings = BackoffSettings(max_s=4.0, max_attempts=None)
     #: Background work that must not give up (connect, restart a partition, retry a commit).
     background: BackoffSettings = BackoffSettings(max_s=30.0, max_attempts=None)
+    #: The LLM gateway's attempts of one provider call, bounded by the request's ``deadline_ms``; a
+    #: provider's ``retry-after`` is a rate limit's wait, taken as it is.
+    llm_call: BackoffSettings = BackoffSettings(initial_s=0.25, max_attempts=4)

@@ -13,14 +13,17 @@ from ._base import UserIds, _problems, _Section
 from ._chats import ChatSettings
 from ._driver import AuditSettings, MemorySettings, ShellSettings
 from ._inspector import InspectorSettings
+from ._jetstream import JetStreamSettings
 from ._llm import LlmSettings
 from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServicesSettings
 from ._retry import RetrySettings
+from ._secrets import WITHHELD
 
 
 class LarkbotConfig(_Section):
     nats: NatsSettings = NatsSettings()
+    jetstream: JetStreamSettings = JetStreamSettings()
     data_dir: str = "data"
     utc_offset_min: int | None = Field(default=None, ge=-840, le=840)
     services: ServicesSettings = ServicesSettings()
@@ -116,7 +119,7 @@ class LarkbotConfig(_Section):
         """Every secret value in the configuration, for log masking."""
         found: list[str] = []
         _collect_secrets(self, found)
-        return [s for s in found if s]
+        return [s for s in found if s and s != WITHHELD]
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

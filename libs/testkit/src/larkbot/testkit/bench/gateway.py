@@ -31,11 +31,11 @@ from larkbot.canonical.llm import (
 from larkbot.canonical.names import SUBJECT_LLM_GENERATE, Service
 from larkbot.llm_gateway.app import GatewayService
 from larkbot.llm_gateway.fake import FakeProvider, Reply
-from larkbot.llm_gateway.gateway import Outcome
+from larkbot.llm_gateway.outcome import Outcome
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import LarkbotConfig, LlmEndpoint, LlmSettings, NatsSettings
 from larkbot.runtime.natsserver import EmbeddedNats
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
 
 TARGETS = {"overhead_p50_ms": 3.0, "overhead_p99_ms": 15.0}
 
@@ -79,7 +79,7 @@ async def measure(n: int, nats_url: str, *, warmup: int = 20) -> dict[str, Any]:
         endpoint = LlmEndpoint(format="openai-chat", base_url=fake.url, model="bench", fake=True)
         config = LarkbotConfig(llm=LlmSettings(endpoints={"bench": endpoint}))
         service = GatewayService(config, on_outcome=outcomes.append)
-        async with running(Service.LLM_GATEWAY, service, config, nats_url=nats_url):
+        async with built(Service.LLM_GATEWAY, service, config, nats_url=nats_url):
             bus = await connect(NatsSettings(), "bench", url=nats_url, give_up_after_s=30)
             try:
                 roundtrips: list[float] = []

@@ -29,7 +29,7 @@ from larkbot.media.app import MediaService
 from larkbot.media.core import images
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings, parse_config
-from larkbot.runtime.service import running
+from larkbot.runtime.service import built
 
 from ..media import samples
 
@@ -81,7 +81,7 @@ async def _worker(nats_url: str, photos: list[bytes], jobs: int) -> dict[str, An
             all_done.set()
 
     try:
-        async with running(Service.MEDIA, MediaService(config), config, nats_url=nats_url):
+        async with built(Service.MEDIA, MediaService(config), config, nats_url=nats_url):
             store = await bus.js.object_store(OBJECT_STORE_BLOBS)
             keys = []
             for photo in photos:

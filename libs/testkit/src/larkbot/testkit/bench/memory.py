@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from larkbot.driver.adapters.memories import MemoryStore
 from larkbot.driver.app import MIGRATIONS
-from larkbot.driver.core.estimate import text_tokens
-from larkbot.driver.core.memory import Importance, NewMemory, Scope, Visibility
-from larkbot.driver.core.recall import RecallLimits, memory_block
+from larkbot.driver.memory.core.memory import Importance, NewMemory, Scope, Visibility
+from larkbot.driver.memory.core.recall import RecallLimits, memory_block
+from larkbot.driver.memory.memories import MemoryStore
+from larkbot.driver.wake.core.estimate import text_tokens
 from larkbot.runtime.db import create_engine, migrate
 
 PEOPLE = 1_000

@@ -11,7 +11,7 @@ as breaks by construction.
 Two replays of the same chat:
 
 - :func:`cacheable_prefix_ratio` — pure and deterministic (no I/O, no clock): the driver's wake-up flow
-  (``larkbot.driver.core.wake``) through the service's interpreter on in-memory ports
+  (``larkbot.driver.wake.core.wake``) through the service's interpreter on in-memory ports
   (:class:`larkbot.testkit.driver.scripted.ScriptedPorts`), with a scripted model, over synthetic
   segments; fast enough for a unit test.
 - :func:`.replay.measure` — what ``larkbot bench`` reports: :func:`conversation` published as
@@ -29,11 +29,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from larkbot.canonical.llm import LLMRequest, LLMResponse, Message, ToolSpec
-from larkbot.driver.core import prompt, tools
-from larkbot.driver.core.protocol import ModelCall, ToolDone, ToolRun
-from larkbot.driver.core.records import Activation
-from larkbot.driver.core.scheduler import Wake
-from larkbot.driver.core.wake import ProbeCall, WakeInput
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.core import prompt
+from larkbot.driver.wake.core.protocol import ModelCall, ToolDone, ToolRun
+from larkbot.driver.wake.core.records import Activation
+from larkbot.driver.wake.core.scheduler import Wake
+from larkbot.driver.wake.core.wake import ProbeCall, WakeInput
 
 from ..driver.scripted import DEFAULT_LIMITS, ScriptedPorts, wake_input
 from ..driver.synthetic import response, segment, tool_call

@@ -52,10 +52,10 @@ from larkbot.canonical.names import (
     msg_id,
     partition_of,
 )
-from larkbot.driver.adapters.chatstate import ChatState
-from larkbot.driver.adapters.clock import ManualClock
 from larkbot.driver.app import DriverService
-from larkbot.driver.core import tools
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.chatstate import ChatState
+from larkbot.driver.wake.clock import ManualClock
 from larkbot.pipeline.app import PipelineOptions, PipelineService
 from larkbot.pipeline.core import alias_for
 from larkbot.runtime.bootstrap import bootstrap
@@ -342,7 +342,7 @@ async def replay_world(
     if gateway:
         from larkbot.llm_gateway.app import GatewayService
 
-        model = running(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url)
+        model = built(Service.LLM_GATEWAY, GatewayService(config), config, nats_url=nats_url)
     else:
         model = _serving(replay.llm.endpoint)
     await replay.platform.endpoint.start()

@@ -20,10 +20,10 @@ from typing import Any
 from larkbot.canonical.events import TypingSignal
 from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.canonical.names import PARTITIONS, Platform, Service, typing_subject
-from larkbot.driver.adapters.chatstate import ChatState
-from larkbot.driver.adapters.clock import ManualClock
 from larkbot.driver.app import DriverService
-from larkbot.driver.core import tools
+from larkbot.driver.tools.core import tools
+from larkbot.driver.wake.chatstate import ChatState
+from larkbot.driver.wake.clock import ManualClock
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.serve import Endpoint

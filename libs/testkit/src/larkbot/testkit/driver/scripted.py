@@ -9,16 +9,15 @@ from dataclasses import dataclass, field
 
 from larkbot.canonical.context import Segment
 from larkbot.canonical.llm import LLMError, LLMResponse, TextPart
-from larkbot.driver.adapters.interpreter import interpret
-from larkbot.driver.core.budget import TurnBudget
-from larkbot.driver.core.compaction import Summary
-from larkbot.driver.core.limits import Limits
-from larkbot.driver.core.memory import Memory
-from larkbot.driver.core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
-from larkbot.driver.core.recall import RecallLimits
-from larkbot.driver.core.records import ProbeRecord, TurnRecord
-from larkbot.driver.core.scheduler import Wake
-from larkbot.driver.core.wake import (
+from larkbot.driver.compaction.core.compaction import Summary
+from larkbot.driver.memory.core.memory import Memory
+from larkbot.driver.memory.core.recall import RecallLimits
+from larkbot.driver.wake.core.budget import TurnBudget
+from larkbot.driver.wake.core.limits import Limits
+from larkbot.driver.wake.core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
+from larkbot.driver.wake.core.records import ProbeRecord, TurnRecord
+from larkbot.driver.wake.core.scheduler import Wake
+from larkbot.driver.wake.core.wake import (
     ChatView,
     Note,
     ProbeCall,
@@ -31,6 +30,7 @@ from larkbot.driver.core.wake import (
     remember,
     wake_up,
 )
+from larkbot.driver.wake.interpreter import interpret
 
 Answer = LLMResponse | LLMError
 

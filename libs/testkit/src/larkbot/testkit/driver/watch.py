@@ -6,7 +6,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 
-from larkbot.driver.adapters.chatstate import ChatState
+from larkbot.driver.wake.chatstate import ChatState
 
 from ..conditions import DEFAULT_TIMEOUT_S, Conditions
 

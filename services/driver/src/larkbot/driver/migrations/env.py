@@ -1,4 +1,4 @@
-from larkbot.driver.adapters.tables import metadata
+from larkbot.driver.tables import metadata
 from larkbot.runtime.migrations import run_env
 
 run_env(metadata)

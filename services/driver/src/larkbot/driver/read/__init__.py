@@ -20,13 +20,14 @@ does not answer or the driver has not created its tables yet.
 The one write an operator makes, forgetting a person, is :func:`larkbot.driver.forget.forget_person`.
 """
 
-from ..adapters.audit import ChatActivity
-from ..adapters.memories import MemoryStats
-from ..core.audit import ContextRange, Tokens, WakeAudit
-from ..core.compaction import Summary
-from ..core.memory import Memory, MemoryPatch, PatchChange
-from ..core.records import ProbeRecord, TurnRecord
-from ..core.requestlog import Block, RecordedRequest, SharedPrefix
+from larkbot.driver.audit.audit import ChatActivity
+from larkbot.driver.audit.core.audit import ContextRange, Tokens, WakeAudit
+from larkbot.driver.audit.core.requestlog import Block, RecordedRequest, SharedPrefix
+from larkbot.driver.compaction.core.compaction import Summary
+from larkbot.driver.memory.core.memory import Memory, MemoryPatch, PatchChange
+from larkbot.driver.memory.memories import MemoryStats
+from larkbot.driver.wake.core.records import ProbeRecord, TurnRecord
+
 from ._errors import DriverNotReady
 from ._reads import DriverReads, open_reads
 from ._records import PersonMemory, ShownRequest, WakeDetail

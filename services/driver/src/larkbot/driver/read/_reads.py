@@ -11,14 +11,15 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..adapters.audit import AuditStore, ChatActivity
-from ..adapters.memories import MemoryStats, MemoryStore
-from ..adapters.repository import DriverRepository
-from ..adapters.requestlog import RequestStore
-from ..core.audit import WakeAudit
-from ..core.compaction import Summary
-from ..core.memory import Memory, MemoryPatch
-from ..core.requestlog import shared_prefix
+from larkbot.driver.audit.audit import AuditStore, ChatActivity
+from larkbot.driver.audit.core.audit import WakeAudit
+from larkbot.driver.audit.core.requestlog import shared_prefix
+from larkbot.driver.audit.requestlog import RequestStore
+from larkbot.driver.compaction.core.compaction import Summary
+from larkbot.driver.memory.core.memory import Memory, MemoryPatch
+from larkbot.driver.memory.memories import MemoryStats, MemoryStore
+from larkbot.driver.wake.repository import DriverRepository
+
 from ._engine import read_only_engine
 from ._errors import not_ready_on_failure
 from ._records import PersonMemory, ShownRequest, WakeDetail

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.audit import WakeAudit
-from ..core.memory import Memory, MemoryPatch
-from ..core.records import ProbeRecord, TurnRecord
-from ..core.requestlog import RecordedRequest, SharedPrefix
+from larkbot.driver.audit.core.audit import WakeAudit
+from larkbot.driver.audit.core.requestlog import RecordedRequest, SharedPrefix
+from larkbot.driver.memory.core.memory import Memory, MemoryPatch
+from larkbot.driver.wake.core.records import ProbeRecord, TurnRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import assert_never
 
 from larkbot.canonical.actions import (
     ActionError,
@@ -42,6 +43,7 @@ from larkbot.canonical.actions import (
     TypingAction,
 )
 from larkbot.canonical.content import Attachment, AttachmentType, Content
+from larkbot.canonical.errors import PermanentError
 from larkbot.canonical.events import DeleteEvent, MessageEvent, Sender
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform
 from larkbot.runtime.bus import Bus
@@ -51,15 +53,22 @@ from larkbot.runtime.retry import Backoff, Failure, retrying
 from .. import metrics
 from ..core import emoji
 from ..core.adapter import FeishuAdapter
-from ..core.apierrors import ApiFailure
 from ..core.errors import UnsupportedEmoji
 from ..core.outbound import feishu_uuid, post_content, self_content, split_text, to_feishu_markdown
 from ..core.pacing import SendPacer
-from ..core.retries import BACKOFF, NO_DEADLINE_BUDGET_S, send_failure, send_policy
+from ..core.retries import BACKOFF, NO_DEADLINE_BUDGET_S, send_policy
 from .api import FeishuApi, SentMessage, image_content
 from .inbound import Inbound
 from .moderation import FeishuModeration
-from .rest import FeishuApiError, PlatformTimeout, PlatformUnavailable, RateLimited
+from .rest import (
+    ApiForbidden,
+    ApiNotFound,
+    ApiTransient,
+    FeishuApiError,
+    PlatformTimeout,
+    PlatformUnavailable,
+    RateLimited,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +79,9 @@ class BotSelf:
     name: str
 
 
-class _Unknown(Exception):
-    """A send gave up after an attempt lost its answer; ``message_ids`` were confirmed before that."""
+class SendOutcomeUnknown(PermanentError):
+    """A send gave up after an attempt lost its answer (the message may exist); ``message_ids`` were
+    confirmed before that. Reported ``unknown``, never tried again here."""
 
     def __init__(self, message_ids: tuple[str, ...]) -> None:
         super().__init__("send outcome unknown")
@@ -124,7 +134,7 @@ class Actions:
             return failed(key, "deadline", "the action's deadline passed before it could run")
         try:
             return await self._dispatch(action)
-        except _Unknown as exc:
+        except SendOutcomeUnknown as exc:
             error = ActionError(
                 code="outcome_unknown",
                 message="Feishu's answer to an attempt was lost (retried with the same uuid until the "
@@ -148,42 +158,40 @@ class Actions:
         except (PlatformTimeout, PlatformUnavailable) as exc:
             return failed(key, "unavailable", str(exc), retryable=True)
         except FeishuApiError as exc:
-            code = {
-                ApiFailure.NOT_FOUND: "not_found",
-                ApiFailure.FORBIDDEN: "forbidden",
-                ApiFailure.TRANSIENT: "unavailable",
-            }.get(exc.failure, "platform")
-            return failed(key, code, str(exc), retryable=exc.failure is ApiFailure.TRANSIENT)
+            return failed(key, _action_code(exc), str(exc), retryable=isinstance(exc, ApiTransient))
 
     async def _dispatch(self, action: ActionRequest) -> ActionResult:
         key = action.idempotency_key
-        if isinstance(action, SendMessageAction):
-            ids = await self._send_text(action)
-            return ActionResult(idempotency_key=key, ok=True, outcome="done", message_ids=ids)
-        if isinstance(action, ReactAction):
-            emoji_type = emoji.to_feishu(action.emoji)
-            if action.remove:
-                await self.api.remove_reaction(action.message_id, emoji_type)
-            else:
-                await self.api.add_reaction(action.message_id, emoji_type)
-            return ActionResult(idempotency_key=key, ok=True, outcome="done")
-        if isinstance(action, TypingAction):
-            return ActionResult(idempotency_key=key, ok=True, outcome="done")  # Feishu has no typing signal
-        if isinstance(action, DownloadAction):
-            return await self._download(action)
-        if isinstance(action, SendImageAction):
-            ids = await self._send_image(action)
-            return ActionResult(idempotency_key=key, ok=True, outcome="done", message_ids=ids)
-        if isinstance(action, DeleteMessageAction):
-            for message_id in action.message_ids:
-                await self.api.recall(message_id)
-                await self._publish_recall(action.chat_id, message_id)
-            return ActionResult(idempotency_key=key, ok=True, outcome="done")
-        if isinstance(action, ModerateAction):
-            return await self.moderation.moderate(action)
-        assert isinstance(action, BanMemberAction)
-        await self.api.remove_members(action.chat_id, [action.user_id])
-        return ActionResult(idempotency_key=key, ok=True, outcome="done")
+        match action:
+            case SendMessageAction():
+                ids = await self._send_text(action)
+                return ActionResult(idempotency_key=key, ok=True, outcome="done", message_ids=ids)
+            case ReactAction():
+                emoji_type = emoji.to_feishu(action.emoji)
+                if action.remove:
+                    await self.api.remove_reaction(action.message_id, emoji_type)
+                else:
+                    await self.api.add_reaction(action.message_id, emoji_type)
+                return ActionResult(idempotency_key=key, ok=True, outcome="done")
+            case TypingAction():
+                return ActionResult(idempotency_key=key, ok=True, outcome="done")  # Feishu has no typing
+            case DownloadAction():
+                return await self._download(action)
+            case SendImageAction():
+                ids = await self._send_image(action)
+                return ActionResult(idempotency_key=key, ok=True, outcome="done", message_ids=ids)
+            case DeleteMessageAction():
+                for message_id in action.message_ids:
+                    await self.api.recall(message_id)
+                    await self._publish_recall(action.chat_id, message_id)
+                return ActionResult(idempotency_key=key, ok=True, outcome="done")
+            case ModerateAction():
+                return await self.moderation.moderate(action)
+            case BanMemberAction():
+                await self.api.remove_members(action.chat_id, [action.user_id])
+                return ActionResult(idempotency_key=key, ok=True, outcome="done")
+            case _:
+                assert_never(action)
 
     # -- sends -----------------------------------------------------------------------------------------
     async def _send_text(self, action: SendMessageAction) -> tuple[str, ...]:
@@ -240,8 +248,8 @@ class Actions:
     ) -> SentMessage:
         """Send one message under ``uuid``: wait for its pacing slot, and try again with the same uuid
         after a rate limit, a transient answer or a lost answer while the deadline allows — the only
-        retry loop of a send (``core.retries``). Gives up with the last error, or :class:`_Unknown` when
-        an attempt's answer was lost (the message may exist)."""
+        retry loop of a send (``core.retries``). Gives up with the last error, or
+        :class:`SendOutcomeUnknown` when an attempt's answer was lost (the message may exist)."""
         started = self.clock()
         #: Any attempt's answer was lost: the message may exist.
         lost = False
@@ -293,7 +301,7 @@ class Actions:
                     return sent
         except (PlatformTimeout, PlatformUnavailable, RateLimited, FeishuApiError) as last:
             if lost:
-                raise _Unknown(tuple(done)) from last
+                raise SendOutcomeUnknown(tuple(done)) from last
             raise
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -365,9 +373,22 @@ def _send_failure(exc: BaseException) -> Failure | None:
         return Failure.TRANSIENT
     if isinstance(exc, RateLimited):
         return Failure.RATE_LIMITED
-    if isinstance(exc, FeishuApiError):
-        return send_failure(exc.code, exc.status)
+    if isinstance(exc, ApiTransient):
+        return Failure.TRANSIENT
     return None
+
+
+def _action_code(exc: FeishuApiError) -> str:
+    """The action-error code of a Feishu refusal."""
+    match exc:
+        case ApiNotFound():
+            return "not_found"
+        case ApiForbidden():
+            return "forbidden"
+        case ApiTransient():
+            return "unavailable"
+        case _:
+            return "platform"
 
 
 def _retry_after(exc: BaseException) -> float | None:

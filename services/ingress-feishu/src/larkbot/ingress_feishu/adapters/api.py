@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from ..core.apierrors import ApiFailure
-from .rest import FeishuApiError, FeishuRest
+from .rest import ApiNotFound, FeishuRest, api_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +28,7 @@ def _sent(body: dict[str, Any]) -> SentMessage:
     try:
         return SentMessage(str(data["message_id"]), str(data["chat_id"]), int(data["create_time"]))
     except (KeyError, TypeError, ValueError):
-        raise FeishuApiError(
+        raise api_error(
             "message.create", -1, "the answer lacks message_id/chat_id/create_time", 200
         ) from None
 
@@ -48,7 +47,7 @@ class FeishuApi:
         body = await self.rest.call("bot.info", "GET", "/open-apis/bot/v3/info")
         bot = body.get("bot") or {}
         if not isinstance(bot.get("open_id"), str):
-            raise FeishuApiError("bot.info", -1, "the answer lacks bot.open_id", 200)
+            raise api_error("bot.info", -1, "the answer lacks bot.open_id", 200)
         return BotInfo(bot["open_id"], str(bot.get("app_name") or bot["open_id"]))
 
     # Sends wait out no 429 here: their one retry loop (``Actions._deliver``) does, with the pacer.
@@ -75,13 +74,11 @@ class FeishuApi:
 
     async def _found(self, route: str, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         """``GET path``'s data; empty when Feishu does not know it or this app may not see it. Other
-        refusals raise :class:`FeishuApiError` (see its ``failure``)."""
+        refusals raise (``adapters.rest.FeishuApiError``, of the kind it is)."""
         try:
             body = await self.rest.call(route, "GET", path, params=params)
-        except FeishuApiError as exc:
-            if exc.failure is ApiFailure.NOT_FOUND:
-                return {}
-            raise
+        except ApiNotFound:
+            return {}
         data = body.get("data")
         return data if isinstance(data, dict) else {}
 
@@ -161,7 +158,7 @@ class FeishuApi:
         )
         key = (body.get("data") or {}).get("image_key")
         if not isinstance(key, str):
-            raise FeishuApiError("image.create", -1, "the answer lacks image_key", 200)
+            raise api_error("image.create", -1, "the answer lacks image_key", 200)
         return key
 
     async def remove_members(self, chat_id: str, open_ids: list[str]) -> list[str]:

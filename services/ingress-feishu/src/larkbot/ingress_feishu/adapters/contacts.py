@@ -5,7 +5,8 @@ KV bucket; the rule of which name wins is :mod:`..core.names`.
   written with compare-and-set, so two replicas learning different names for one id end where the rule
   says, never where the last writer happened to be.
 - Each process mirrors the bucket in memory (:meth:`Contacts.names`, read by the pure adapter): loaded
-  at :meth:`start` before any event is handled, then kept current by a watch. A process that starts
+  at :meth:`start` before any event is handled, then kept current by the runtime's KV watch
+  (:class:`~larkbot.runtime.watch.KvWatch`, :meth:`watch`). A process that starts
   knows every name the others learned, so a restart or a second replica renders the same name.
 - Contact lookups run in the background (4 at a time) for ids the API never answered for or answered
   ``ttl_s`` ago (:meth:`want`). A transient failure (timeout, rate limit, Feishu's 5xx) is not an answer:
@@ -33,17 +34,17 @@ from types import MappingProxyType
 from typing import Protocol
 
 import nats
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from nats.js.kv import KeyValue
 
 from larkbot.canonical.errors import LarkbotError
 from larkbot.canonical.names import KV_FEISHU_CONTACT_NAMES
 from larkbot.runtime.bus import Bus
+from larkbot.runtime.watch import KvUpdate, KvWatch
 
 from .. import metrics
-from ..core.apierrors import ApiFailure
 from ..core.names import NameEntry, contact_answer, merge, needs_lookup, payload_name
 from .api import FeishuApi
-from .rest import FeishuApiError
+from .rest import ApiTransient, FeishuApiError
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class Contacts:
         self.retry_s = retry_s
         self._clock = clock
         self._kv: KeyValue | None = None
-        self._watcher: KeyValue.KeyWatcher | None = None
+        self._mirror = KvWatch(bus, KV_FEISHU_CONTACT_NAMES, self._mirrored)
         self._entries: dict[str, tuple[NameEntry, int]] = {}  # open_id → (entry, bucket revision)
         self._names: dict[str, str] = {}
         self._view: Mapping[str, str] = MappingProxyType(self._names)
@@ -114,32 +115,29 @@ class Contacts:
     async def start(self) -> None:
         """Load the bucket (returns once every stored entry is mirrored); :meth:`watch` keeps it current."""
         self._kv = await self.bus.js.key_value(KV_FEISHU_CONTACT_NAMES)
-        self._watcher = await self._kv.watchall()
-        while (entry := await self._watcher.updates(timeout=30.0)) is not None:  # type: ignore[no-untyped-call]
-            self._take(entry)
-            self.observer.mirrored(int(entry.revision or 0))
+        await self._mirror.start()
         log.info("contact names loaded: %d", len(self._entries))
 
     async def watch(self) -> None:
         """Mirror what other replicas write (runs until :meth:`close`)."""
-        assert self._watcher is not None
-        async for entry in self._watcher:
-            if entry is not None:
-                self._take(entry)
-                self.observer.mirrored(int(entry.revision or 0))
+        await self._mirror.run()
 
-    def _take(self, item: KeyValue.Entry) -> None:
-        if item.operation in (KV_DEL, KV_PURGE) or not item.value:
-            for open_id in [oid for oid in self._entries if kv_key(oid) == item.key]:
+    async def _mirrored(self, update: KvUpdate) -> None:
+        self._take(update.key, update.value, update.revision)
+        self.observer.mirrored(update.revision)
+
+    def _take(self, key: str, value: bytes | None, revision: int) -> None:
+        if not value:
+            for open_id in [oid for oid in self._entries if kv_key(oid) == key]:
                 self._entries.pop(open_id)
                 self._names.pop(open_id, None)
             return
         try:
-            entry = NameEntry.from_json(item.value)
+            entry = NameEntry.from_json(value)
         except ValueError as exc:
-            log.warning("contact-name entry %s ignored: %s", item.key, exc)
+            log.warning("contact-name entry %s ignored: %s", key, exc)
             return
-        self._apply(entry, int(item.revision or 0))
+        self._apply(entry, revision)
 
     def _apply(self, entry: NameEntry, revision: int) -> None:
         known = self._entries.get(entry.open_id)
@@ -257,7 +255,7 @@ class Contacts:
             try:
                 name = await self.api.user_name(open_id)
             except LarkbotError as exc:
-                if not isinstance(exc, FeishuApiError) or exc.failure is ApiFailure.TRANSIENT:
+                if not isinstance(exc, FeishuApiError) or isinstance(exc, ApiTransient):
                     log.warning("contact lookup failed; asking again in %.0f s: %s", self.retry_s, exc)
                     metrics.NAME_LOOKUPS.labels("error").inc()
                     self._retry_at[open_id] = self._clock() + self.retry_s
@@ -285,7 +283,7 @@ class Contacts:
             with contextlib.suppress(nats.js.errors.KeyNotFoundError):
                 stored = await self._kv.get(kv_key(open_id))
                 if stored.value:
-                    self._take(stored)
+                    self._take(stored.key, stored.value, int(stored.revision or 0))
                     learned = learned or open_id in self._names
         tasks = self._schedule(i for i in unknown if self.entry(i) is None)
         if tasks and self.wait_s > 0:
@@ -299,7 +297,4 @@ class Contacts:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        if self._watcher is not None:
-            with contextlib.suppress(nats.errors.Error):
-                await self._watcher.stop()  # type: ignore[no-untyped-call]
-            self._watcher = None
+        await self._mirror.stop()

@@ -2,16 +2,22 @@
 
 ``handle`` returns only once every canonical event of the envelope is durably in JetStream (PubAck) —
 or the envelope was deliberately dropped or dead-lettered — so the caller may acknowledge Feishu. It
-raises when that is not (yet) true (bus down, a transient failure of the message lookup), and the caller
-must let Feishu re-push. A lookup that Feishu refuses for good never raises: the message is unknown
-(dropped, ``unknown_message``) or the event is dead-lettered (``lookup_forbidden`` / ``lookup_refused``),
-because a re-push would meet the same answer for hours (``core.apierrors``).
+raises when that is not (yet) true (bus down, a transient failure of the message lookup, a dead-letter
+record not written: :class:`~larkbot.runtime.deadletter.DeadLetterFailed`), and the caller must let
+Feishu re-push: the event comes back and is judged again, so nothing is lost. A lookup that Feishu
+refuses for good never raises: the message is unknown (dropped, ``unknown_message``) or the event is
+dead-lettered (``lookup_forbidden`` / ``lookup_refused``), because a re-push would meet the same answer
+for hours (``core.apierrors``).
 
 Dedup: Feishu re-pushes at +15 s, +5 min, +1 h and +6 h with the same ``event_id``. JetStream's
 ``Nats-Msg-Id`` window (2 min) covers the first; the ``ingress-dedup`` KV bucket (TTL 9 h) remembers every
 published ``Nats-Msg-Id`` for the rest, so a late re-push is acknowledged without publishing. The pipeline's
 unique key stays the durable guarantee (a crash between PubAck and the KV write only costs a duplicate
 publish that the pipeline skips).
+
+Dead letters go through the runtime's one writer (:mod:`larkbot.runtime.deadletter`, its header schema):
+source ``feishu``, consumer ``ingress-feishu``, the event type as the subject, the record keyed by a
+digest of the payload so that Feishu's re-push within the duplicate window adds no second record.
 
 Events are handled one at a time under a lock, so the publish order is the arrival order even when the
 webhook serves requests concurrently.
@@ -30,19 +36,19 @@ from collections.abc import Mapping
 import nats
 from nats.js.kv import KeyValue
 
+from larkbot.canonical.errors import PermanentError
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import KV_INGRESS_DEDUP, Platform, events_subject
 from larkbot.runtime.bus import Bus, PayloadTooLarge
+from larkbot.runtime.deadletter import DeadLetter, DeadLetters
 from larkbot.runtime.logs import log_context
 
 from .. import metrics
 from ..core.adapter import EVENT_TYPES, Adapted, Dropped, FeishuAdapter, FeishuEvent, NeedsChat
-from ..core.apierrors import ApiFailure
 from ..core.errors import FeishuPayloadError, MalformedPayload
 from .api import FeishuApi
 from .contacts import Contacts
-from .deadletters import write_dead_letter
-from .rest import FeishuApiError
+from .rest import ApiTransient, FeishuApiError
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +64,12 @@ MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
 CHAT_NAME_TTL_S = 6 * 3600.0
 #: Direct chats remembered as explained in the log (each is explained once while remembered).
 EXPLAINED_CHATS = 10_000
+#: Dead-letter records of events go to ``deadletter.feishu.ingress-feishu``.
+DL_SOURCE = "feishu"
+DL_CONSUMER = "ingress-feishu"
 
 
-class EventRefused(Exception):
+class EventRefused(PermanentError):
     """The event can never be published as things stand: dead-lettered with ``reason`` and acknowledged.
 
     ``lookup_forbidden`` / ``lookup_refused``: an OpenAPI lookup it needs was refused for good (the app
@@ -78,8 +87,16 @@ def dedup_kv_key(nats_msg_id: str) -> str:
 
 
 class Inbound:
-    def __init__(self, bus: Bus, adapter: FeishuAdapter, contacts: Contacts, api: FeishuApi | None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        adapter: FeishuAdapter,
+        contacts: Contacts,
+        api: FeishuApi | None,
+        dead_letters: DeadLetters,
+    ) -> None:
         self.bus = bus
+        self.dead_letters = dead_letters
         self.adapter = adapter
         self.contacts = contacts
         self.api = api
@@ -201,11 +218,11 @@ class Inbound:
         other final refusal → :class:`EventRefused`; a transient failure raises (Feishu re-pushes)."""
         try:
             chat_id = await self.api.message_chat(needs.message_id) if self.api is not None else None
+        except ApiTransient:
+            raise
         except FeishuApiError as exc:
-            if exc.failure is ApiFailure.TRANSIENT:
-                raise
             # Final: a re-push would meet the same answer for hours (core.apierrors).
-            raise EventRefused(f"lookup_{exc.failure.value}", str(exc), needs.event_type) from None
+            raise EventRefused(f"lookup_{exc.kind.value}", str(exc), needs.event_type) from None
         if chat_id is None:
             return Dropped(needs.event_type, needs.event_id, "unknown_message")
         self.adapter.remember(needs.message_id, chat_id)
@@ -243,5 +260,6 @@ class Inbound:
 
     async def _dead_letter(self, body: bytes, exc: FeishuPayloadError | EventRefused) -> None:
         event_type = exc.event_type or "unknown"
-        await write_dead_letter(self.bus, body, exc.reason, str(exc), event_type)
+        letter = DeadLetter(DL_SOURCE, DL_CONSUMER, exc.reason, str(exc), body, subject=event_type)
+        await self.dead_letters.write(letter)
         metrics.EVENTS.labels(event_type if event_type in EVENT_TYPES else "other", "dead_lettered").inc()

@@ -34,9 +34,8 @@ from larkbot.runtime.bus import BusUnavailable
 from larkbot.runtime.ingress import OncePerKey, failed
 
 from .. import metrics
-from ..core.apierrors import ApiFailure
 from .api import FeishuApi
-from .rest import FeishuApiError, PlatformTimeout, PlatformUnavailable, RateLimited
+from .rest import ApiTransient, FeishuApiError, PlatformTimeout, PlatformUnavailable, RateLimited
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +48,8 @@ def _error(exc: Exception) -> ActionError:
     if isinstance(exc, RateLimited):
         return ActionError(code="rate_limited", message=str(exc), retryable=True, retry_after_s=exc.delay_s)
     if isinstance(exc, FeishuApiError):
-        code = {
-            ApiFailure.NOT_FOUND: "not_found",
-            ApiFailure.FORBIDDEN: "forbidden",
-            ApiFailure.REFUSED: "refused",
-        }.get(exc.failure, "unavailable")
-        return ActionError(code=code, message=str(exc), retryable=exc.failure is ApiFailure.TRANSIENT)
+        code = "unavailable" if isinstance(exc, ApiTransient) else exc.kind.value
+        return ActionError(code=code, message=str(exc), retryable=isinstance(exc, ApiTransient))
     return ActionError(code="unavailable", message=str(exc), retryable=True)
 
 
@@ -72,7 +67,7 @@ class FeishuModeration:
         try:
             invalid = await self.api.remove_members(action.chat_id, [action.user_id])
         except FeishuApiError as exc:
-            if exc.failure is ApiFailure.TRANSIENT:
+            if isinstance(exc, ApiTransient):
                 metrics.MODERATION_BANS.labels("failed").inc()
                 return failed(key, "unavailable", str(exc), retryable=True)
             metrics.MODERATION_BANS.labels("refused_permission").inc()

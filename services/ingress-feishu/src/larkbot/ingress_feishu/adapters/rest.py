@@ -11,7 +11,9 @@ the token asynchronously under a lock, and maps Feishu's answers once, here:
   :class:`RateLimited`;
 - no answer — a timeout, a connection closed after the request was written — → :class:`PlatformTimeout`
   (the request may have been executed); a request that never reached Feishu (connection refused, DNS,
-  no pooled connection in time) → :class:`PlatformUnavailable`; any other code → :class:`FeishuApiError`.
+  no pooled connection in time) → :class:`PlatformUnavailable`; any other code → a
+  :class:`FeishuApiError` whose type says what it means (:func:`api_error`, ``core.apierrors``):
+  :class:`ApiNotFound`, :class:`ApiForbidden`, :class:`ApiRefused` (permanent), :class:`ApiTransient`.
 
 The app secret travels only in the token request body; it is never part of a message or an exception.
 """
@@ -22,15 +24,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final, assert_never
 
 import httpx
 from pydantic import SecretStr
 
-from larkbot.canonical.errors import LarkbotError, RetryableError
+from larkbot.canonical.errors import LarkbotError, PermanentError, RetryableError
 
 from .. import metrics
-from ..core.apierrors import classify
+from ..core.apierrors import ApiFailure, classify
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +46,56 @@ _NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout,
 
 
 class FeishuApiError(LarkbotError):
-    """Feishu answered with a non-zero ``code``; ``failure`` says whether repeating the call can help."""
+    """Feishu answered with a non-zero ``code`` (``-1``: an answer Feishu did not write as documented).
+    Raised as one of its four kinds (:func:`api_error`); ``kind`` names it in reports."""
+
+    kind: ClassVar[ApiFailure]
 
     def __init__(self, route: str, code: int, msg: str, status: int) -> None:
         super().__init__(f"{route}: Feishu code {code} (HTTP {status}): {msg[:200]}")
         self.route = route
         self.code = code
         self.status = status
-        self.failure = classify(code, status)
+
+
+class ApiNotFound(FeishuApiError, PermanentError):
+    """The object is not there, or not visible to this app."""
+
+    kind = ApiFailure.NOT_FOUND
+
+
+class ApiForbidden(FeishuApiError, PermanentError):
+    """The app lacks an ability or a scope: final until an operator changes the app."""
+
+    kind = ApiFailure.FORBIDDEN
+
+
+class ApiRefused(FeishuApiError, PermanentError):
+    """Any other refusal of the request: repeating it cannot succeed."""
+
+    kind = ApiFailure.REFUSED
+
+
+class ApiTransient(FeishuApiError, RetryableError):
+    """Feishu's own fault or a rate limit by code: a later attempt may succeed."""
+
+    kind = ApiFailure.TRANSIENT
+
+
+def api_error(route: str, code: int, msg: str, status: int) -> FeishuApiError:
+    """The error answer ``code`` (HTTP ``status``) as the type of what it means."""
+    failure = classify(code, status)
+    match failure:
+        case ApiFailure.NOT_FOUND:
+            return ApiNotFound(route, code, msg, status)
+        case ApiFailure.FORBIDDEN:
+            return ApiForbidden(route, code, msg, status)
+        case ApiFailure.REFUSED:
+            return ApiRefused(route, code, msg, status)
+        case ApiFailure.TRANSIENT:
+            return ApiTransient(route, code, msg, status)
+        case _:
+            assert_never(failure)
 
 
 class RateLimited(RetryableError):
@@ -106,7 +150,7 @@ class FeishuRest:
                 raise PlatformUnavailable(f"tenant token request failed: {type(exc).__name__}") from None
             data = _json(resp, "auth.token")
             if data.get("code") != 0 or not isinstance(data.get("tenant_access_token"), str):
-                raise FeishuApiError(
+                raise api_error(
                     "auth.token", int(data.get("code", -1)), str(data.get("msg", "")), resp.status_code
                 )
             self._token = str(data["tenant_access_token"])
@@ -155,7 +199,7 @@ class FeishuRest:
                 await self._sleep(reset)
                 continue
             metrics.API_REQUESTS.labels(route, "error").inc()
-            raise FeishuApiError(
+            raise api_error(
                 route, int(code) if isinstance(code, int) else -1, str(body.get("msg", "")), resp.status_code
             )
 
@@ -171,7 +215,7 @@ class FeishuRest:
             ) as resp:
                 if "json" in resp.headers.get("content-type", ""):
                     body = _json(httpx.Response(resp.status_code, content=await resp.aread()), route)
-                    raise FeishuApiError(
+                    raise api_error(
                         route, int(body.get("code", -1)), str(body.get("msg", "")), resp.status_code
                     )
                 chunks: list[bytes] = []
@@ -237,9 +281,9 @@ def _json(resp: httpx.Response, route: str) -> dict[str, Any]:
     try:
         body = resp.json()
     except ValueError:
-        raise FeishuApiError(route, -1, "the answer is not JSON", resp.status_code) from None
+        raise api_error(route, -1, "the answer is not JSON", resp.status_code) from None
     if not isinstance(body, dict):
-        raise FeishuApiError(route, -1, "the answer is not a JSON object", resp.status_code)
+        raise api_error(route, -1, "the answer is not a JSON object", resp.status_code)
     return body
 
 

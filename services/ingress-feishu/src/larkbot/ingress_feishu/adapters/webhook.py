@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import assert_never
 
 from aiohttp import web
 
@@ -67,20 +68,24 @@ class WebhookServer:
         received_at_ms = time.time_ns() // 1_000_000
         body = await request.read()
         verdict = verify(body, request.headers, encrypt_key=self._encrypt_key, verification_token=self._token)
-        if isinstance(verdict, Rejected):
-            metrics.WEBHOOK_REJECTED.labels(verdict.reason).inc()
-            log.warning(
-                "rejected a Feishu webhook callback from %s: %s (%s)",
-                request.remote,
-                verdict.reason,
-                verdict.detail,
-            )
-            return web.json_response({"msg": verdict.reason}, status=401)
-        if isinstance(verdict, Challenge):
-            return web.json_response({"challenge": verdict.challenge})
-        assert isinstance(verdict, Accepted)
+        match verdict:
+            case Rejected():
+                metrics.WEBHOOK_REJECTED.labels(verdict.reason).inc()
+                log.warning(
+                    "rejected a Feishu webhook callback from %s: %s (%s)",
+                    request.remote,
+                    verdict.reason,
+                    verdict.detail,
+                )
+                return web.json_response({"msg": verdict.reason}, status=401)
+            case Challenge():
+                return web.json_response({"challenge": verdict.challenge})
+            case Accepted():
+                payload = verdict.payload
+            case _:
+                assert_never(verdict)
         try:
-            await self.inbound.handle(json.dumps(verdict.payload).encode(), received_at_ms)
+            await self.inbound.handle(json.dumps(payload).encode(), received_at_ms)
         except LarkbotError as exc:
             log.warning("webhook event not persisted; Feishu will retry: %s", exc)
             return web.json_response({"msg": "retry"}, status=500)

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from larkbot.runtime.backoff import Backoff, Failure, RetryPolicy
-
-from .apierrors import ApiFailure, classify
+from larkbot.runtime.backoff import Backoff, RetryPolicy
 
 #: A send without a deadline gives up after this long.
 NO_DEADLINE_BUDGET_S: Final = 60.0
@@ -32,8 +30,3 @@ BACKOFF: Final = Backoff(initial_s=0.5, max_s=8.0, factor=2.0, jitter=0.25)
 def send_policy(max_attempts: int, backoff: Backoff = BACKOFF) -> RetryPolicy:
     """The send policy: ``backoff`` from ``retry.platform_send``, the count from ``feishu.send_attempts``."""
     return RetryPolicy(backoff, max_attempts=max_attempts)
-
-
-def send_failure(code: int, status: int) -> Failure | None:
-    """The kind of a Feishu error answer (``code``, HTTP ``status``) to a send; ``None``: final."""
-    return Failure.TRANSIENT if classify(code, status) is ApiFailure.TRANSIENT else None

@@ -25,7 +25,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
 from larkbot.canonical.actions import (
     ActionError,
@@ -36,6 +36,7 @@ from larkbot.canonical.actions import (
     DownloadAction,
     ModerateAction,
     ReactAction,
+    SendImageAction,
     SendMessageAction,
     TypingAction,
 )
@@ -61,7 +62,7 @@ from ..core import (
     to_telegram_html,
 )
 from ..core.context import platform_message_id
-from ..core.retries import NO_DEADLINE_BUDGET_S
+from ..core.retries import NO_DEADLINE_BUDGET_S, SELF_EVENT_RETRY
 from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
 from .downloads import download
 from .ledger import LedgerConflict, SentLedger
@@ -105,20 +106,29 @@ class ActionExecutor:
         self.moderation = TelegramModeration(self._call, self._publish, api_error, adapter)
 
     async def act(self, action: ActionRequest) -> ActionResult:
-        if isinstance(action, SendMessageAction):
-            # Its ledger answers first: a late repeat of a key that was sent is a duplicate, not a refusal.
-            result = await self.send_message(action)
-        elif _late(action.deadline_ms):
-            result = failed(action.idempotency_key, "deadline", "the deadline passed before execution")
-        elif isinstance(action, ModerateAction):
-            result = await self.moderation.moderate(action)
-        else:
-            try:
-                result = await self._simple(action)
-            except BotApiError as exc:
-                result = _api_failure(action.idempotency_key, exc)
-            except (NotSent, OutcomeUnknown) as exc:
-                result = failed(action.idempotency_key, "network", str(exc), retryable=True)
+        key = action.idempotency_key
+        match action:
+            case SendMessageAction():
+                # Its ledger answers first: a late repeat of a key that was sent is a duplicate, not a
+                # refusal.
+                result = await self.send_message(action)
+            case _ if _late(action.deadline_ms):
+                result = failed(key, "deadline", "the deadline passed before execution")
+            case ModerateAction():
+                result = await self.moderation.moderate(action)
+            case (
+                ReactAction() | TypingAction() | BanMemberAction() | DeleteMessageAction() | DownloadAction()
+            ):
+                try:
+                    result = await self._simple(action)
+                except BotApiError as exc:
+                    result = _api_failure(key, exc)
+                except (NotSent, OutcomeUnknown) as exc:
+                    result = failed(key, "network", str(exc), retryable=True)
+            case SendImageAction():
+                result = failed(key, "unsupported", f"{action.kind} is not supported on Telegram")
+            case _:
+                assert_never(action)
         metrics.ACTIONS.labels(action.kind, result.outcome).inc()
         return result
 
@@ -274,16 +284,21 @@ class ActionExecutor:
 
     async def _publish(self, event: MessageEvent | DeleteEvent, what: str) -> None:
         subject = events_subject(PLATFORM, event.chat_id)
-        for attempt in range(5):
-            try:
-                await self.bus.publish(subject, event, msg_id=event_msg_id(event))
-                metrics.SELF_EVENTS.labels("published").inc()
-                return
-            except BusUnavailable as exc:
-                log.warning("%s not stored (attempt %d): %s", what, attempt + 1, exc)
-                await self.sleep(0.5 * 2**attempt)
-        metrics.SELF_EVENTS.labels("failed").inc()
-        log.error("%s lost after retries: chat %s, dedup key %s", what, event.chat_id, event.dedup_key)
+
+        def retried(_failure: Failure, attempts: int, wait: float, exc: BaseException | None) -> None:
+            log.warning("%s not stored (attempt %d), retrying in %.2f s: %s", what, attempts, wait, exc)
+
+        try:
+            async for attempt in retrying(
+                SELF_EVENT_RETRY, _bus_failure, on_retry=retried, sleep=self.sleep, jitter=self.jitter
+            ):
+                with attempt:
+                    await self.bus.publish(subject, event, msg_id=event_msg_id(event))
+        except BusUnavailable:
+            metrics.SELF_EVENTS.labels("failed").inc()
+            log.error("%s lost after retries: chat %s, dedup key %s", what, event.chat_id, event.dedup_key)
+            return
+        metrics.SELF_EVENTS.labels("published").inc()
 
     # -- idempotent actions ------------------------------------------------------------------------------
     async def _call(self, chat_id: str, method: str, params: dict[str, Any]) -> Any:
@@ -295,25 +310,28 @@ class ActionExecutor:
                 raise
         return await self.api.call(method, {"chat_id": self._chat(chat_id), **params})
 
-    async def _simple(self, action: ActionRequest) -> ActionResult:
+    async def _simple(
+        self, action: ReactAction | TypingAction | BanMemberAction | DeleteMessageAction | DownloadAction
+    ) -> ActionResult:
         key = action.idempotency_key
-        if isinstance(action, ReactAction):
-            reaction = [] if action.remove else [{"type": "emoji", "emoji": action.emoji}]
-            await self._call(
-                action.chat_id,
-                "setMessageReaction",
-                {"message_id": platform_message_id(action.message_id), "reaction": reaction},
-            )
-        elif isinstance(action, TypingAction):
-            await self._call(action.chat_id, "sendChatAction", {"action": "typing"})
-        elif isinstance(action, BanMemberAction):
-            await self._call(action.chat_id, "banChatMember", {"user_id": int(action.user_id)})
-        elif isinstance(action, DeleteMessageAction):
-            return await self._delete(action)
-        elif isinstance(action, DownloadAction):
-            return await download(self.api, self.bus, action)
-        else:
-            return failed(key, "unsupported", f"{action.kind} is not supported on Telegram")
+        match action:
+            case ReactAction():
+                reaction = [] if action.remove else [{"type": "emoji", "emoji": action.emoji}]
+                await self._call(
+                    action.chat_id,
+                    "setMessageReaction",
+                    {"message_id": platform_message_id(action.message_id), "reaction": reaction},
+                )
+            case TypingAction():
+                await self._call(action.chat_id, "sendChatAction", {"action": "typing"})
+            case BanMemberAction():
+                await self._call(action.chat_id, "banChatMember", {"user_id": int(action.user_id)})
+            case DeleteMessageAction():
+                return await self._delete(action)
+            case DownloadAction():
+                return await download(self.api, self.bus, action)
+            case _:
+                assert_never(action)
         return ActionResult(idempotency_key=key, ok=True, outcome="done")
 
     async def _delete(self, action: DeleteMessageAction) -> ActionResult:
@@ -397,3 +415,7 @@ def _send_failure(exc: BaseException) -> Failure | None:
 
 def _retry_after(exc: BaseException) -> float | None:
     return exc.retry_after if isinstance(exc, BotApiError) else None
+
+
+def _bus_failure(exc: BaseException) -> Failure | None:
+    return Failure.TRANSIENT if isinstance(exc, BusUnavailable) else None

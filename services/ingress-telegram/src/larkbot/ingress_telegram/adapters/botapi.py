@@ -8,8 +8,10 @@ inbound updates. Errors never carry the request URL (it contains the bot token).
 
 The three, decided once, here:
 
-- a JSON answer with ``ok: false`` → :class:`BotApiError` with its ``error_code``, whatever the code:
-  Telegram answered, so it did not execute the method — a 500 ``Internal Server Error`` included;
+- a JSON answer with ``ok: false`` → a :class:`BotApiError` with its ``error_code``, whatever the code:
+  Telegram answered, so it did not execute the method — a 500 ``Internal Server Error`` included. Its
+  type says whether asking again can help (:func:`bot_api_error`, ``core.retries``): :class:`BotApiFault`
+  (429, 5xx) or :class:`BotApiRefused` (any other code);
 - the connection could not be opened → :class:`NotSent`;
 - no answer (timeout, a connection closed after the request was written) or an answer that is not the Bot
   API's (an HTTP 5xx without its JSON body, from a proxy or load balancer in front of it, which may have
@@ -23,11 +25,15 @@ from typing import Any
 
 import aiohttp
 
+from larkbot.canonical.errors import LarkbotError, PermanentError, RetryableError
 
-class BotApiError(Exception):
+from ..core.retries import send_failure
+
+
+class BotApiError(LarkbotError):
     """Telegram answered ``ok: false``: the method was not executed (``code`` is its ``error_code``: 429
     with ``retry_after``, 5xx for its own faults, 4xx for the request's). ``migrate_to_chat_id``: the
-    group was upgraded to that supergroup (send there instead)."""
+    group was upgraded to that supergroup (send there instead). Raised as one of its two kinds."""
 
     def __init__(
         self,
@@ -43,13 +49,34 @@ class BotApiError(Exception):
         self.migrate_to_chat_id = migrate_to_chat_id
 
 
-class NotSent(Exception):
+class BotApiFault(BotApiError, RetryableError):
+    """Rate limited (429) or Telegram's own fault (5xx): the same call may succeed later."""
+
+
+class BotApiRefused(BotApiError, PermanentError):
+    """Any other error answer (400, 401, 403, …): repeating the call cannot change it."""
+
+
+def bot_api_error(
+    code: int,
+    description: str,
+    retry_after: float | None = None,
+    migrate_to_chat_id: int | None = None,
+) -> BotApiError:
+    """Telegram's error answer ``code`` as the type of what it means."""
+    kind = BotApiRefused if send_failure(code) is None else BotApiFault
+    return kind(code, description, retry_after, migrate_to_chat_id)
+
+
+class NotSent(RetryableError):
     """The connection could not be opened: the request never reached Telegram."""
 
 
-class OutcomeUnknown(Exception):
+class OutcomeUnknown(RetryableError):
     """The request may have reached Telegram but its answer never came back (timeout, a connection closed
-    after the request was written, an HTTP 5xx that is not a Bot API answer)."""
+    after the request was written, an HTTP 5xx that is not a Bot API answer). Transient as a failure of
+    the call; a send is still never repeated after it (the Bot API has no idempotency key,
+    ``core.retries``)."""
 
 
 class BotApi:
@@ -86,14 +113,14 @@ class BotApi:
         if not isinstance(payload, dict):
             if status >= 500:
                 raise OutcomeUnknown(f"{method}: HTTP {status}")
-            raise BotApiError(status, f"HTTP {status} without a Bot API body")
+            raise bot_api_error(status, f"HTTP {status} without a Bot API body")
         if payload.get("ok") is True:
             return payload.get("result")
         code = int(payload.get("error_code") or status)
         parameters = payload.get("parameters") or {}
         retry_after = parameters.get("retry_after")
         migrate_to = parameters.get("migrate_to_chat_id")
-        raise BotApiError(
+        raise bot_api_error(
             code,
             str(payload.get("description") or "no description"),
             float(retry_after) if retry_after is not None else None,
@@ -106,13 +133,13 @@ class BotApi:
         try:
             async with self._http().get(url) as resp:
                 if resp.status != 200:
-                    raise BotApiError(resp.status, "file download failed")
+                    raise bot_api_error(resp.status, "file download failed")
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in resp.content.iter_chunked(65536):
                     size += len(chunk)
                     if size > max_bytes:
-                        raise BotApiError(413, f"file is larger than {max_bytes} bytes")
+                        raise bot_api_error(413, f"file is larger than {max_bytes} bytes")
                     chunks.append(chunk)
                 return b"".join(chunks)
         except aiohttp.ClientConnectorError as exc:

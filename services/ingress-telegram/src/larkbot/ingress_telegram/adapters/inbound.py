@@ -1,9 +1,18 @@
 """One raw update → adapted → published to JetStream (PubAck) or dead-lettered, in arrival order.
 
 :meth:`Inbound.handle` returns only once the update's events are stored (or its dead-letter record
-is), which is what lets the caller confirm the update to Telegram. A bus failure is retried with backoff
-for as long as it lasts: confirming an update whose events were not stored would lose it, and skipping
-it would reorder the chat. The time of arrival is captured by the caller before anything is awaited.
+is), which is what lets the caller confirm the update to Telegram. A bus failure — an event not
+stored, a migration not recorded, a dead-letter record not written
+(:class:`~larkbot.runtime.deadletter.DeadLetterFailed`) — is retried through :mod:`larkbot.runtime.retry`
+(:data:`..core.retries.STORE_RETRY`) for as long as it lasts: the update is not confirmed meanwhile (the
+poller's offset does not advance, the webhook does not answer and Telegram's redelivery waits behind it),
+because confirming an update whose events were not stored would lose it, and skipping it would reorder
+the chat (aiogram confirms an update whose handler raised). The time of arrival is captured by the caller
+before anything is awaited.
+
+Dead letters go through the runtime's one writer (:mod:`larkbot.runtime.deadletter`, its header schema):
+source ``telegram``, consumer ``ingress-telegram``, the record keyed by ``update:<update_id>`` (a
+redelivered update adds no second record), the update ASCII-escaped so that even a lone surrogate is kept.
 """
 
 from __future__ import annotations
@@ -11,29 +20,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, TypeVar
 
 import nats
 
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import CanonicalEvent
 from larkbot.canonical.fingerprint import event_msg_id
-from larkbot.canonical.names import (
-    HEADER_DL_CONSUMER,
-    HEADER_DL_ERROR,
-    HEADER_DL_REASON,
-    HEADER_DL_STREAM,
-    HEADER_MSG_ID,
-    Platform,
-    dead_letter_subject,
-    events_subject,
-)
+from larkbot.canonical.names import Platform, events_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
-from larkbot.runtime.logs import log_context, mask
+from larkbot.runtime.deadletter import DeadLetter, DeadLetterFailed, DeadLetters, describe
+from larkbot.runtime.logs import log_context
+from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .. import metrics
 from ..core import Adapted, MalformedUpdate, TelegramAdapter
+from ..core.retries import STORE_RETRY
 from .migrations import ChatMigrations
 
 log = logging.getLogger(__name__)
@@ -43,21 +46,45 @@ PLATFORM: Final = Platform.TELEGRAM.value
 DL_SOURCE: Final = "telegram"
 DL_CONSUMER: Final = "ingress-telegram"
 
+T = TypeVar("T")
+
+
+def _bus_failure(exc: BaseException) -> Failure | None:
+    if isinstance(exc, BusUnavailable | DeadLetterFailed | nats.errors.Error | TimeoutError):
+        return Failure.TRANSIENT
+    return None
+
 
 class Inbound:
     def __init__(
         self,
         bus: Bus,
         adapter: TelegramAdapter,
+        dead_letters: DeadLetters,
         *,
         migrations: ChatMigrations | None = None,
-        max_backoff_s: float = 10.0,
+        retry: RetryPolicy = STORE_RETRY,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.bus = bus
         self.adapter = adapter
+        self.dead_letters = dead_letters
         self.migrations = migrations
-        self.max_backoff_s = max_backoff_s
+        self.retry = retry
+        self.sleep = sleep
         self.last_update_id: int | None = None
+
+    async def _until_stored(self, what: str, write: Callable[[], Awaitable[T]]) -> T:
+        """``write`` until it succeeds (the bus is away; the update waits, unconfirmed)."""
+
+        def retried(_failure: Failure, _attempts: int, wait: float, exc: BaseException | None) -> None:
+            metrics.PUBLISH_RETRIES.inc()
+            log.warning("%s not stored, retrying in %.2f s: %s", what, wait, exc)
+
+        async for attempt in retrying(self.retry, _bus_failure, on_retry=retried, sleep=self.sleep):
+            with attempt:
+                result = await write()
+        return result
 
     async def handle(self, update: Mapping[str, Any], received_at_ms: int) -> Adapted | None:
         """Adapt and store one update; ``None`` when it was dead-lettered."""
@@ -85,33 +112,18 @@ class Inbound:
 
     async def _record_migration(self, group: str, supergroup: str) -> None:
         """Stored before the update is confirmed: after a restart the supergroup must still be the group."""
-        if self.migrations is None:
+        migrations = self.migrations
+        if migrations is None:
             return
-        delay = 0.25
-        while True:
-            try:
-                await self.migrations.record(group, supergroup)
-                return
-            except (nats.errors.Error, TimeoutError) as exc:
-                log.warning("chat migration not stored (%s), retrying", type(exc).__name__)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.max_backoff_s)
+        await self._until_stored("chat migration", lambda: migrations.record(group, supergroup))
 
     async def _store(self, event: CanonicalEvent) -> None:
         subject = events_subject(PLATFORM, event.chat_id)
-        delay = 0.25
-        while True:
-            try:
-                ack = await self.bus.publish(subject, event, msg_id=event_msg_id(event))
-            except BusUnavailable as exc:
-                metrics.PUBLISH_RETRIES.inc()
-                log.warning("event not stored, retrying in %.2f s: %s", delay, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.max_backoff_s)
-                continue
-            if ack.duplicate:
-                metrics.DUPLICATES.inc()
-            return
+        ack = await self._until_stored(
+            "event", lambda: self.bus.publish(subject, event, msg_id=event_msg_id(event))
+        )
+        if ack.duplicate:
+            metrics.DUPLICATES.inc()
 
     async def dead_letter(
         self, update: Mapping[str, Any] | bytes, exc: BaseException, reason: str | None = None
@@ -126,27 +138,16 @@ class Inbound:
             data = json.dumps(update, ensure_ascii=True, separators=(",", ":")).encode()
             raw_id = update.get("update_id") if isinstance(update, Mapping) else None
             update_id = raw_id if isinstance(raw_id, int) and not isinstance(raw_id, bool) else None
-        error = mask(str(exc))[:2000].replace("\r", " ").replace("\n", " ")
-        headers = {
-            HEADER_DL_REASON: reason,
-            HEADER_DL_ERROR: error,
-            HEADER_DL_STREAM: DL_SOURCE,
-            HEADER_DL_CONSUMER: DL_CONSUMER,
-        }
-        if update_id is not None:
-            headers[HEADER_MSG_ID] = f"dl:telegram:update:{update_id}"
-        delay = 0.25
-        while True:
-            try:
-                await self.bus.js.publish(
-                    dead_letter_subject(DL_SOURCE, DL_CONSUMER), data, headers=headers, timeout=5.0
-                )
-                break
-            except (nats.errors.Error, TimeoutError) as pub_exc:
-                log.warning("dead-letter record not stored (%s), retrying", type(pub_exc).__name__)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.max_backoff_s)
+        letter = DeadLetter(
+            DL_SOURCE,
+            DL_CONSUMER,
+            reason,
+            str(exc),
+            data,
+            key=f"update:{update_id}" if update_id is not None else None,
+        )
+        await self._until_stored("dead-letter record", lambda: self.dead_letters.write(letter))
         metrics.UPDATES.labels("dead_lettered", reason).inc()
-        log.error("update dead-lettered (%s): %s", reason, error)
+        log.info("update dead-lettered (%s): %s", reason, describe(exc))
         if update_id is not None:
             self.last_update_id = update_id

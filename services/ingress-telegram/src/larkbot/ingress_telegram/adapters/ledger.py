@@ -1,30 +1,30 @@
 """The sent-ledger in a JetStream KV bucket of its own.
 
-Why KV and not a table: the ledger must be shared by every replica of the ``actions.telegram`` queue
-group and claimed atomically (``create`` fails when the key exists, ``update`` is compare-and-set on
-the revision), which KV gives without a database this otherwise stateless service would have to own and
-migrate; its records are short-lived by nature (a retry comes within minutes), so the bucket's TTL is
-the retention policy. KV keys allow only ``[-/_=.A-Za-z0-9]``, hence the SHA-256 of the caller's key.
+Why KV and not a table: the ledger must be shared by every replica of the ``actions.telegram`` queue group
+and claimed atomically (``create`` fails when the key exists, ``update`` is compare-and-set on the
+revision), which KV gives without a database this otherwise stateless service would have to own and migrate;
+its records are short-lived by nature (a retry comes within minutes), so the bucket's TTL is the retention
+policy. The bucket is declared with the others (``names.KV_TELEGRAM_SENT_LEDGER``), so its replicas and
+limits are the configuration's (``jetstream``). KV keys allow only ``[-/_=.A-Za-z0-9]``, hence the SHA-256
+of the caller's key.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Final
 
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
+
+from larkbot.canonical.errors import RetryableError
+from larkbot.canonical.names import KV_TELEGRAM_SENT_LEDGER
 
 from ..core.ledger import Record
 
-BUCKET: Final = "telegram-sent-ledger"
-TTL_S: Final = 7 * 24 * 3600.0
 
-
-class LedgerConflict(Exception):
-    """Another attempt wrote the record first (compare-and-set lost)."""
+class LedgerConflict(RetryableError):
+    """Another attempt wrote the record first (compare-and-set lost): read it and decide again."""
 
 
 class SentLedger:
@@ -32,14 +32,8 @@ class SentLedger:
         self.kv = kv
 
     @classmethod
-    async def open(cls, js: JetStreamContext, ttl_s: float = TTL_S) -> SentLedger:
-        try:
-            kv = await js.key_value(BUCKET)
-        except BucketNotFoundError:
-            kv = await js.create_key_value(
-                KeyValueConfig(bucket=BUCKET, history=1, ttl=ttl_s, storage=StorageType.FILE)
-            )
-        return cls(kv)
+    async def open(cls, js: JetStreamContext) -> SentLedger:
+        return cls(await js.key_value(KV_TELEGRAM_SENT_LEDGER))
 
     @staticmethod
     def key(idempotency_key: str) -> str:

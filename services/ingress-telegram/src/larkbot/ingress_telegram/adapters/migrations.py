@@ -2,22 +2,22 @@
 value: the supergroup's id) so that a chat continues under its configured id across restarts.
 
 Loaded into the adapter before any update is taken, written when the adapter learns a new upgrade (from
-the upgrade's service messages or a send Telegram refused with ``migrate_to_chat_id``), and watched, so
-that a replica learns what another one wrote. An operator can also record one by hand (``nats kv put
+the upgrade's service messages or a send Telegram refused with ``migrate_to_chat_id``), and watched
+through the runtime's KV watch (:class:`~larkbot.runtime.watch.KvWatch`), so that a replica learns what
+another one wrote. An operator can also record one by hand (``nats kv put
 telegram-chat-migrations <group id> <supergroup id>``), for an upgrade that happened while the service
 was not reading the group.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
-import nats
-from nats.js import JetStreamContext
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from nats.js.kv import KeyValue
 
 from larkbot.canonical.names import KV_TELEGRAM_CHAT_MIGRATIONS
+from larkbot.runtime.bus import Bus
+from larkbot.runtime.watch import KvUpdate, KvWatch
 
 from ..core import TelegramAdapter
 
@@ -25,36 +25,31 @@ log = logging.getLogger(__name__)
 
 
 class ChatMigrations:
-    def __init__(self, kv: KeyValue, adapter: TelegramAdapter) -> None:
+    def __init__(self, bus: Bus, kv: KeyValue, adapter: TelegramAdapter) -> None:
         self.kv = kv
         self.adapter = adapter
-        self._watcher: KeyValue.KeyWatcher | None = None
+        self._mirror = KvWatch(bus, KV_TELEGRAM_CHAT_MIGRATIONS, self._take)
 
     @classmethod
-    async def open(cls, js: JetStreamContext, adapter: TelegramAdapter) -> ChatMigrations:
+    async def open(cls, bus: Bus, adapter: TelegramAdapter) -> ChatMigrations:
         """Mirror every stored upgrade into ``adapter`` (returns once all are loaded)."""
-        store = cls(await js.key_value(KV_TELEGRAM_CHAT_MIGRATIONS), adapter)
-        store._watcher = await store.kv.watchall()
-        while (entry := await store._watcher.updates(timeout=30.0)) is not None:  # type: ignore[no-untyped-call]
-            store._take(entry)
+        store = cls(bus, await bus.js.key_value(KV_TELEGRAM_CHAT_MIGRATIONS), adapter)
+        await store._mirror.start()
         return store
 
     async def watch(self) -> None:
         """Mirror what other replicas write (runs until :meth:`close`)."""
-        assert self._watcher is not None
-        async for entry in self._watcher:
-            if entry is not None:
-                self._take(entry)
+        await self._mirror.run()
 
-    def _take(self, entry: KeyValue.Entry) -> None:
-        if entry.operation in (KV_DEL, KV_PURGE) or not entry.value:
+    async def _take(self, update: KvUpdate) -> None:
+        if not update.value:
             return  # an upgrade cannot be undone: a deleted record only stops new processes learning it
-        supergroup = entry.value.decode(errors="replace")
-        if not supergroup.lstrip("-").isdigit() or not entry.key.lstrip("-").isdigit():
-            log.warning("chat migration record %r ignored: not a chat id pair", entry.key)
+        supergroup = update.value.decode(errors="replace")
+        if not supergroup.lstrip("-").isdigit() or not update.key.lstrip("-").isdigit():
+            log.warning("chat migration record %r ignored: not a chat id pair", update.key)
             return
-        if self.adapter.migrations.learn(entry.key, supergroup):
-            log.info("chat %s continues as supergroup %s", entry.key, supergroup)
+        if self.adapter.migrations.learn(update.key, supergroup):
+            log.info("chat %s continues as supergroup %s", update.key, supergroup)
 
     async def record(self, group: str, supergroup: str) -> None:
         """Store an upgrade the adapter learnt (idempotent)."""
@@ -62,7 +57,4 @@ class ChatMigrations:
         log.info("chat %s was upgraded to supergroup %s; it continues under %s", group, supergroup, group)
 
     async def close(self) -> None:
-        if self._watcher is not None:
-            with contextlib.suppress(nats.errors.Error):
-                await self._watcher.stop()  # type: ignore[no-untyped-call]
-            self._watcher = None
+        await self._mirror.stop()

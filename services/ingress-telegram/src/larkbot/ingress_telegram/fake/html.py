@@ -6,6 +6,8 @@ from __future__ import annotations
 from html.parser import HTMLParser
 from typing import Any, Final
 
+from larkbot.canonical.errors import ContractError
+
 _SIMPLE: Final = {
     "b": "bold",
     "strong": "bold",
@@ -23,7 +25,7 @@ _SIMPLE: Final = {
 }
 
 
-class HtmlParseError(ValueError):
+class HtmlParseError(ContractError):
     """Telegram: ``Bad Request: can't parse entities: …``."""
 
 

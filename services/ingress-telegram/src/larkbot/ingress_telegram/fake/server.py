@@ -37,6 +37,8 @@ from typing import Any, Final
 
 from aiohttp import ClientSession, web
 
+from larkbot.canonical.errors import PermanentError
+
 from .html import HtmlParseError, parse_html
 
 MAX_DOWNLOAD_BYTES: Final = 20 * 1024 * 1024
@@ -63,7 +65,9 @@ class _Failure:
     retry_after: int | None
 
 
-class ApiError(Exception):
+class ApiError(PermanentError):
+    """An error answer of the fake Bot API (sent as Telegram would: ``ok: false``)."""
+
     def __init__(
         self, status: int, description: str, retry_after: int | None = None, migrate_to: int | None = None
     ) -> None:

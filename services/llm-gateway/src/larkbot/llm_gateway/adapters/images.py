@@ -21,12 +21,9 @@ from PIL import Image, UnidentifiedImageError
 from larkbot.canonical.names import OBJECT_STORE_BLOBS
 
 from ..core.common import EncodedImage
+from ..errors import ImageUnavailable
 
 _PASS_THROUGH = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
-
-
-class ImageUnavailable(Exception):
-    """An image key that is not in the store or is not a readable image."""
 
 
 def fit_image(data: bytes, max_side: int) -> EncodedImage:

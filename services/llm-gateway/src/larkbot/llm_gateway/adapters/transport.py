@@ -20,17 +20,7 @@ import aiohttp
 
 from larkbot.runtime.config import LlmEndpoint
 
-
-class TransportError(Exception):
-    """A provider call that produced no HTTP response."""
-
-
-class ProviderTimeout(TransportError):
-    pass
-
-
-class ProviderUnreachable(TransportError):
-    pass
+from ..errors import ProviderTimeout, ProviderUnreachable
 
 
 @dataclass(frozen=True, slots=True)

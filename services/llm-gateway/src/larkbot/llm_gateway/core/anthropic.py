@@ -25,7 +25,7 @@ Decisions:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, assert_never
 
 from larkbot.canonical.llm import (
     AssistantMessage,
@@ -47,13 +47,13 @@ from larkbot.canonical.llm import (
     canonical_json,
 )
 
+from ..errors import WireError
 from . import usage as usage_codec
 from .common import (
     BlobKeyOf,
     Decoded,
     EncodeOptions,
     ParsedRequest,
-    WireError,
     json_list,
     json_object,
     load_extra,
@@ -115,51 +115,65 @@ def _mark_cache_breakpoint(blocks: list[dict[str, Any]]) -> None:
 
 
 def _blocks(message: Message, opts: EncodeOptions) -> list[dict[str, Any]]:
-    if isinstance(message, UserMessage):
-        return _user_blocks(message.parts, opts)
-    if isinstance(message, ToolResultMessage):
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": sanitize_tool_id(message.tool_call_id)}
-        content = _user_blocks(message.parts, opts)
-        if content:
-            block["content"] = content
-        if message.is_error:
-            block["is_error"] = True
-        return [block]
-    return _assistant_blocks(message)
+    match message:
+        case UserMessage():
+            return _user_blocks(message.parts, opts)
+        case ToolResultMessage():
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": sanitize_tool_id(message.tool_call_id),
+            }
+            content = _user_blocks(message.parts, opts)
+            if content:
+                block["content"] = content
+            if message.is_error:
+                block["is_error"] = True
+            return [block]
+        case AssistantMessage():
+            return _assistant_blocks(message)
+        case _:
+            assert_never(message)
 
 
 def _user_blocks(parts: tuple[UserPart, ...], opts: EncodeOptions) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for part in parts:
-        if isinstance(part, TextPart):
-            if part.text.strip():
-                out.append({"type": "text", "text": part.text})
-        else:
-            image = lookup_image(opts.images, part)
-            source = {"type": "base64", "media_type": image.mime, "data": image.data_b64}
-            out.append({"type": "image", "source": source})
+        match part:
+            case TextPart():
+                if part.text.strip():
+                    out.append({"type": "text", "text": part.text})
+            case ImagePart():
+                image = lookup_image(opts.images, part)
+                source = {"type": "base64", "media_type": image.mime, "data": image.data_b64}
+                out.append({"type": "image", "source": source})
+            case _:
+                assert_never(part)
     return out
 
 
 def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for part in message.parts:
-        if isinstance(part, TextPart):
-            if part.text.strip():
-                out.append({"type": "text", "text": part.text})
-        elif isinstance(part, ToolCallPart):
-            out.append(
-                {
-                    "type": "tool_use",
-                    "id": sanitize_tool_id(part.id),
-                    "name": part.name,
-                    "input": parse_arguments(part.arguments_json),
-                }
-            )
-        elif part.signature is not None:
-            out.append({"type": "thinking", "thinking": part.text or "", "signature": part.signature})
-        elif part.opaque is not None:
-            out.append({"type": "redacted_thinking", "data": part.opaque})
+        match part:
+            case TextPart():
+                if part.text.strip():
+                    out.append({"type": "text", "text": part.text})
+            case ToolCallPart():
+                out.append(
+                    {
+                        "type": "tool_use",
+                        "id": sanitize_tool_id(part.id),
+                        "name": part.name,
+                        "input": parse_arguments(part.arguments_json),
+                    }
+                )
+            case ReasoningPart():
+                if part.signature is not None:
+                    out.append({"type": "thinking", "thinking": part.text or "", "signature": part.signature})
+                elif part.opaque is not None:
+                    out.append({"type": "redacted_thinking", "data": part.opaque})
+            case _:
+                assert_never(part)
     for kept in json_list(load_extra(message, FORMAT).get("blocks"), "provider_extra.blocks"):
         out.insert(min(int(kept["at"]), len(out)), kept["block"])
     return out

@@ -44,6 +44,8 @@ from larkbot.canonical.llm import (
     canonical_json,
 )
 
+from ..errors import WireError
+
 #: Default replay window for reasoning (turn responses); see ``docs/llm-gateway.md``.
 DEFAULT_REPLAY_TURNS = 3
 #: Longest side of an image sent to a model, by detail (SPEC §5, guide "Media").
@@ -53,10 +55,6 @@ OMITTED_IMAGE_TEXT = "[image omitted: too many images in this request]"
 _TOOL_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _TOOL_ID_BAD_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _DATA_URL = re.compile(r"^data:([^;,]+);base64,(.*)$", re.DOTALL)
-
-
-class WireError(ValueError):
-    """A provider body that does not have the shape its wire format promises."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +83,6 @@ class Accepts:
 
 
 ACCEPTS_ALL = Accepts()
-
-
-class ProviderFailure(Exception):
-    """A 2xx reply that reports a failure of its own (a Responses ``status: failed``)."""
-
-    def __init__(self, category: str, message: str) -> None:
-        super().__init__(message)
-        self.category = category
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,23 +37,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal
+from typing import Any
 
-from larkbot.canonical.llm import WireFormat
+from larkbot.canonical.llm import LLMErrorCategory
+from larkbot.runtime.backoff import Failure
 
-Category = Literal["transient", "permanent", "deadline", "invalid_request", "config", "context_length"]
+from ..errors import CallFailed, TransientFailure
+
+#: The wire's error categories (``LLMError.category``).
+Category = LLMErrorCategory
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
 _MAX_MESSAGE = 300
-_ANTHROPIC_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    529: "overloaded_error",
-}
 _CONTEXT_CODES = frozenset({"context_length_exceeded"})
 _CONTEXT_PHRASES = (
     "maximum context length",
@@ -282,97 +276,16 @@ def _duration_s(text: str) -> float | None:
     return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
 
 
-def error_body(fmt: WireFormat, status: int, message: str) -> dict[str, Any]:
-    """An error body as each provider spells it (the fake provider sends these)."""
-    if fmt == "anthropic-messages":
-        kind = _ANTHROPIC_TYPES.get(status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": message}}
-    kind = (
-        "rate_limit_exceeded"
-        if status == 429
-        else "server_error"
-        if status >= 500
-        else "invalid_request_error"
-    )
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+def retry_kind(failure: CallFailed) -> Failure | None:
+    """How the one retry policy (``retry.llm_call``) sees a failed attempt: a transient failure (its
+    type) that says when to come back is a rate limit (that wait is taken as it is), one that does not
+    is backed off; a final one is raised as it is (``None``)."""
+    if not isinstance(failure, TransientFailure):
+        return None
+    return Failure.RATE_LIMITED if failure.retry_after is not None else Failure.TRANSIENT
 
 
-ContextDialect = Literal["openai", "deepseek", "vllm", "tpm"]
-
-
-def context_length_body(
-    fmt: WireFormat, tokens: int, limit: int, dialect: ContextDialect = "openai"
-) -> tuple[int, dict[str, Any]]:
-    """Status and body of each provider's "request too long" answer, worded as the providers word it.
-
-    openai-chat dialects: ``openai`` (400 ``context_length_exceeded``), ``deepseek`` (400, the code is
-    only ``invalid_request_error``), ``vllm`` (400, vLLM's flat ``object: error`` body) and ``tpm`` (429,
-    OpenAI's "Request too large … tokens per min"). anthropic-messages: 400 "prompt is too long";
-    responses: 400 ``context_length_exceeded`` with ``param: input``.
-    """
-    if fmt == "anthropic-messages":
-        message = f"prompt is too long: {tokens} tokens > {limit} maximum"
-        return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
-    if fmt == "responses":
-        message = (
-            "Your input exceeds the context window of this model. Please adjust your input and try again."
-        )
-        return 400, _openai_error(message, "invalid_request_error", "input", "context_length_exceeded")
-    requested = (
-        f"This model's maximum context length is {limit} tokens. However, you requested {tokens} tokens "
-        f"({tokens} in the messages, 0 in the completion). Please reduce the length of the messages or "
-        "completion."
-    )
-    if dialect == "tpm":
-        message = (
-            f"Request too large for fake-model in organization org-fake on tokens per min (TPM): "
-            f"Limit {limit}, Requested {tokens}. The input or output tokens must be reduced in order to "
-            "run successfully. Visit https://platform.openai.com/account/rate-limits to learn more."
-        )
-        return 429, _openai_error(message, "tokens", None, "rate_limit_exceeded")
-    if dialect == "deepseek":
-        return 400, _openai_error(requested, "invalid_request_error", None, "invalid_request_error")
-    if dialect == "vllm":
-        return 400, {
-            "object": "error",
-            "message": requested,
-            "type": "BadRequestError",
-            "param": None,
-            "code": 400,
-        }
-    message = (
-        f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
-        f"{tokens} tokens. Please reduce the length of the messages."
-    )
-    return 400, _openai_error(message, "invalid_request_error", "messages", "context_length_exceeded")
-
-
-def _openai_error(message: str, kind: str, param: str | None, code: str | None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Retries of transient failures inside one ``llm.generate`` call.
-
-    ``min_attempt_s``: an attempt with less time than this left is not worth starting; the transient
-    error is returned instead and the caller's schedule (5 s, 20 s) takes over.
-    """
-
-    max_attempts: int = 4
-    base_delay_s: float = 0.25
-    max_delay_s: float = 8.0
-    min_attempt_s: float = 0.5
-
-    def next_delay(self, attempt: int, retry_after: float | None, remaining_s: float) -> float | None:
-        """Seconds to wait before attempt ``attempt + 1``, or ``None`` to give up now."""
-        if attempt >= self.max_attempts:
-            return None
-        delay = (
-            retry_after
-            if retry_after is not None
-            else min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
-        )
-        if delay + self.min_attempt_s > remaining_s:
-            return None
-        return delay
+def retry_window_s(remaining_s: float, min_attempt_s: float) -> float:
+    """The time a retry may start in: the request's remaining time less the shortest attempt worth
+    starting (with less left, the transient error is returned and the caller's schedule takes over)."""
+    return remaining_s - min_attempt_s

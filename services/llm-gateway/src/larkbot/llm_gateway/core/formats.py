@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from larkbot.canonical.llm import AssistantMessage, LLMRequest, Message, StopReason, Usage, WireFormat
 
+from ..errors import CallFailed
 from . import anthropic, openai_chat, responses
-from .common import BlobKeyOf, Decoded, EncodeOptions, ParsedRequest, ProviderFailure
+from .common import BlobKeyOf, Decoded, EncodeOptions, ParsedRequest
 from .usage import OpenAIUsageStyle
 
 
@@ -24,7 +25,7 @@ class Codec:
     encode_response: Callable[..., dict[str, Any]]
     decode_request: Callable[[dict[str, Any], BlobKeyOf, str], ParsedRequest]
     supports_prompt_cache_key: bool
-    failed: Callable[[dict[str, Any]], ProviderFailure | None] = lambda _reply: None
+    failed: Callable[[dict[str, Any]], CallFailed | None] = lambda _reply: None
     continuation: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None] = lambda _w, _r: None
     merge: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] = lambda _first, second: second
 
@@ -77,12 +78,16 @@ def codec_for_path(path: str) -> Codec | None:
 def request_headers(fmt: WireFormat, api_key: str | None) -> dict[str, str]:
     """Every header of a call, the credential included; callers redact before logging or dumping."""
     headers = {"content-type": "application/json", "accept": "application/json"}
-    if fmt == "anthropic-messages":
-        headers["anthropic-version"] = anthropic.API_VERSION
-        if api_key:
-            headers["x-api-key"] = api_key
-    elif api_key:
-        headers["authorization"] = f"Bearer {api_key}"
+    match fmt:
+        case "anthropic-messages":
+            headers["anthropic-version"] = anthropic.API_VERSION
+            if api_key:
+                headers["x-api-key"] = api_key
+        case "openai-chat" | "responses":
+            if api_key:
+                headers["authorization"] = f"Bearer {api_key}"
+        case _:
+            assert_never(fmt)
     return headers
 
 

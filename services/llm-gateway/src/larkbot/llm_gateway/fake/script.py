@@ -36,7 +36,7 @@ from larkbot.canonical.llm import (
 )
 
 from ..core.common import ParsedRequest
-from ..core.errors import ContextDialect
+from ..core.error_bodies import ContextDialect
 
 
 @dataclass(frozen=True, slots=True)

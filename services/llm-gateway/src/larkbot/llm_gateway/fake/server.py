@@ -39,11 +39,12 @@ from typing import Any
 
 from aiohttp import web
 
+from larkbot.canonical.errors import ContractError
 from larkbot.canonical.llm import TextPart, ToolCallPart, Usage
 
-from ..core.common import WireError
-from ..core.errors import context_length_body, error_body
+from ..core.error_bodies import context_length_body, error_body
 from ..core.formats import FAKE_HEADER, codec_for_path, encode_response
+from ..errors import WireError
 from .cache import CacheHit, PromptCache
 from .script import ContextOverflow, Drop, Fail, FakeCall, Reply, Script, echo
 
@@ -62,7 +63,7 @@ def estimate_tokens(raw: bytes) -> int:
     return max(1, len(raw) // 4)
 
 
-class _Refused(Exception):
+class _Refused(ContractError):
     """A request the real provider refuses with this exact status and body."""
 
     def __init__(self, status: int, body: dict[str, Any]) -> None:
@@ -130,7 +131,7 @@ class FakeProvider:
             parsed = codec.decode_request(body, blob_key_of, "request")
         except _Refused as refused:
             return web.json_response(refused.body, status=refused.status, headers=_FAKE)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (WireError, ValueError, KeyError, TypeError) as exc:
             return _error(fmt, 400, f"invalid request: {exc}")
         call = FakeCall(len(self.calls), fmt, request.path, headers, raw, body, parsed)
         self.calls.append(call)

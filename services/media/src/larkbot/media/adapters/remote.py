@@ -6,8 +6,9 @@ Decisions:
 - A job's ``blob_key`` is used when the object is still stored; otherwise (absent or purged) the ingress
   downloads the file again through a ``download`` action capped at 20 MB. The action's idempotency key
   names the attachment, so a retried download is the same request.
-- A download the ingress refuses as ``too_large`` is final; any other failure carries the ingress's own
-  ``retryable`` flag, and an ``unknown`` outcome or no answer at all is retryable.
+- A download the ingress refuses as ``too_large`` is final; any other failure is retryable
+  (``DownloadUnavailable``) or final (``DownloadRefused``) as the ingress's own ``retryable`` says, and an
+  ``unknown`` outcome or no answer at all is retryable.
 - Vision calls carry an absolute deadline; the bus waits a little longer than it, so the gateway's own
   ``deadline`` answer (retryable) arrives before our timeout would.
 """
@@ -26,7 +27,7 @@ from larkbot.canonical.names import SUBJECT_LLM_GENERATE, Platform, actions_subj
 from larkbot.runtime.bus import Bus, BusUnavailable
 
 from .. import metrics
-from ..core.errors import DownloadFailed, TooLarge, VisionFailed
+from ..core.errors import DownloadRefused, DownloadUnavailable, TooLarge, VisionFailed, VisionUnavailable
 from ..core.images import MAX_SOURCE_BYTES
 from ..core.jobs import description_from, vision_request
 from .store import Blobs
@@ -72,7 +73,7 @@ class Sources:
         blob_key = await self._download(ref)
         data = await self.blobs.read(blob_key, max_bytes=self.max_bytes)
         if data is None:
-            raise DownloadFailed("the ingress reported a download that is not in the object store")
+            raise DownloadUnavailable("the ingress reported a download that is not in the object store")
         return data
 
     async def _download(self, ref: SourceRef) -> str:
@@ -93,10 +94,10 @@ class Sources:
             )
         except BusUnavailable as exc:
             metrics.DOWNLOADS.labels(platform, "unavailable").inc()
-            raise DownloadFailed(f"no download from the {platform} ingress: {exc}") from None
+            raise DownloadUnavailable(f"no download from the {platform} ingress: {exc}") from None
         except ContractError as exc:
             metrics.DOWNLOADS.labels(platform, "bad_reply").inc()
-            raise DownloadFailed(f"the {platform} ingress answered a download badly: {exc}") from None
+            raise DownloadUnavailable(f"the {platform} ingress answered a download badly: {exc}") from None
         if result.ok and result.blob_key is not None:
             metrics.DOWNLOADS.labels(platform, "ok").inc()
             return result.blob_key
@@ -106,8 +107,11 @@ class Sources:
         if code == "too_large":
             raise TooLarge(f"the {platform} ingress refused the download: larger than {self.max_bytes} bytes")
         message = error.message if error is not None else "the download answered without a blob"
+        # The wire's ``retryable`` (the ingress's verdict) picks the type; an ``unknown`` outcome may
+        # still come true, so it is retryable whatever the flag says.
         retryable = error.retryable if error is not None else True
-        raise DownloadFailed(f"download failed ({code}): {message}", retryable=retryable or code == "unknown")
+        failure = DownloadUnavailable if retryable or code == "unknown" else DownloadRefused
+        raise failure(f"download failed ({code}): {message}")
 
 
 _CODES = frozenset({"too_large", "not_found", "forbidden", "rate_limited", "deadline", "platform", "unknown"})
@@ -154,10 +158,10 @@ class Vision:
             )
         except BusUnavailable as exc:
             metrics.VISION_CALLS.labels("unavailable").inc()
-            raise VisionFailed(f"no answer from llm.generate: {exc}") from None
+            raise VisionUnavailable(f"no answer from llm.generate: {exc}") from None
         except ContractError as exc:
             metrics.VISION_CALLS.labels("bad_reply").inc()
-            raise VisionFailed(f"llm.generate answered badly: {exc}") from None
+            raise VisionUnavailable(f"llm.generate answered badly: {exc}") from None
         finally:
             metrics.VISION_SECONDS.observe(time.perf_counter() - started)
         try:

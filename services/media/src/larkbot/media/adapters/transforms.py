@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import assert_never
 
 from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.llm import ImagePart
@@ -53,24 +54,41 @@ class Transformer:
 
     async def run(self, job: MediaJob) -> MediaResult:
         """The job's result; raises :class:`MediaFailure` for a typed failure."""
-        if job.transform == "custom_emoji":
-            raise Unsupported("custom emoji have no downloadable image on the supported platforms yet")
         endpoint = job.vision_endpoint or self.vision.endpoint
-        if job.transform == "alt_text" and endpoint is None:
-            raise Unsupported("no vision endpoint is configured (llm.vision)")
+        match job.transform:
+            case "custom_emoji":
+                raise Unsupported("custom emoji have no downloadable image on the supported platforms yet")
+            case "thumbnail":
+                data, content = await self._source(job)
+                thumbnail_key = await self._thumbnail(data)
+                return succeeded(job, content_hash=content, thumbnail_key=thumbnail_key)
+            case "alt_text":
+                if endpoint is None:
+                    raise Unsupported("no vision endpoint is configured (llm.vision)")
+                data, content = await self._source(job)
+                return await self._alt_text(job, data, content, endpoint)
+            case "frames":
+                data, content = await self._source(job)
+                return await self._frames(job, data, content, endpoint)
+            case _:
+                assert_never(job.transform)
+
+    async def _source(self, job: MediaJob) -> tuple[bytes, str]:
+        """The job's file and its content key."""
         # The ingress stores downloads under their sha256, which is what ``content_hash`` records.
         stored = job.blob_key or _stored_key(job.content_hash)
         ref = SourceRef(job.platform, job.chat_id, job.message_id, job.file_id, source_type(job), stored)
         data = await self.sources.fetch(ref)
         metrics.INPUT_BYTES.labels(job.transform).inc(len(data))
         content = await asyncio.to_thread(images.content_key, data)
-        if job.transform == "frames":
-            return await self._frames(job, data, content, endpoint)
+        return data, content
+
+    async def _thumbnail(self, data: bytes) -> str:
         thumbnail = await asyncio.to_thread(images.thumbnail, data)
-        thumbnail_key = await self.blobs.put(thumbnail, "thumbnail")
-        if job.transform == "thumbnail":
-            return succeeded(job, content_hash=content, thumbnail_key=thumbnail_key)
-        assert endpoint is not None
+        return await self.blobs.put(thumbnail, "thumbnail")
+
+    async def _alt_text(self, job: MediaJob, data: bytes, content: str, endpoint: str) -> MediaResult:
+        thumbnail_key = await self._thumbnail(data)
         alt = await self.cache.get(thumbnail_key)
         if alt is None:
             png = await asyncio.to_thread(images.rendition, data, images.VISION_MAX_SIDE)

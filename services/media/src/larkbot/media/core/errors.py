@@ -1,17 +1,26 @@
 """The exception tree of the media workers: every way a job can end without output.
 
-::
+Whether the pipeline may resubmit a job is the failure's TYPE — a :class:`RetryableError` or a
+:class:`PermanentError` — never a flag; :meth:`MediaFailure.as_error` writes it on the wire as
+``MediaError.retryable`` (the contract)::
 
     LarkbotError
-    └── MediaFailure           a job that ends in a typed failure result (``MediaError``)
-        ├── TooLarge           ``too_large``: over 20 MB, or more pixels than we decode (never retried)
-        ├── Unsupported        ``unsupported``: a format or transform this build cannot do (never retried)
-        ├── Unreadable         ``unreadable``: bytes no decoder accepts (never retried)
-        ├── DownloadFailed     ``download``: the ingress could not fetch the file (retryable or not)
-        ├── VisionFailed       ``vision``: the vision model did not describe it (retryable or not)
-        └── StoreFailed        ``store``: the object store or the alt-text bucket did not answer (retryable)
+    └── MediaFailure                  a job that ends in a typed failure result (``MediaError``, ``code``)
+        ├── TooLarge                  ``too_large``: over 20 MB, or more pixels than we decode  (permanent)
+        ├── Unsupported               ``unsupported``: a format or transform this build cannot do (permanent)
+        ├── Unreadable                ``unreadable``: bytes no decoder accepts                  (permanent)
+        ├── DownloadFailed            ``download``: the ingress did not fetch the file
+        │   ├── DownloadUnavailable   no or a bad answer, or the platform may answer later      (retryable)
+        │   └── DownloadRefused       the platform refused the file for good                    (permanent)
+        ├── VisionFailed              ``vision``: the vision model did not describe it
+        │   ├── VisionUnavailable     no or a bad answer, a transient or deadline error         (retryable)
+        │   └── VisionRefused         the model refused, answered without text, or cannot      (permanent)
+        └── StoreFailed               ``store``: the object store or the alt-text bucket did not answer
+                                                                                                (retryable)
 
-Anything else that escapes a job is answered as ``internal`` (retryable) and logged with its traceback.
+(each leaf also derives from :class:`RetryableError` or :class:`PermanentError` of
+:mod:`larkbot.canonical.errors`, as marked). Anything else that escapes a job is answered as ``internal``
+(retryable) and logged with its traceback.
 
 The worker maps a :class:`MediaFailure` to ``MediaResult(ok=False, error=…)`` and acknowledges the job in
 exactly one place (``adapters.worker``): the pipeline decides whether to retry, from ``retryable``.
@@ -19,46 +28,59 @@ exactly one place (``adapters.worker``): the pipeline decides whether to retry, 
 
 from __future__ import annotations
 
-from larkbot.canonical.errors import LarkbotError
+from larkbot.canonical.errors import LarkbotError, PermanentError, RetryableError
 from larkbot.canonical.media import MediaError
 
 
 class MediaFailure(LarkbotError):
-    code = "internal"
-    retryable = True
+    """A job's typed failure; every one raised is also a :class:`RetryableError` or a
+    :class:`PermanentError`."""
 
-    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+    code = "internal"
+
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        if retryable is not None:
-            self.retryable = retryable
 
     def as_error(self) -> MediaError:
-        return MediaError(code=self.code, message=self.message, retryable=self.retryable)
+        return MediaError(code=self.code, message=self.message, retryable=isinstance(self, RetryableError))
 
 
-class TooLarge(MediaFailure):
+class TooLarge(MediaFailure, PermanentError):
     code = "too_large"
-    retryable = False
 
 
-class Unsupported(MediaFailure):
+class Unsupported(MediaFailure, PermanentError):
     code = "unsupported"
-    retryable = False
 
 
-class Unreadable(MediaFailure):
+class Unreadable(MediaFailure, PermanentError):
     code = "unreadable"
-    retryable = False
 
 
 class DownloadFailed(MediaFailure):
     code = "download"
 
 
+class DownloadUnavailable(DownloadFailed, RetryableError):
+    pass
+
+
+class DownloadRefused(DownloadFailed, PermanentError):
+    pass
+
+
 class VisionFailed(MediaFailure):
     code = "vision"
 
 
-class StoreFailed(MediaFailure):
+class VisionUnavailable(VisionFailed, RetryableError):
+    pass
+
+
+class VisionRefused(VisionFailed, PermanentError):
+    pass
+
+
+class StoreFailed(MediaFailure, RetryableError):
     code = "store"

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, assert_never
 
 from PIL import Image, ImageOps
 
@@ -79,11 +79,19 @@ def container(data: bytes) -> Container:
     return "image"
 
 
-_REFUSED: Final[dict[Container, str]] = {
-    "lottie": "animated TGS (Lottie) stickers need rlottie, which this build does not include",
-    "video": "video (MP4/WebM) frames need ffmpeg, which this build does not include",
-    "heif": "HEIF/HEIC images need a HEIF decoder, which this build does not include",
-}
+def refusal(kind: Container) -> str | None:
+    """Why this build cannot decode a container; ``None`` for what Pillow decodes."""
+    match kind:
+        case "image":
+            return None
+        case "lottie":
+            return "animated TGS (Lottie) stickers need rlottie, which this build does not include"
+        case "video":
+            return "video (MP4/WebM) frames need ffmpeg, which this build does not include"
+        case "heif":
+            return "HEIF/HEIC images need a HEIF decoder, which this build does not include"
+        case _:
+            assert_never(kind)
 
 
 def check_size(size_bytes: int) -> None:
@@ -106,9 +114,9 @@ def _decoding() -> Iterator[None]:
 def open_image(data: bytes) -> Image.Image:
     """Open (header only) after the byte, container and pixel checks."""
     check_size(len(data))
-    kind = container(data)
-    if kind != "image":
-        raise Unsupported(_REFUSED[kind])
+    refused = refusal(container(data))
+    if refused is not None:
+        raise Unsupported(refused)
     with _decoding():
         image = Image.open(io.BytesIO(data))
         width, height = image.size

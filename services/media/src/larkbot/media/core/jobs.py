@@ -16,13 +16,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, assert_never
 
 from larkbot.canonical.content import AttachmentType
-from larkbot.canonical.llm import ImagePart, LLMError, LLMReply, LLMRequest, TextPart, UserMessage
+from larkbot.canonical.llm import (
+    ImagePart,
+    LLMError,
+    LLMErrorCategory,
+    LLMReply,
+    LLMRequest,
+    TextPart,
+    UserMessage,
+)
 from larkbot.canonical.media import MediaError, MediaJob, MediaResult
 
-from .errors import VisionFailed
+from .errors import VisionFailed, VisionRefused, VisionUnavailable
 from .images import RENDITION_MIME
 
 ALT_TEXT_MAX_CHARS: Final = 1000
@@ -106,14 +114,25 @@ def clean_alt_text(text: str) -> str:
 def description_from(reply: LLMReply) -> tuple[str, str]:
     """``(alt text, model identity)`` of a vision reply; raises :class:`VisionFailed`."""
     if isinstance(reply, LLMError):
-        retryable = reply.category in ("transient", "deadline")
-        raise VisionFailed(f"vision model failed ({reply.category}): {reply.message}", retryable=retryable)
+        raise vision_failure(reply.category)(f"vision model failed ({reply.category}): {reply.message}")
     if reply.stop_reason == "refusal":
-        raise VisionFailed("the vision model refused to describe the picture", retryable=False)
+        raise VisionRefused("the vision model refused to describe the picture")
     text = clean_alt_text(" ".join(p.text for p in reply.message.parts if isinstance(p, TextPart)))
     if not text:
-        raise VisionFailed("the vision model answered without text", retryable=False)
+        raise VisionRefused("the vision model answered without text")
     return text, reply.model_identity
+
+
+def vision_failure(category: LLMErrorCategory) -> type[VisionFailed]:
+    """The failure of a vision call the model's gateway answered with an error: retryable only when
+    retrying can help."""
+    match category:
+        case "transient" | "deadline":
+            return VisionUnavailable
+        case "permanent" | "invalid_request" | "config" | "context_length":
+            return VisionRefused
+        case _:
+            assert_never(category)
 
 
 def succeeded(

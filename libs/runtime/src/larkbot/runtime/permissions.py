@@ -1,0 +1,169 @@
+"""What each service may publish and subscribe to on NATS: the permissions of an optional user per service.
+
+A deployment may give every service its own NATS user (``nats.user`` / ``nats.password`` from that
+service's environment) instead of one shared token; the server then refuses a service's publish or
+subscription outside its subjects, so a compromised media worker cannot send a platform message or read
+another service's requests. :func:`authorization_conf` renders the ``authorization`` block of
+``nats.conf`` (``larkbot nats-users`` prints it; ``deploy/nats/users.conf`` is its output), with each
+password read from the server's environment.
+
+Every service may:
+
+- use the JetStream API (``$JS.API.>``): each declares its assets at start-up (the bootstrap) and reads
+  streams, consumers, KV entries and objects through it. This is the one broad grant; narrowing it means
+  declaring assets only in the init job;
+- acknowledge what it consumes (``$JS.ACK.>``) and receive replies and deliveries on its own inboxes
+  (``_INBOX.>``);
+- answer the requests it serves (``allow_responses``), without a grant on the requesters' inboxes.
+
+Beyond that, each publishes and subscribes only to its own subjects (the table is :data:`PERMISSIONS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from larkbot.canonical.names import (
+    KV_FEISHU_CONTACT_NAMES,
+    KV_IDENTITY,
+    KV_INGRESS_DEDUP,
+    KV_LEASES,
+    KV_MEDIA_ALT_TEXTS,
+    KV_TELEGRAM_CHAT_MIGRATIONS,
+    KV_TELEGRAM_SENT_LEDGER,
+    OBJECT_STORE_BLOBS,
+    SUBJECT_LLM_GENERATE,
+    SUBJECT_MEDIA_READ_IMAGE,
+    Service,
+)
+
+__all__ = ["BOOTSTRAP", "PERMISSIONS", "Permissions", "authorization_conf", "password_variable", "users_conf"]
+
+#: The user name of the init job's ``larkbot bootstrap``.
+BOOTSTRAP: Final = "bootstrap"
+
+_EVERYONE_PUBLISH: Final = ("$JS.API.>", "$JS.ACK.>")
+_EVERYONE_SUBSCRIBE: Final = ("_INBOX.>",)
+_DEAD_LETTERS: Final = "deadletter.>"
+
+
+def _kv(bucket: str) -> str:
+    return f"$KV.{bucket}.>"
+
+
+def _objects(bucket: str) -> str:
+    return f"$O.{bucket}.>"
+
+
+@dataclass(frozen=True, slots=True)
+class Permissions:
+    """A user's own subjects, beyond what every service may (the module docstring)."""
+
+    publish: tuple[str, ...] = ()
+    subscribe: tuple[str, ...] = ()
+    #: It serves requests: it may publish to the reply subject of a request it received.
+    responds: bool = False
+
+    def publish_allowed(self) -> tuple[str, ...]:
+        return (*_EVERYONE_PUBLISH, *self.publish)
+
+    def subscribe_allowed(self) -> tuple[str, ...]:
+        return (*_EVERYONE_SUBSCRIBE, *self.subscribe)
+
+
+_BLOBS: Final = _objects(OBJECT_STORE_BLOBS)
+
+#: Each service's own subjects, by user name (the service's name; ``bootstrap`` for the init job).
+PERMISSIONS: Final[dict[str, Permissions]] = {
+    Service.INGRESS_FEISHU.value: Permissions(
+        publish=(
+            "events.feishu.>",
+            _DEAD_LETTERS,
+            _kv(KV_INGRESS_DEDUP),
+            _kv(KV_FEISHU_CONTACT_NAMES),
+            _kv(KV_IDENTITY),
+            _BLOBS,
+        ),
+        subscribe=("actions.feishu",),
+        responds=True,
+    ),
+    Service.INGRESS_TELEGRAM.value: Permissions(
+        publish=(
+            "events.telegram.>",
+            "typing.telegram.>",
+            _DEAD_LETTERS,
+            _kv(KV_INGRESS_DEDUP),
+            _kv(KV_TELEGRAM_SENT_LEDGER),
+            _kv(KV_TELEGRAM_CHAT_MIGRATIONS),
+            _kv(KV_IDENTITY),
+            _BLOBS,
+        ),
+        subscribe=("actions.telegram",),
+        responds=True,
+    ),
+    Service.PIPELINE.value: Permissions(
+        publish=("context.>", "media.jobs.>", _DEAD_LETTERS, _kv(KV_LEASES), _BLOBS),
+        subscribe=("pipeline.>", "media.results.>"),
+        responds=True,
+    ),
+    Service.DRIVER.value: Permissions(
+        publish=(
+            SUBJECT_LLM_GENERATE,
+            "actions.>",
+            SUBJECT_MEDIA_READ_IMAGE,
+            "pipeline.>",
+            _DEAD_LETTERS,
+            _kv(KV_LEASES),
+        ),
+        subscribe=("typing.>",),
+    ),
+    Service.MEDIA.value: Permissions(
+        publish=("media.results.>", SUBJECT_LLM_GENERATE, _DEAD_LETTERS, _kv(KV_MEDIA_ALT_TEXTS), _BLOBS),
+        subscribe=(SUBJECT_MEDIA_READ_IMAGE,),
+        responds=True,
+    ),
+    Service.LLM_GATEWAY.value: Permissions(subscribe=(SUBJECT_LLM_GENERATE,), responds=True),
+    BOOTSTRAP: Permissions(),
+}
+
+
+def password_variable(user: str) -> str:
+    """The environment variable of the NATS server holding ``user``'s password:
+    ``NATS_PASSWORD_INGRESS_FEISHU``."""
+    return "NATS_PASSWORD_" + user.upper().replace("-", "_")
+
+
+def _list(subjects: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f'"{s}"' for s in subjects) + "]"
+
+
+def authorization_conf(password: Callable[[str], str] = lambda user: f"${password_variable(user)}") -> str:
+    """The ``authorization`` block of ``nats.conf``: one user per service with its permissions.
+    ``password(user)`` is what the file says for the password (an environment reference by default)."""
+    lines = ["authorization {", "  users: ["]
+    for user, permissions in PERMISSIONS.items():
+        responses = "\n        allow_responses: true" if permissions.responds else ""
+        lines.append(
+            f'    {{\n      user: "{user}"\n      password: {password(user)}\n      permissions: {{\n'
+            f"        publish: {{ allow: {_list(permissions.publish_allowed())} }}\n"
+            f"        subscribe: {{ allow: {_list(permissions.subscribe_allowed())} }}"
+            f"{responses}\n      }}\n    }}"
+        )
+    lines += ["  ]", "}"]
+    return "\n".join(lines) + "\n"
+
+
+_HEADER: Final = """\
+# Generated by `larkbot nats-users` (larkbot.runtime.permissions): one NATS user per service, each allowed
+# only its own subjects. To use it instead of the shared token, replace the `authorization` block of
+# nats.conf with `include users.conf`, set each NATS_PASSWORD_<SERVICE> for the server and give each
+# service `nats.user` / `nats.password` (docs/deployment.md "NATS users per service").
+"""
+
+
+def users_conf() -> str:
+    """``deploy/nats/users.conf``: the authorization block with the passwords from the server's
+    environment, and how to use it."""
+    return _HEADER + authorization_conf()

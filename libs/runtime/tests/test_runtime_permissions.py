@@ -1,0 +1,143 @@
+"""A NATS user per service, against a real server: each may do its own work, nothing outside its subjects."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client
+
+from larkbot.canonical.names import STREAM_EVENTS
+from larkbot.runtime.bootstrap import bootstrap
+from larkbot.runtime.natsserver import EmbeddedNats
+from larkbot.runtime.permissions import PERMISSIONS, authorization_conf, users_conf
+
+WAIT = 10.0
+ROOT = Path(__file__).parents[3]
+
+
+def password(user: str) -> str:
+    return f"pw-{user}-0123456789"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedNats]:
+    nats_server = EmbeddedNats(
+        tmp_path_factory.mktemp("nats-users"), extra_conf=authorization_conf(lambda u: f'"{password(u)}"')
+    )
+    nats_server.start()
+    try:
+        yield nats_server
+    finally:
+        nats_server.stop()
+
+
+class User:
+    """A client connected as one service's user, keeping the permission errors the server sent it."""
+
+    def __init__(self, nc: Client, errors: list[str]) -> None:
+        self.nc = nc
+        self.errors = errors
+
+
+async def connect_as(server: EmbeddedNats, user: str) -> User:
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    nc = await nats.connect(
+        server.url, user=user, password=password(user), error_cb=on_error, allow_reconnect=False
+    )
+    return User(nc, errors)
+
+
+async def permission_error(user: User) -> str:
+    async with asyncio.timeout(WAIT):
+        # nats-py reports the server's -ERR lower-cased.
+        while not any("permissions violation" in e for e in user.errors):
+            await user.nc.flush()
+            await asyncio.sleep(0.05)
+    return next(e for e in user.errors if "permissions violation" in e)
+
+
+async def test_the_bootstrap_user_declares_everything(server: EmbeddedNats) -> None:
+    boot = await connect_as(server, "bootstrap")
+    try:
+        await bootstrap(boot.nc.jetstream())
+        assert (await boot.nc.jetstream().stream_info(STREAM_EVENTS)).config.name == STREAM_EVENTS
+    finally:
+        await boot.nc.close()
+
+
+async def test_the_media_worker_cannot_send_a_platform_action(server: EmbeddedNats) -> None:
+    media, feishu = await connect_as(server, "media"), await connect_as(server, "ingress-feishu")
+    try:
+        received: list[bytes] = []
+
+        async def on_action(msg: nats.aio.msg.Msg) -> None:
+            received.append(msg.data)
+
+        await feishu.nc.subscribe("actions.feishu", cb=on_action)
+        await feishu.nc.flush()
+        await media.nc.publish("actions.feishu", b'{"kind": "send_message"}')
+        error = await permission_error(media)
+        assert 'publish to "actions.feishu"' in error
+        # What the media worker may publish arrives.
+        pipeline = await connect_as(server, "pipeline")
+        results: list[bytes] = []
+        arrived = asyncio.Event()
+
+        async def on_result(msg: nats.aio.msg.Msg) -> None:
+            results.append(msg.data)
+            arrived.set()
+
+        await pipeline.nc.subscribe("media.results.>", cb=on_result)
+        await pipeline.nc.flush()
+        await media.nc.publish("media.results.telegram.1", b"{}")
+        await media.nc.flush()
+        await asyncio.wait_for(arrived.wait(), WAIT)
+        assert results == [b"{}"]
+        assert received == []
+        await pipeline.nc.close()
+    finally:
+        await media.nc.close()
+        await feishu.nc.close()
+
+
+async def test_a_service_cannot_listen_to_another_services_requests(server: EmbeddedNats) -> None:
+    media = await connect_as(server, "media")
+    try:
+        await media.nc.subscribe("llm.generate")
+        error = await permission_error(media)
+        assert 'subscription to "llm.generate"' in error
+    finally:
+        await media.nc.close()
+
+
+async def test_a_service_answers_the_requests_it_serves(server: EmbeddedNats) -> None:
+    gateway, driver = await connect_as(server, "llm-gateway"), await connect_as(server, "driver")
+    try:
+
+        async def answer(msg: nats.aio.msg.Msg) -> None:
+            await msg.respond(b"pong")
+
+        await gateway.nc.subscribe("llm.generate", cb=answer)
+        await gateway.nc.flush()
+        reply = await driver.nc.request("llm.generate", b"ping", timeout=WAIT)
+        assert reply.data == b"pong"
+        assert not gateway.errors
+    finally:
+        await gateway.nc.close()
+        await driver.nc.close()
+
+
+def test_every_service_has_a_user_and_the_shipped_file_is_the_generated_one() -> None:
+    assert set(PERMISSIONS) == {"ingress-feishu", "ingress-telegram", "pipeline", "driver", "media"} | {
+        "llm-gateway",
+        "bootstrap",
+    }
+    assert (ROOT / "deploy" / "nats" / "users.conf").read_text(encoding="utf-8") == users_conf()

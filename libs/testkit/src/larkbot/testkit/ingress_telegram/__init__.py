@@ -1,0 +1,1 @@
+"""ingress-telegram as tests reach it."""

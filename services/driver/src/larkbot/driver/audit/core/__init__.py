@@ -1,0 +1,1 @@
+"""Pure audit and request log: records and the block split of requests."""

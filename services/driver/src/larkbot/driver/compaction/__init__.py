@@ -1,0 +1,1 @@
+"""Compaction of a chat's history into a summary. The pure part lives in ``core/``."""

@@ -1,0 +1,1 @@
+"""Pure compaction: when to compact, what to summarize, the summary message."""

@@ -1,0 +1,1 @@
+"""Pure memory: records, search text, evidence, recall and the consolidation plan."""

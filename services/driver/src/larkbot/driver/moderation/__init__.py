@@ -1,0 +1,1 @@
+"""Moderation tools (ban, mute, delete). The pure part lives in ``core/``."""

@@ -1,0 +1,1 @@
+"""Pure moderation: argument checks and decisions."""

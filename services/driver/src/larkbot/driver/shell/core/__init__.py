@@ -1,0 +1,1 @@
+"""Pure shell: task states, argument checks and the maintainer gate."""

@@ -1,0 +1,1 @@
+"""The tool schemas and their validation; pure."""

@@ -1,0 +1,229 @@
+"""One chat in the driver: its context copy, its schedule, its marks, and the loop that serializes its
+wake-ups. The context consumer and typing subscriber change the state and set ``changed``; the loop
+re-reads the pure scheduler's decision after every change and every tick of the clock.
+
+A running wake-up is never preempted mid-step: after ``stop`` (hand-over of the chat's partition, or
+shutdown) the runner's interrupt check ends it once its step in progress is persisted, leaving the chain
+open for whoever drives the chat next; then the loop exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from larkbot.canonical.context import Segment
+from larkbot.driver.compaction.core.compaction import Summary
+from larkbot.runtime.config import ChatSettings
+from larkbot.runtime.logs import log_context
+
+from .. import metrics
+from ..observer import DriverObserver
+from .clock import Clock
+from .core import scheduler
+from .core.context import ChatContext, latest_external_ms, new_external
+from .core.records import Activation
+from .repository import ChatMarks, DriverRepository
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Persona:
+    name: str
+    texts: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class CompactionState:
+    """The chat's compaction controller state (``adapters.compactor``): the compaction in progress and
+    the back-off after failures."""
+
+    task: asyncio.Task[bool] | None = None
+    retry_at_ms: int = 0
+    delay_s: float = 0.0
+    failures: int = 0
+
+
+class WakeFailed(Exception):
+    """A wake-up failed; ``transient`` ones are retried (carrying ``activation``), others latch."""
+
+    def __init__(self, reason: str, *, transient: bool, activation: Activation | None) -> None:
+        super().__init__(reason)
+        self.transient = transient
+        self.activation = activation
+
+
+#: ``(chat, wake, wake_id, input_until_ms)``.
+RunWake = Callable[["ChatState", scheduler.Wake, str, int], Awaitable[None]]
+
+
+class ChatState:
+    def __init__(
+        self,
+        platform: str,
+        chat_id: str,
+        settings: ChatSettings,
+        persona: Persona,
+        clock: Clock,
+        observer: DriverObserver,
+    ) -> None:
+        self.platform = platform
+        self.chat_id = chat_id
+        self.key = f"{platform}:{chat_id}"
+        self.settings = settings
+        #: Their messages are context only: they never wake the bot nor interrupt its turn.
+        self.blocked = frozenset(settings.blocked_users)
+        self.persona = persona
+        self.clock = clock
+        self.observer = observer
+        self.debounce = scheduler.Debounce(
+            settings.initial_delay_ms,
+            settings.typing_extend_ms,
+            settings.max_delay_ms,
+            tuple(round(s * 1000) for s in settings.transient_retry_delays_s),
+        )
+        self.context = ChatContext()
+        self.schedule = scheduler.Schedule()
+        self.marks = ChatMarks(0, 0)
+        self.probe_start: str | None = None
+        self.changed = asyncio.Event()
+        self.stopping = False
+        #: Wake-ups this replica ran for the chat since it took the chat over.
+        self.wakeups = 0
+        #: Failed attempts at redoing the chat's pending step (``core.wake``).
+        self.recovery_failures = 0
+        #: The newest compaction summary (loaded at take-over, replaced by each compaction).
+        self.summary: Summary | None = None
+        #: The sticky start of a trimmed history (``prompt.select_history``); cleared by a compaction.
+        self.trim_from_ms: int | None = None
+        #: When the wake-up in progress started (compaction keeps what it may still store).
+        self.running_since_ms: int | None = None
+        #: Estimated tokens of the turn responses after the summary's boundary, as the last wake-up loaded
+        #: and stored them (``None``: not known yet); the compactor's cheap check.
+        self.turn_tokens: int | None = None
+        self.compaction = CompactionState()
+
+    # -- inputs ---------------------------------------------------------------------------------------
+    def load(self, marks: ChatMarks | None, chain_open: bool, summary: Summary | None = None) -> None:
+        if marks is not None:
+            self.marks = marks
+        self.summary = summary
+        self.schedule = replace(self.schedule, resume=chain_open)
+        self._changed()
+
+    def set_context(self, context: ChatContext) -> None:
+        for segment in new_external(self.context, context, self.marks.processed_until_ms, self.blocked):
+            self.schedule = scheduler.on_input(
+                self.schedule, segment.sender_id or "runtime", segment.received_at_ms
+            )
+        self.context = context
+        self._changed()
+
+    def adopt(self, context: ChatContext) -> None:
+        """Move the copy forward to ``context``; an older copy (a snapshot that lost the race with a newer
+        one taken on a gap) is ignored."""
+        if context.seq > self.context.seq:
+            self.set_context(context)
+
+    def adopt_summary(self, summary: Summary) -> None:
+        self.summary = summary
+        self.trim_from_ms = None
+        self.turn_tokens = None
+
+    def typing(self, at_ms: int) -> None:
+        self.schedule = scheduler.on_typing(self.schedule, at_ms)
+        self._changed()
+
+    def _changed(self) -> None:
+        self.changed.set()
+
+    # -- reads ----------------------------------------------------------------------------------------
+    def shown_segments(self) -> tuple[Segment, ...]:
+        """The context after the summary's cursor (the pipeline's copy may lag behind a new summary)."""
+        segments = self.context.segments
+        if self.summary is None or self.context.cursor >= self.summary.cursor:
+            return segments
+        cursor = self.summary.cursor
+        return tuple(s for s in segments if s.event_seq > cursor)
+
+    def latest_external_ms(self) -> int:
+        return latest_external_ms(self.context.segments, self.blocked)
+
+    def last_action_ms(self) -> int:
+        own = max((s.received_at_ms for s in self.context.segments if s.is_myself), default=0)
+        return max(own, self.marks.last_action_ms)
+
+    def utc_offset_min(self, deployment: int) -> int:
+        return self.settings.utc_offset_min if self.settings.utc_offset_min is not None else deployment
+
+    # -- marks ----------------------------------------------------------------------------------------
+    def acted(self, at_ms: int) -> None:
+        self.marks = replace(self.marks, last_action_ms=max(self.marks.last_action_ms, at_ms))
+
+    async def processed(self, repo: DriverRepository, until_ms: int) -> None:
+        self.marks = replace(self.marks, processed_until_ms=max(self.marks.processed_until_ms, until_ms))
+        await repo.save_marks(self.platform, self.chat_id, self.marks)
+
+    # -- the loop -------------------------------------------------------------------------------------
+    async def loop(self, run_wake: RunWake, repo: DriverRepository) -> None:
+        while not self.stopping:
+            self.changed.clear()
+            now = self.clock.now_ms()
+            action = scheduler.next_action(self.schedule, now, self.debounce)
+            if isinstance(action, scheduler.Wait):
+                self.observer.chat_idle(self, now)
+                await self.clock.wait_until(action.until_ms, self.changed)
+                self.observer.chat_woke(self)
+                continue
+            input_until = max(action.input_until_ms, self.latest_external_ms())
+            # The wake-up handles (and marks processed) everything up to ``input_until``, so it takes
+            # those inputs with it whatever its kind (a resume wake-up's own bound is 0).
+            self.schedule = scheduler.begin(self.schedule, replace(action, input_until_ms=input_until))
+            self.wakeups += 1
+            self.running_since_ms = now
+            wake_id = uuid.uuid4().hex[:16]
+            # Every line logged for this wake-up, its failure included, carries the chat and wake id.
+            with log_context(chat=self.key, wake=wake_id):
+                try:
+                    await run_wake(self, action, wake_id, input_until)
+                except WakeFailed as exc:
+                    await self._failed(exc, action, input_until, repo)
+                except Exception as exc:
+                    # A bug, not a provider or platform failure: counted where an alert can see it.
+                    log.exception("wake-up crashed; the context is latched until new input")
+                    metrics.WAKE_CRASHES.labels(type(exc).__name__[:64]).inc()
+                    metrics.TURNS.labels("failed").inc()
+                    crashed = WakeFailed("crashed", transient=False, activation=None)
+                    await self._failed(crashed, action, input_until, repo)
+                else:
+                    self.schedule = scheduler.succeeded(self.schedule)
+                finally:
+                    self.running_since_ms = None
+
+    async def _failed(
+        self, exc: WakeFailed, wake: scheduler.Wake, input_until: int, repo: DriverRepository
+    ) -> None:
+        if exc.transient:
+            retry_wake = replace(wake, input_until_ms=input_until)
+            self.schedule, retried = scheduler.failed_transiently(
+                self.schedule, retry_wake, self.clock.now_ms(), exc.activation, self.debounce.retry_delays_ms
+            )
+            if retried:
+                metrics.WAKE_FAILURES.labels("transient_retried").inc()
+                log.warning("wake-up failed transiently (%s); retrying", exc)
+                return
+            metrics.WAKE_FAILURES.labels("transient_exhausted").inc()
+        else:
+            self.schedule = scheduler.failed_permanently(self.schedule)
+            metrics.WAKE_FAILURES.labels("permanent").inc()
+        log.error("wake-up failed (%s); the context is latched until new input", exc)
+        await self.processed(repo, input_until)
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.changed.set()
+        self.observer.chat_stopping(self)
