@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from larkbot.canonical.errors import ConfigError
+from larkbot.canonical.errors import ConfigError, RetryableError
 from larkbot.canonical.events import RuntimeEvent, TypingSignal
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import KV_LEASES, PARTITIONS, Service, events_subject
@@ -253,7 +253,8 @@ class DriverService:
         if any(chat.shell_enabled for chat in config.chats.values()):
             # Also resumes watching the tasks a previous process of this host left running.
             shell.prepare()
-            ctx.spawn(shell.run(ctx.stopping), "shell-tasks")
+            watched = (RetryableError, OSError)  # the database or the file system away: next round
+            ctx.every(config.shell.poll_interval_s, shell.watch_once, "shell-tasks", tolerate=watched)
         if config.audit.enabled:
             # One replica sweeps, hourly: well within a retention counted in days.
             sweep = partial(_sweep_audit, audit, requests, options.clock, config.audit.retention_days)

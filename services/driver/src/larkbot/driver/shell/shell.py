@@ -26,7 +26,6 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
@@ -36,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from larkbot.canonical.errors import ConfigError, RetryableError
+from larkbot.canonical.errors import ConfigError
 from larkbot.canonical.events import RuntimeEvent
 from larkbot.driver.tools.core import tools
 from larkbot.driver.wake.clock import Clock
@@ -107,6 +106,8 @@ class ShellTasks:
         self.utc_offset_min = utc_offset_min
         #: Tasks whose ``bash`` call waits for them in this process.
         self._waiting: set[str] = set()
+        #: When the watcher next removes expired tasks (``time.monotonic``; at its first round).
+        self._next_sweep = 0.0
 
     def prepare(self) -> None:
         self.working_dir.mkdir(parents=True, exist_ok=True)
@@ -273,20 +274,13 @@ class ShellTasks:
         return True, f"{core.state_line(task)}\n{core.page(data, start, total)}"
 
     # -- the watcher ----------------------------------------------------------------------------------
-    async def run(self, stopping: asyncio.Event) -> None:
-        """Look at this host's open tasks every ``poll_interval_s``; remove expired ones every hour; until
-        ``stopping``."""
-        next_sweep = 0.0
-        while not stopping.is_set():
-            try:
-                await self.poll_once()
-                if time.monotonic() >= next_sweep:
-                    next_sweep = time.monotonic() + SWEEP_INTERVAL_S
-                    await self.sweep_once()
-            except (RetryableError, OSError) as exc:
-                log.warning("watching shell tasks failed (%s: %s); trying again", type(exc).__name__, exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.settings.poll_interval_s)
+    async def watch_once(self) -> None:
+        """One round of the watcher (run every ``poll_interval_s`` by ``ServiceContext.every``): look at
+        this host's open tasks; remove expired ones when an hour has passed since the last removal."""
+        await self.poll_once()
+        if time.monotonic() >= self._next_sweep:
+            self._next_sweep = time.monotonic() + SWEEP_INTERVAL_S
+            await self.sweep_once()
 
     async def poll_once(self) -> None:
         """One look at every open task of this host: record the ends, announce the background ones."""
