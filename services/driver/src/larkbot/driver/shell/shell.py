@@ -1,6 +1,7 @@
 """The shell tools (``bash``, ``kill_task``, ``read_task_output``) and the watcher of background tasks.
 The rules are in :mod:`.core.shell`, the operating-system side in :mod:`.processes`; docs/driver.md
-"Shell tools" is the operator's view. Not a sandbox.
+"Shell tools" is the operator's view. Not a sandbox. One module, ~400 lines: the three tools and the
+watcher share the task store and the look at a task's files; split, each half would import the other.
 
 Each ``bash`` call is a task: a row in ``driver_shell_tasks``, written before the command starts, and a
 directory of files (:mod:`.processes`). The command runs detached from the driver, so a task outlives the
