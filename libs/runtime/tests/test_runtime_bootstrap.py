@@ -116,3 +116,19 @@ def test_an_unknown_asset_in_configuration_is_refused_naming_its_key() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config({"jetstream": {"assets": {"EVENT": {"replicas": 3}}}}, {})
     assert "jetstream.assets.EVENT" in str(caught.value)
+
+
+def test_a_store_still_being_removed_is_waited_out_and_a_refusal_is_not() -> None:
+    # Created again right after a stream of the same name was deleted, a server may answer 500 "error
+    # creating store for stream" while it still removes the old store: asked again, it succeeds.
+    from nats.js.errors import BadRequestError, ServerError
+
+    from larkbot.runtime import bootstrap as declarations
+
+    store = ServerError(code=500, err_code=10049, description="error creating store for stream")
+    assert declarations._transient(store)
+    refused = ServerError(
+        code=500, err_code=10074, description="replicas > 1 not supported in non-clustered mode"
+    )
+    assert not declarations._transient(refused)
+    assert not declarations._transient(BadRequestError(code=400, err_code=10052, description="bad request"))

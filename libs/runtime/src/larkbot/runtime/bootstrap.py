@@ -354,6 +354,9 @@ async def bootstrap(js: JetStreamContext, settings: JetStreamSettings | None = N
 
 #: What a cluster answers while it elects a stream's leader or moves its replicas.
 _ELECTING = (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError)
+#: What a server answers (500) when a stream is created again while the store of the one deleted under
+#: the same name is still being removed; its other 500s (replicas it cannot hold) are final.
+_STORE_BUSY = "error creating store"
 #: JetStream API errors that say "not now" rather than "never": no leader yet, cluster not current.
 _NOT_NOW_CODES = frozenset({10008, 10009, 10023})
 #: "No suitable peers for placement": a cluster still forming (its servers not all known to the meta
@@ -363,6 +366,8 @@ _NO_PEERS = 10005
 
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, _ELECTING):
+        return True
+    if isinstance(exc, nats.js.errors.ServerError) and _STORE_BUSY in (exc.description or ""):
         return True
     return isinstance(exc, nats.js.errors.APIError) and exc.err_code in _NOT_NOW_CODES | {_NO_PEERS}
 
