@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from nats.aio.msg import Msg
+from prometheus_client import REGISTRY
 
 from larkbot.canonical.codec import decode, encode
 from larkbot.canonical.context import (
@@ -23,6 +24,7 @@ from larkbot.canonical.context import (
 from larkbot.canonical.events import BotIdentity, CanonicalEvent, ForwardInfo
 from larkbot.canonical.names import (
     KV_IDENTITY,
+    STREAM_CONTEXT,
     SUBJECT_PIPELINE_CURSOR,
     SUBJECT_PIPELINE_HISTORY,
     SUBJECT_PIPELINE_SNAPSHOT,
@@ -34,6 +36,7 @@ from larkbot.canonical.names import (
 )
 from larkbot.pipeline.app import Pipeline, PipelineOptions, PipelineService
 from larkbot.pipeline.core import alias_for
+from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
 from larkbot.runtime.service import ServiceContext, built
@@ -365,3 +368,38 @@ async def test_identity_change_re_renders_with_myself(bus: Bus, nats_url: str, d
         await kv.put(identity_key("feishu"), encode(identity))
         await updates.until(lambda: 'myself="true"' in "".join(updates.xml("oc_chat")))
         assert isinstance(updates.items[-1].ops[0], ResetOp)
+
+
+async def test_a_context_update_the_bus_refused_is_published_again(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    """A lost update used to be only logged: its chat's newest message then never reached the driver,
+    which notices a gap only from a next update (a 3-node cluster losing the CONTEXT leader)."""
+
+    def failed() -> float:
+        return REGISTRY.get_sample_value("larkbot_pipeline_updates_total", {"outcome": "failed"}) or 0.0
+
+    cfg = config(database_url)
+    async with pipeline(bus, nats_url, cfg):
+        await publish(bus, CONVERSATION[0])
+        await eventually(
+            lambda: (
+                REGISTRY.get_sample_value("larkbot_pipeline_updates_total", {"outcome": "published"})
+                is not None
+            )
+        )
+        before = failed()
+        await bus.js.delete_stream(STREAM_CONTEXT)
+        await publish(bus, s.message("om_last", "the newest message"))
+        await eventually(lambda: failed() > before)
+        await bootstrap(bus.js)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + TIMEOUT
+        while not (info := await bus.js.stream_info(STREAM_CONTEXT)).state.messages:
+            assert loop.time() < deadline, "the refused update was never published again"
+            await asyncio.sleep(0.05)
+        msg = await bus.js.get_msg(STREAM_CONTEXT, info.state.last_seq)
+        update = decode(msg.data or b"", ContextUpdate)
+        assert any(
+            "the newest message" in seg.xml for op in update.ops for seg in getattr(op, "segments", ())
+        )

@@ -240,7 +240,7 @@ class PipelineService:
         repo = EventRepository(engine)
         current: dict[Platform, BotIdentity] = {}
         params_for = ChatParams(config, current, deployment_offset_min(config.utc_offset_min))
-        chats = ResidentChats(ctx.bus, repo, params_for, {})
+        chats = ResidentChats(ctx.bus, repo, params_for, {}, forever(Backoff.of(config.retry.background)))
         identities = Identities(ctx.bus, current, chats.rerender_platform)
         intake = Intake(
             ctx.bus,

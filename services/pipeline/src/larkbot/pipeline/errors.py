@@ -6,7 +6,8 @@ permanent is the type)::
     │   ├── DatabaseUnavailable   the database did not answer or refused the transaction
     │   ├── PartitionNotOpen      a batch of a partition that is not open here
     │   ├── NotServedHere         no replica serves the chat's partition right now (a hand-over)
-    │   └── OwnerUnavailable      the holder of the partition's lease does not answer
+    │   ├── OwnerUnavailable      the holder of the partition's lease does not answer
+    │   └── Unpublished           context updates the bus did not acknowledge
     └── PermanentError
         └── BeforeCursor          an event at or before a chat's compaction cursor
 
@@ -17,6 +18,8 @@ Where each becomes an outcome, once:
 - anything a partition's batch raises — :class:`PartitionNotOpen`, :class:`DatabaseUnavailable` while it
   opens, the runtime's ``DeadLetterFailed`` and ``SequenceGap`` — restarts the partition from its resume
   point (the runtime's :class:`~larkbot.runtime.reader.PartitionReader` policy);
+- :class:`Unpublished` is published again in-process (``adapters.chats``, ``retry.background``) under
+  the projections' lock, so that no later update of a chat overtakes it;
 - a request that raises :class:`NotServedHere` / :class:`OwnerUnavailable` is answered with a retryable
   ``ServiceError`` (``not_served`` / ``owner_unavailable``; ``app._error_reply``), any other error with
   the runtime's reply for it;
@@ -45,6 +48,14 @@ class NotServedHere(RetryableError):
 
 class OwnerUnavailable(RetryableError):
     """The replica holding the chat's partition lease does not answer; its lease has not expired yet."""
+
+
+class Unpublished(RetryableError):
+    """Context updates the bus did not acknowledge (a server down, an election): published again."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(f"{count} context update(s) not acknowledged")
+        self.count = count
 
 
 class BeforeCursor(PermanentError):

@@ -58,6 +58,7 @@ from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import LarkbotConfig, NatsSettings, parse_config
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.process import deployment_offset_min
+from larkbot.runtime.retry import RetryPolicy
 from larkbot.runtime.service import built
 
 from ..pipeline.synthetic import chat_traffic
@@ -198,7 +199,8 @@ async def measure_cold_replay(events: int, chats_count: int, root: Path) -> dict
     engine = create_engine(database_url)
     try:
         repo = EventRepository(engine)
-        resident = ResidentChats(None, repo, chat_params(bench_config(chats, database_url)), {})  # type: ignore[arg-type]
+        params = chat_params(bench_config(chats, database_url))
+        resident = ResidentChats(None, repo, params, {}, RetryPolicy())  # type: ignore[arg-type]
         gc.collect()
         started = time.perf_counter()
         replayed = await resident.cold_start([("feishu", chat) for chat in chats])

@@ -4,7 +4,8 @@ Sequencing of ``ContextUpdate``: an update caused by committed events gets ``seq
 SEQ_STRIDE, previous seq + 1)``; updates without a new event (cursor move, identity change) take previous
 seq + 1. Event ids are global and increasing, so ``seq`` increases per chat across restarts without being
 stored: after a restart a chat starts at ``last event id × SEQ_STRIDE``, and a consumer holding another
-value sees ``base_seq`` differ and asks ``pipeline.snapshot``. The same happens when a publication was lost.
+value sees ``base_seq`` differ and asks ``pipeline.snapshot``. A publication the bus does not acknowledge is
+published again until it is (:meth:`ResidentChats.publish`).
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ from larkbot.canonical.context import (
 from larkbot.canonical.events import CanonicalEvent, MessageEvent
 from larkbot.canonical.names import Platform, context_subject, partition_of
 from larkbot.runtime.bus import Bus
+from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .. import metrics
 from ..core import Projection, RenderParams, attachment_key
+from ..errors import Unpublished
 from .repository import EventRepository
 from .writes import decode_event
 
@@ -71,8 +74,10 @@ class ResidentChats:
         repo: EventRepository,
         params_for: Callable[[Platform, str], RenderParams | None],
         alt_texts: dict[str, str],
+        publish_retry: RetryPolicy,
     ) -> None:
         self.bus = bus
+        self.publish_retry = publish_retry
         self.repo = repo
         self.params_for = params_for
         self.alt_texts = alt_texts
@@ -229,11 +234,29 @@ class ResidentChats:
         return update
 
     async def publish(self, updates: list[ContextUpdate], timeout_s: float = 10.0) -> None:
-        """Publish pipelined (one round trip for the whole batch; one connection keeps their order). A lost
-        publication is only logged: the consumer detects the gap through ``base_seq`` and asks for a
-        snapshot."""
-        if not updates:
-            return
+        """Publish pipelined (one round trip for the whole batch; one connection keeps their order), and
+        publish again what was not acknowledged until all of it is (``retry.background``). The caller
+        holds :attr:`lock`, so no later update of a chat overtakes one being published again; each chat
+        has one update per batch. A copy stored twice (its acknowledgement lost) is stale to consumers
+        (``seq`` not above theirs).
+
+        Only logging a lost publication left its chat silent: a consumer notices a gap from the next
+        update's ``base_seq``, and the chat's newest message has no next update (seen on a 3-node cluster
+        when the ``CONTEXT`` leader was killed under traffic)."""
+        pending = updates
+
+        def retried(_failure: Failure, _attempts: int, wait: float, _exc: BaseException | None) -> None:
+            log.warning("%d context update(s) not published, publishing again in %.2f s", len(pending), wait)
+
+        async for attempt in retrying(self.publish_retry, _unpublished, on_retry=retried):
+            with attempt:
+                pending = await self._publish_once(pending, timeout_s)
+                if pending:
+                    raise Unpublished(len(pending))
+        metrics.UPDATES.labels("published").inc(len(updates))
+
+    async def _publish_once(self, updates: list[ContextUpdate], timeout_s: float) -> list[ContextUpdate]:
+        """One pipelined round; the updates not acknowledged, in order."""
         js = self.bus.js
         futures: list[asyncio.Future[PubAck]] = []
         try:
@@ -242,16 +265,20 @@ class ResidentChats:
                 subject = context_subject(update.platform.value, update.chat_id)
                 futures.append(await js.publish_async(subject, encode(update), headers=headers_for(update)))
         except nats.errors.Error as exc:
-            log.warning("context updates not published (consumers will resync): %s", type(exc).__name__)
+            log.warning("context updates not published: %s", type(exc).__name__)
         try:
-            results = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), timeout_s)
+            results: list[object] = await asyncio.wait_for(
+                asyncio.gather(*futures, return_exceptions=True), timeout_s
+            )
         except TimeoutError:
             results = [TimeoutError()] * len(futures)
-        failed = len(updates) - len(futures) + sum(isinstance(r, BaseException) for r in results)
-        metrics.UPDATES.labels("published").inc(len(updates) - failed)
+        results += [None] * (len(updates) - len(futures))
+        failed = [
+            u for u, r in zip(updates, results, strict=True) if r is None or isinstance(r, BaseException)
+        ]
         if failed:
-            metrics.UPDATES.labels("failed").inc(failed)
-            log.warning("%d context update(s) not published (consumers will resync)", failed)
+            metrics.UPDATES.labels("failed").inc(len(failed))
+        return failed
 
     # -- requests and control --------------------------------------------------------------------------
     def snapshot(self, platform: Platform, chat_id: str) -> ContextSnapshot:
@@ -309,3 +336,8 @@ def _xml_bytes(op: ContextOp) -> int:
             return len(op.segment.xml)
         case _:
             assert_never(op)
+
+
+def _unpublished(exc: BaseException) -> Failure | None:
+    """Updates not acknowledged are published again for as long as it takes; anything else is final."""
+    return Failure.TRANSIENT if isinstance(exc, Unpublished) else None
