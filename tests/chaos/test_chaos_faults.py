@@ -251,9 +251,8 @@ async def test_chaos_long_profile(tmp_path: Path) -> None:
     assert not report["failures"], "\n".join(report["failures"])
 
 
-# In make test-all only for now: one CI run of 3 saw a Telegram chat stuck after the leader kill (its
-# newest message never reached the probe); to be understood before it returns to make test.
-@pytest.mark.slow
+# Once seen stuck (a chat's newest message never reached the probe): the pipeline only logged a context
+# update the bus refused during the election; it now publishes it again (test_pipeline_service).
 @pytest.mark.timeout(900)
 async def test_chaos_on_a_three_node_cluster_rides_through_a_leader_kill(tmp_path: Path) -> None:
     report = await run_chaos(tmp_path, CLUSTER_SHORT, seed(), cluster=("EVENTS",))
