@@ -39,6 +39,7 @@ from tests.harness.chaos import (
     supervise,
     telegram_chat_id,
 )
+from tests.harness.leases import LeaseWatch
 from tests.harness.nats import ClusterNats, RestartableNats
 from tests.harness.script import BotScript
 from tests.harness.verdict import clean_events, judge
@@ -46,7 +47,7 @@ from tests.harness.world import SERVICES, World, until, world
 
 from larkbot.canonical.codec import decode
 from larkbot.canonical.events import BotIdentity
-from larkbot.canonical.names import KV_IDENTITY, identity_key
+from larkbot.canonical.names import KEY_VALUES, KV_IDENTITY, KV_LEASES, identity_key
 from larkbot.ingress_feishu.core.outbound import feishu_uuid
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import JetStreamSettings, NatsSettings, load_config
@@ -170,6 +171,8 @@ async def run_chaos(
             )
             canary = Canary(bus, 3 if cluster else 1)
             canary_task = asyncio.create_task(canary.run())
+            leases = LeaseWatch(ttl_s=next(kv.ttl_s for kv in KEY_VALUES if kv.bucket == KV_LEASES))
+            await leases.start(url)
             t0 = time.monotonic()
             stop = asyncio.Event()
             supervisor = asyncio.create_task(supervise(w.stack, faults, t0, stop))
@@ -206,7 +209,10 @@ async def run_chaos(
             stop.set()
             await supervisor
             verdicts = await judge(w, script, config, traffic, ids)
-            failures = [f for v in verdicts for f in v.failures()]
+            await leases.stop()
+            failures = [f for v in verdicts for f in v.failures()] + leases.overlaps
+            if not leases.writes:
+                failures.append("the lease watcher saw no lease write: ownership was not checked")
             report.update(
                 accepted={"feishu": len(traffic.feishu_accepted), "telegram": len(traffic.telegram_accepted)},
                 committed_member_events=sum(v.committed for v in verdicts),
@@ -222,6 +228,9 @@ async def run_chaos(
                 bot_messages=sum(v.bot_sent for v in verdicts),
                 bot_unknown_outcome=[u for v in verdicts for u in v.bot_unknown],
                 late_received_segments=sum(v.late_received for v in verdicts),
+                lease_writes=leases.writes,
+                lease_handovers=leases.handovers,
+                lease_handovers_unobserved=leases.unobserved,
                 failures=failures,
             )
             if failures:
