@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from larkbot.canonical.context import (
     CursorMove,
     HistoryRequest,
     HistoryResponse,
+    ReplaceOp,
     ResetOp,
     Segment,
     SnapshotRequest,
@@ -403,3 +405,29 @@ async def test_a_context_update_the_bus_refused_is_published_again(
         assert any(
             "the newest message" in seg.xml for op in update.ops for seg in getattr(op, "segments", ())
         )
+
+
+async def test_a_chat_active_lately_is_marked_when_its_partition_is_loaded(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    """The previous owner may have been killed between a commit and its publication: a consumer behind
+    learns it from the mark's ``base_seq``, one up to date applies a replace of the last segment by itself."""
+    cfg = config(database_url)
+    now_ms = int(time.time() * 1000)
+    async with watching(bus) as updates:
+        async with pipeline(bus, nats_url, cfg):
+            await publish(
+                bus, s.message("om_old", "long ago"), s.message("om_new", "just now", received_ms=now_ms)
+            )
+            await updates.until(lambda: "just now" in "".join(updates.xml("oc_chat")))
+            live = await snapshot(bus)
+        seen = len(updates.items)
+        async with pipeline(bus, nats_url, cfg):
+            await updates.until(lambda: len(updates.items) > seen)
+            mark = updates.items[-1]
+            assert mark.chat_id == "oc_chat"
+            assert mark.ops == (ReplaceOp(segment=live.segments[-1]),)
+            assert mark.seq > live.seq
+            # A consumer that held the live state finds nothing changed.
+            assert updates.xml("oc_chat") == [seg.xml for seg in live.segments]
+            assert (await snapshot(bus)).segments == live.segments

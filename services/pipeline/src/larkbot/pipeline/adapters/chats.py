@@ -44,6 +44,10 @@ from .writes import decode_event
 log = logging.getLogger(__name__)
 
 SEQ_STRIDE = 1024
+#: A chat whose newest segment arrived this recently is marked when its partition is loaded (below). An
+#: update committed and not yet published when the previous owner died belongs to such a chat: events
+#: commit within seconds of arriving, or, waiting for their media, within the admission's bounded retries.
+MARK_RECENT_MS = 3_600_000
 ChatKey = tuple[str, str]
 
 
@@ -133,7 +137,27 @@ class ResidentChats:
     async def load_partition(self, partition: int, keys: list[ChatKey]) -> int:
         """Cold start of the configured chats of one partition (on acquiring it); events replayed."""
         mine = [key for key in keys if partition_of(*key) == partition]
-        return await self.cold_start(mine) if mine else 0
+        if not mine:
+            return 0
+        events = await self.cold_start(mine)
+        await self.mark(mine, int(time.time() * 1000) - MARK_RECENT_MS)
+        return events
+
+    async def mark(self, keys: list[ChatKey], since_ms: int) -> None:
+        """Publish, for each of these chats with a segment newer than ``since_ms``, an update that replaces
+        its last segment with itself: a consumer holding the chat's newest state applies it and nothing
+        changes; a consumer behind (the previous owner was killed between a commit and its publication)
+        sees ``base_seq`` differ and asks for a snapshot. Without it that consumer would wait for the
+        chat's next message, and a mention that was the newest message would go unanswered."""
+        async with self.lock:
+            updates = []
+            for key in keys:
+                chat = self.chats.get(key)
+                segments = chat.projection.segments if chat is not None else ()
+                if chat is None or not segments or max(s.received_at_ms for s in segments) <= since_ms:
+                    continue
+                updates.append(self.next_update(chat, [ReplaceOp(segment=segments[-1])]))
+            await self.publish(updates)
 
     def evict_partition(self, partition: int) -> None:
         """Forget the chats of a partition this replica no longer owns (another replica commits them now,
@@ -243,6 +267,8 @@ class ResidentChats:
         Only logging a lost publication left its chat silent: a consumer notices a gap from the next
         update's ``base_seq``, and the chat's newest message has no next update (seen on a 3-node cluster
         when the ``CONTEXT`` leader was killed under traffic)."""
+        if not updates:
+            return
         pending = updates
 
         def retried(_failure: Failure, _attempts: int, wait: float, _exc: BaseException | None) -> None:
