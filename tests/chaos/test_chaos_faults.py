@@ -59,9 +59,11 @@ LONG = Profile("long", feishu_chats=20, telegram_chats=20, events=6000, kills_pe
 #: One leader kill under light traffic, no service kills: what an R3 deployment rides through (make test).
 CLUSTER_SHORT = Profile("cluster-short", feishu_chats=3, telegram_chats=3, events=360, kills_per_service=0,
                         redeliver_share=0.1, mean_gap_s=0.3, settle_timeout_s=240, nats_faults=1)  # fmt: skip
-#: The long profile's traffic and service kills, plus a follower, the EVENTS leader and the leases' leader.
+#: The long profile's traffic and service kills, plus a follower, the EVENTS leader and the leases' leader,
+#: with two pipelines and two drivers sharing the partitions (every kill moves leases between them).
 CLUSTER_LONG = Profile("cluster-long", feishu_chats=20, telegram_chats=20, events=6000, kills_per_service=4,
-                       redeliver_share=0.1, mean_gap_s=0.3, settle_timeout_s=480, nats_faults=3)  # fmt: skip
+                       redeliver_share=0.1, mean_gap_s=0.3, settle_timeout_s=480, nats_faults=3,
+                       replicas=(("pipeline", 2), ("driver", 2)))  # fmt: skip
 R3 = JetStreamSettings(replicas=3)
 
 
@@ -157,7 +159,22 @@ async def run_chaos(
     report: dict[str, Any] = {"profile": profile.name, "seed": run_seed}
     try:
         jetstream = R3 if cluster else None
-        async with world(root / "stack", bus, url, script, chats, jetstream=jetstream) as w:
+        databases: dict[str, Any] = {}
+        if profile.replicas:
+            postgres_url = os.environ.get("TEST_DATABASE_URL")
+            if not postgres_url:
+                pytest.skip("replicas of the pipeline and the driver share a PostgreSQL: TEST_DATABASE_URL")
+            databases = {"database": "postgres", "postgres_url": postgres_url}
+        async with world(
+            root / "stack",
+            bus,
+            url,
+            script,
+            chats,
+            jetstream=jetstream,
+            replicas=dict(profile.replicas),
+            **databases,
+        ) as w:
             config = load_config(w.stack.config_path, env={})
             traffic = Traffic()
             faults = FaultLog()
@@ -231,6 +248,7 @@ async def run_chaos(
                 lease_writes=leases.writes,
                 lease_handovers=leases.handovers,
                 lease_handovers_unobserved=leases.unobserved,
+                replicas=dict(profile.replicas),
                 failures=failures,
             )
             if failures:

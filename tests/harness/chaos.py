@@ -52,6 +52,8 @@ class Profile:
     #: NATS faults spread over the traffic: a restart of the one server, or on a cluster one kill each
     #: of the victims :class:`~tests.harness.nats.ClusterNats` is given.
     nats_faults: int = 1
+    #: Services run as several processes (the first of each is the one the faults kill); PostgreSQL.
+    replicas: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,12 @@ class ServiceProcess:
     starts: int = 0
     #: The command that runs it, when not ``python -m larkbot.cli run <name>``.
     argv: tuple[str, ...] | None = None
+    #: The service it runs, when ``name`` names a further replica (``pipeline-r2``).
+    service: str | None = None
+
+    @property
+    def runs(self) -> str:
+        return self.service or self.name
 
 
 @dataclass
@@ -61,14 +67,34 @@ class Stack:
         data.setdefault("data_dir", str(self.root / "data"))
         services = dict(data.get("services") or {})
         for name, svc in self.services.items():
-            key = name.replace("-", "_")
-            services[key] = {**services.get(key, {}), "http_host": "127.0.0.1", "http_port": svc.port}
+            if svc.service is None:
+                key = name.replace("-", "_")
+                services[key] = {**services.get(key, {}), "http_host": "127.0.0.1", "http_port": svc.port}
         data["services"] = services
         self.config_path.write_text(yaml.safe_dump(data, sort_keys=True), encoding="utf-8")
+        # A further replica reads the same configuration but for its own operations port.
+        for name, svc in self.services.items():
+            if svc.service is not None:
+                key = svc.service.replace("-", "_")
+                own = {**data, "services": {**services, key: {**services[key], "http_port": svc.port}}}
+                path = self.root / f"config-{name}.yaml"
+                path.write_text(yaml.safe_dump(own, sort_keys=True), encoding="utf-8")
+                self.service_env[name] = {
+                    **self.service_env.get(svc.service, {}),
+                    **self.service_env.get(name, {}),
+                    "LARKBOT_CONFIG": str(path),
+                }
 
     def add(self, *names: str) -> None:
         for name in names:
             self.services[name] = ServiceProcess(name, free_port(), self.root / "logs" / f"{name}.log")
+
+    def add_replicas(self, service: str, count: int) -> None:
+        """``count`` replicas of ``service`` in all: the first is ``service``, then ``<service>-r<n>``."""
+        for n in range(2, count + 1):
+            name = f"{service}-r{n}"
+            log = self.root / "logs" / f"{name}.log"
+            self.services[name] = ServiceProcess(name, free_port(), log, service=service)
 
     def env(self, name: str | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LARKBOT_")}
@@ -83,7 +109,7 @@ class Stack:
         out = svc.log_path.open("ab")
         try:
             svc.proc = await asyncio.create_subprocess_exec(
-                *(svc.argv or (sys.executable, "-m", "larkbot.cli", "run", name)),
+                *(svc.argv or (sys.executable, "-m", "larkbot.cli", "run", svc.runs)),
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
                 stdin=asyncio.subprocess.DEVNULL,

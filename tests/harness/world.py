@@ -242,12 +242,15 @@ async def world(
     feishu: dict[str, Any] | None = None,
     jetstream: JetStreamSettings | None = None,
     service_env: dict[str, dict[str, str]] | None = None,
+    replicas: dict[str, int] | None = None,
 ) -> AsyncIterator[World]:
     """Fakes up, streams reset, the services started and ready; everything stopped on exit. ``config``:
     top-level sections added to the configuration file; ``argv``: the command of a service, by name;
     ``feishu``: keys added to the ``feishu`` section (e.g. a short ``api_timeout_s``); ``jetstream``: the
     replicas and limits the streams are declared with (and the services configured with); ``service_env``:
-    variables given to one service only (its own NATS user), by service name."""
+    variables given to one service only (its own NATS user), by service name; ``replicas``: how many
+    processes run a service (the further ones are named ``<service>-r<n>``; PostgreSQL for more than one
+    pipeline or driver)."""
     feishu_settings = feishu or {}
     feishu_fake = FakeFeishu()
     telegram = FakeBotApi()
@@ -272,6 +275,8 @@ async def world(
             if jetstream is not None:
                 stack.config["jetstream"] = jetstream.model_dump(exclude_defaults=True)
             stack.add(*services)
+            for name, count in (replicas or {}).items():
+                stack.add_replicas(name, count)
             for name, command in (argv or {}).items():
                 stack.services[name].argv = command
             try:
