@@ -188,7 +188,9 @@ async def run_chaos(
             )
             canary = Canary(bus, 3 if cluster else 1)
             canary_task = asyncio.create_task(canary.run())
-            leases = LeaseWatch(ttl_s=next(kv.ttl_s for kv in KEY_VALUES if kv.bucket == KV_LEASES))
+            leases = LeaseWatch(
+                ttl_s=next(kv.ttl_s for kv in KEY_VALUES if kv.bucket == KV_LEASES), alive=w.stack.runs_pid
+            )
             await leases.start(url)
             t0 = time.monotonic()
             stop = asyncio.Event()

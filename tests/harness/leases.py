@@ -1,103 +1,112 @@
 """One owner per partition (and per singleton lease) at every moment, as the lease bucket shows it.
 
-Every write to the ``leases`` bucket reaches a watcher of its own connection (``$KV.leases.>``): a
-renewal, a create by a new holder, a delete on a clean hand-over. A partition changes hands either after
-its holder deleted its lease or after the lease expired (the bucket's TTL since the holder's last write);
-a new holder writing sooner means two replicas held the partition at once — what a lease bucket that
-lost its newest writes in an election would cause.
+Every write the ``leases`` bucket stores reaches a watch of its own connection (the runtime's
+:class:`~larkbot.runtime.watch.KvWatch`: stored entries only — a compare-and-set the bucket refused is
+published too, and a plain subscriber would take it for a write). A partition changes hands after its
+holder deleted its lease or after the lease expired (the bucket's TTL since the holder's last write); a new
+holder storing a lease sooner, while the old holder's process still runs, means two live replicas held it
+at once.
 
-Writes made while the watcher was disconnected are not seen, so a hand-over with a disconnection between
-the old holder's last seen write and the new holder's create is counted as unobserved, not judged.
+A revision skipped between the old holder's last write and the new holder's create (the watch was reset
+and resumed past entries that were overwritten meanwhile) makes that hand-over unobserved: counted, not
+judged.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import nats
-from nats.aio.client import Client
-from nats.aio.msg import Msg
-
 from larkbot.canonical.names import KV_LEASES
+from larkbot.runtime.bus import Bus, connect
+from larkbot.runtime.config import NatsSettings
+from larkbot.runtime.watch import KvUpdate, KvWatch
 
-#: Receipt times of two writes on one connection differ from their store times by far less than this.
+#: Receipt times of two entries on one watch differ from their store times by far less than this.
 SLACK_S = 1.5
+_PID = re.compile(r"-(\d+)-[0-9a-f]{6}$")
+
+
+def replica_pid(replica: str) -> int | None:
+    """The process id inside a replica id (``<host>-<pid>-<hex>``, ``runtime.process.replica_id``)."""
+    found = _PID.search(replica)
+    return int(found.group(1)) if found else None
 
 
 @dataclass(slots=True)
 class Holding:
     holder: str
     last_write: float
+    revision: int
     released: bool = False
 
 
 @dataclass(slots=True)
 class LeaseWatch:
     ttl_s: float
+    #: Whether the process with this id still runs (the harness knows its children).
+    alive: Callable[[int], bool]
     writes: int = 0
     handovers: int = 0
     unobserved: int = 0
     overlaps: list[str] = field(default_factory=list)
     _held: dict[str, Holding] = field(default_factory=dict)
-    _outages: list[tuple[float, float]] = field(default_factory=list)
-    _down_since: float | None = None
-    _nc: Client | None = None
+    _gaps: list[tuple[int, int]] = field(default_factory=list)
+    _last_revision: int = 0
+    _bus: Bus | None = None
+    _watch: KvWatch | None = None
+    _task: asyncio.Task[None] | None = None
 
     async def start(self, servers: str) -> None:
-        async def disconnected() -> None:
-            self._down_since = time.monotonic()
-
-        async def reconnected() -> None:
-            if self._down_since is not None:
-                self._outages.append((self._down_since, time.monotonic()))
-                self._down_since = None
-
-        self._nc = await nats.connect(
-            servers.split(","),
-            name="chaos-lease-watch",
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.2,
-            disconnected_cb=disconnected,
-            reconnected_cb=reconnected,
-        )
-        await self._nc.subscribe(f"$KV.{KV_LEASES}.>", cb=self._on_write)
+        self._bus = await connect(NatsSettings(), "chaos-lease-watch", url=servers, give_up_after_s=60)
+        self._watch = KvWatch(self._bus, KV_LEASES, self._on_entry)
+        await self._watch.start()
+        self._task = asyncio.create_task(self._watch.run())
 
     async def stop(self) -> None:
-        if self._nc is not None:
-            await self._nc.close()
+        if self._watch is not None:
+            await self._watch.stop()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._bus is not None:
+            await self._bus.close(drain_timeout_s=5)
 
-    def _unseen_between(self, a: float, b: float) -> bool:
-        if self._down_since is not None and self._down_since <= b:
-            return True
-        return any(start <= b and end >= a for start, end in self._outages)
+    def _skipped_between(self, a: int, b: int) -> bool:
+        return any(start < b and end > a for start, end in self._gaps)
 
-    async def _on_write(self, msg: Msg) -> None:
+    async def _on_entry(self, entry: KvUpdate) -> None:
         now = time.monotonic()
-        key = msg.subject.removeprefix(f"$KV.{KV_LEASES}.")
-        if ".members." in key:
-            return  # heartbeats of members, not leases: partition and singleton leases are judged
+        if self._last_revision and entry.revision > self._last_revision + 1:
+            self._gaps.append((self._last_revision, entry.revision))
+        self._last_revision = max(self._last_revision, entry.revision)
+        if ".members." in entry.key:
+            return  # heartbeats of members, not leases
         self.writes += 1
-        op = (msg.headers or {}).get("KV-Operation")
-        held = self._held.get(key)
-        if op in ("DEL", "PURGE"):
+        held = self._held.get(entry.key)
+        if entry.value is None:
             if held is not None:
                 held.released = True
-                held.last_write = now
             return
-        holder = msg.data.decode()
+        holder = entry.value.decode()
         if held is not None and held.holder != holder:
             self.handovers += 1
-            if held.released:
+            pid = replica_pid(held.holder)
+            if held.released or pid is None or not self.alive(pid):
                 pass
-            elif self._unseen_between(held.last_write, now):
+            elif self._skipped_between(held.revision, entry.revision):
                 self.unobserved += 1
             elif now - held.last_write < self.ttl_s - SLACK_S:
                 self.overlaps.append(
-                    f"{key}: {holder} took it {now - held.last_write:.1f} s after {held.holder}'s last "
-                    f"write, without a release (lease TTL {self.ttl_s:.0f} s)"
+                    f"{entry.key}: {holder} took it {now - held.last_write:.1f} s after the last write of "
+                    f"{held.holder}, which still runs and had not released it (lease TTL {self.ttl_s:g} s)"
                 )
         if held is None or held.holder != holder or held.released:
-            self._held[key] = Holding(holder, now)
+            self._held[entry.key] = Holding(holder, now, entry.revision)
         else:
-            held.last_write = now
+            held.last_write, held.revision = now, entry.revision

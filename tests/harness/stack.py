@@ -149,6 +149,13 @@ class Stack:
         proc = self.services[name].proc
         return proc is not None and proc.returncode is None
 
+    def runs_pid(self, pid: int) -> bool:
+        """Whether one of the services' current processes has this id and has not ended."""
+        return any(
+            svc.proc is not None and svc.proc.pid == pid and svc.proc.returncode is None
+            for svc in self.services.values()
+        )
+
     def exited(self) -> dict[str, int]:
         """Services whose process ended on its own (not through :meth:`kill` or :meth:`stop`)."""
         return {
