@@ -68,9 +68,11 @@ def test_a_service_starts_with_only_its_own_secrets_in_its_environment(service: 
 def test_a_secret_in_the_environment_does_not_reach_a_service_that_does_not_own_it(service: str) -> None:
     config = parse_config(RAW, ALL, service=service)
     assert set(config.secret_values()) == {ALL[name] for name in OWN[service]}
-    if service != "ingress-feishu":
+    if service == "inspector":  # a view of every section
         assert config.feishu is not None
         assert config.feishu.app_secret.get_secret_value() == WITHHELD
+    elif service != "ingress-feishu":
+        assert config.feishu is None  # a section it does not read is not in its view
 
 
 def test_its_own_secret_missing_or_empty_still_stops_a_service_naming_the_key() -> None:
@@ -87,3 +89,42 @@ def test_the_whole_file_is_checked_without_a_service() -> None:
         parse_config(RAW, {"NATS_TOKEN": "t"})
     assert "feishu.app_secret" in str(caught.value)
     assert parse_config(RAW, ALL).secret_values()
+
+
+BROKEN_LLM = {**RAW, "llm": {**RAW["llm"], "primary": "nope"}}
+BROKEN_TELEGRAM = {**RAW, "telegram": {**RAW["telegram"], "nonsense": 1}}
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "refused_by", "started_by"),
+    [
+        (BROKEN_LLM, "llm", ("driver", "llm-gateway", "media"), ("ingress-feishu", "pipeline", "bootstrap")),
+        (BROKEN_TELEGRAM, "telegram.nonsense", ("ingress-telegram",), ("media", "ingress-feishu", "driver")),
+    ],
+)
+def test_a_service_validates_only_the_sections_it_reads(
+    raw: dict[str, Any], key: str, refused_by: tuple[str, ...], started_by: tuple[str, ...]
+) -> None:
+    for service in started_by:
+        parse_config(raw, ALL, service=service)
+    for service in refused_by:
+        with pytest.raises(ConfigError) as caught:
+            parse_config(raw, ALL, service=service)
+        assert key in str(caught.value), service
+    with pytest.raises(ConfigError) as whole:
+        parse_config(raw, ALL)
+    assert key in str(whole.value)
+
+
+def test_a_section_it_does_not_read_asks_nothing_of_its_environment() -> None:
+    raw = {**RAW, "feishu": {"app_id": "${FEISHU_APP_ID}", "app_secret": "${FEISHU_APP_SECRET}"}}
+    assert parse_config(raw, {"NATS_TOKEN": "t"}, service="media").feishu is None
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw, {"NATS_TOKEN": "t", "FEISHU_APP_SECRET": "s"}, service="ingress-feishu")
+    assert "feishu.app_id" in str(caught.value)
+
+
+def test_a_misspelt_section_is_refused_by_every_service() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({**RAW, "telegarm": {}}, ALL, service="media")
+    assert "telegarm" in str(caught.value)

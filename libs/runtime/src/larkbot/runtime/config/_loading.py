@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from larkbot.canonical.errors import ConfigError
 
 from ._root import LarkbotConfig
-from ._secrets import withhold
+from ._secrets import sections_of, withhold
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 DEFAULT_CONFIG_PATH = "config.yaml"
@@ -53,14 +53,14 @@ def _interpolate(value: Any, env: Mapping[str, str], path: str, missing: list[tu
 def parse_config(
     raw: Any, env: Mapping[str, str] | None = None, *, service: str | None = None
 ) -> LarkbotConfig:
-    """Validate ``raw``; with ``service``, as that service's view (the secrets it does not receive
-    withheld, :mod:`._secrets`)."""
+    """Validate ``raw``; with ``service``, as that service's view (only the sections it reads, the
+    secrets it does not receive withheld, :mod:`._secrets`)."""
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
         raise ConfigError("", "the configuration must be a mapping at the top level")
     if service is not None:
-        raw = withhold(raw, service)
+        raw = withhold(sections_of(raw, service, frozenset(LarkbotConfig.model_fields)), service)
     data = interpolate(raw, os.environ if env is None else env)
     try:
         return LarkbotConfig.model_validate(data)

@@ -21,6 +21,12 @@ _salt``
 =====================================================  ============================================
 
 The media worker, which decodes untrusted images, receives only the NATS credentials.
+
+Sections follow the same rule: a service's view holds only the top-level sections it reads
+(:data:`SECTIONS`), so a section it never reads can neither stop it (a broken ``telegram:`` does not keep
+the media worker from starting) nor ask its environment for variables (``${FEISHU_APP_ID}``). Keys the
+configuration does not define stay in every view, so a misspelt section is refused everywhere. A
+process without a row (the inspector, ``larkbot config check``) validates every section.
 """
 
 from __future__ import annotations
@@ -48,6 +54,29 @@ SECRET_OWNERS: Final[tuple[tuple[tuple[str, ...], frozenset[str]], ...]] = (
     (("services", "driver", "database_url"), frozenset({"driver", "inspector"})),
     (("inspector", "access_token"), frozenset({"inspector"})),
 )
+
+
+_COMMON: Final = frozenset({"nats", "jetstream", "data_dir", "utc_offset_min", "services", "retry"})
+_CHATS: Final = frozenset({"chats", "maintainers"})
+
+#: The top-level sections each process reads (found from what its code reads of the configuration).
+SECTIONS: Final[dict[str, frozenset[str]]] = {
+    "bootstrap": _COMMON,
+    "media": _COMMON | {"llm"},
+    "llm-gateway": _COMMON | {"llm"},
+    "ingress-feishu": _COMMON | _CHATS | {"feishu"},
+    "ingress-telegram": _COMMON | _CHATS | {"telegram"},
+    "pipeline": _COMMON | _CHATS,
+    "driver": _COMMON | _CHATS | {"llm", "memory", "shell", "audit", "dry_run"},
+}
+
+
+def sections_of(raw: Mapping[str, Any], service: str, defined: frozenset[str]) -> dict[str, Any]:
+    """``raw`` without the sections of ``defined`` that ``service`` does not read (:data:`SECTIONS`)."""
+    reads = SECTIONS.get(service)
+    if reads is None:
+        return dict(raw)
+    return {key: value for key, value in raw.items() if key in reads or key not in defined}
 
 
 def owners_of(path: tuple[str, ...]) -> frozenset[str] | None:
