@@ -32,6 +32,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from typing import assert_never
 
 import nats
 from nats.js.kv import KeyValue
@@ -129,17 +130,30 @@ class Inbound:
         except MalformedPayload as exc:
             await self._dead_letter(body, exc)
             return
+        result: Adapted | Dropped
         try:
-            result = self.adapter.adapt(payload, received_at_ms, self._names())
-            if isinstance(result, NeedsChat):
-                result = await self._resolve_chat(result, payload, received_at_ms)
+            match self.adapter.adapt(payload, received_at_ms, self._names()):
+                case NeedsChat() as needs:
+                    result = await self._resolve_chat(needs, payload, received_at_ms)
+                case Adapted() | Dropped() as known:
+                    result = known
+                case unknown:
+                    assert_never(unknown)
         except (FeishuPayloadError, EventRefused) as exc:
             await self._dead_letter(body, exc)
             return
-        if isinstance(result, Dropped):
-            metrics.EVENTS.labels(result.event_type, f"dropped_{result.reason}").inc()
-            self._explain(result)
-            return
+        match result:
+            case Dropped():
+                metrics.EVENTS.labels(result.event_type, f"dropped_{result.reason}").inc()
+                self._explain(result)
+            case Adapted():
+                await self._publish_adapted(result, payload, body, received_at_ms)
+            case unexpected:
+                assert_never(unexpected)
+
+    async def _publish_adapted(
+        self, result: Adapted, payload: dict[str, object], body: bytes, received_at_ms: int
+    ) -> None:
         await self.contacts.seed(result.seen_names)
         if await self.contacts.resolve(result.user_ids):
             # A first-seen person's name arrived within the wait: adapt again, so that their first
