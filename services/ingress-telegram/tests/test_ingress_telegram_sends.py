@@ -24,7 +24,9 @@ from larkbot.ingress_telegram.adapters.migrations import ChatMigrations
 from larkbot.ingress_telegram.core import TelegramAdapter
 from larkbot.ingress_telegram.fake import FakeBotApi
 from larkbot.runtime.bus import Bus
+from larkbot.runtime.config import RetrySettings
 from larkbot.runtime.deadletter import DeadLetters
+from larkbot.runtime.retry import RetryPolicy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "updates"
 GROUP, SUPERGROUP = "-4000000001", "-1004000000001"
@@ -143,9 +145,14 @@ async def test_an_upgrade_announced_by_an_update_is_stored_before_the_update_is_
     adapter = TelegramAdapter(str(fake.bot_id), frozenset({GROUP}), 0)
     migrations = await ChatMigrations.open(bus, adapter)
     try:
-        result = await Inbound(bus, adapter, DeadLetters(bus.js), migrations=migrations).handle(
-            load("service_migrate_to_chat_id"), 1
+        inbound = Inbound(
+            bus,
+            adapter,
+            DeadLetters(bus.js),
+            migrations=migrations,
+            retry=RetryPolicy.of(RetrySettings().inbound_store),
         )
+        result = await inbound.handle(load("service_migrate_to_chat_id"), 1)
     finally:
         await migrations.close()
     assert result is not None

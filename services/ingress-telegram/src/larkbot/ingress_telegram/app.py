@@ -118,6 +118,7 @@ class IngressTelegramService:
                 offset_min=deployment_offset_min(self.config.utc_offset_min),
                 send_retry=RetryPolicy.of(self.config.retry.platform_send),
                 background_retry=RetryPolicy.of(self.config.retry.background),
+                store_retry=RetryPolicy.of(self.config.retry.inbound_store),
                 webhook_secret=settings.webhook_secret.get_secret_value() if settings.webhook_secret else "",
                 webhook_host=opts.webhook_host,
                 webhook_port=opts.webhook_port,

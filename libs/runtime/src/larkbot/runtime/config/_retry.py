@@ -39,6 +39,10 @@ class RetrySettings(_Section):
     #: The LLM gateway's attempts of one provider call, bounded by the request's ``deadline_ms``; a
     #: provider's ``retry-after`` is a rate limit's wait, taken as it is.
     llm_call: BackoffSettings = BackoffSettings(initial_s=0.25, max_attempts=4)
+    #: An ingress storing an inbound update on the bus (its event, a migration, a dead-letter record):
+    #: tried until stored — the update stays unconfirmed meanwhile — at most ``max_s`` apart, so that it
+    #: is stored within seconds of the bus coming back.
+    inbound_store: BackoffSettings = BackoffSettings(initial_s=0.25, max_s=10.0, max_attempts=None)
     #: A driver asking the pipeline again for a chat's snapshot as it takes the chat over: it never gives
     #: up (a chat without a snapshot has no loop), and a short cap, because the chat waits meanwhile.
     takeover_snapshot: BackoffSettings = BackoffSettings(max_s=10.0, max_attempts=None)

@@ -4,7 +4,7 @@
 is), which is what lets the caller confirm the update to Telegram. A bus failure — an event not
 stored, a migration not recorded, a dead-letter record not written
 (:class:`~larkbot.runtime.deadletter.DeadLetterFailed`) — is retried through :mod:`larkbot.runtime.retry`
-(:data:`..core.retries.STORE_RETRY`) for as long as it lasts: the update is not confirmed meanwhile (the
+(``retry.inbound_store``) for as long as it lasts: the update is not confirmed meanwhile (the
 poller's offset does not advance, the webhook does not answer and Telegram's redelivery waits behind it),
 because confirming an update whose events were not stored would lose it, and skipping it would reorder
 the chat (aiogram confirms an update whose handler raised). The time of arrival is captured by the caller
@@ -36,7 +36,6 @@ from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .. import metrics
 from ..core import Adapted, MalformedUpdate, TelegramAdapter
-from ..core.retries import STORE_RETRY
 from .migrations import ChatMigrations
 
 log = logging.getLogger(__name__)
@@ -63,7 +62,7 @@ class Inbound:
         dead_letters: DeadLetters,
         *,
         migrations: ChatMigrations | None = None,
-        retry: RetryPolicy = STORE_RETRY,
+        retry: RetryPolicy,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.bus = bus

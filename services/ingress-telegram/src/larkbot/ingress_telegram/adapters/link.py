@@ -68,6 +68,7 @@ class Wiring:
     offset_min: int
     send_retry: RetryPolicy
     background_retry: RetryPolicy
+    store_retry: RetryPolicy
     webhook_secret: str
     webhook_host: str
     webhook_port: int
@@ -134,7 +135,7 @@ class TelegramLink:
         migrations = await ChatMigrations.open(w.bus, adapter)
         spawn(migrations.follow(), "telegram-chat-migrations")
         executor = ActionExecutor(w.api, w.bus, ledger, adapter, migrations=migrations, retry=w.send_retry)
-        inbound = Inbound(w.bus, adapter, DeadLetters(w.bus.js), migrations=migrations)
+        inbound = Inbound(w.bus, adapter, DeadLetters(w.bus.js), migrations=migrations, retry=w.store_retry)
         receiver = await self._receive(inbound)
         self.state = Receiving(identity, privacy_mode, executor, migrations, receiver)
         self.ready.set()

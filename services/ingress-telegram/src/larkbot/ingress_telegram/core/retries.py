@@ -23,12 +23,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from larkbot.runtime.backoff import Backoff, Failure, RetryPolicy, forever
+from larkbot.runtime.backoff import Backoff, Failure, RetryPolicy
 
-#: An inbound update waiting for the bus (an event, a migration, a dead-letter record not stored): tried
-#: until it is stored — the update stays unconfirmed meanwhile — at most 10 s apart, so that it is
-#: stored within seconds of the bus coming back.
-STORE_RETRY: Final = forever(Backoff(initial_s=0.25, max_s=10.0, factor=2.0, jitter=0.25))
 #: A self-sent event the bus did not store: five attempts, 0.5 s doubling between them; then it is lost
 #: (logged), since the send it reports has happened and is not undone.
 SELF_EVENT_RETRY: Final = RetryPolicy(Backoff(initial_s=0.5, max_s=8.0), max_attempts=5)
