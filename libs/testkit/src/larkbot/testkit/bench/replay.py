@@ -20,6 +20,13 @@ consistent times.
 Use a bus of its own: the replay takes the pipeline's and the driver's partition leases, writes the Feishu
 identity and answers ``llm.generate`` and ``actions.feishu``. It purges its chat from ``EVENTS`` and
 ``CONTEXT`` when done.
+
+One module on purpose: it is one scenario. The member events, the self-sending platform, the scripted
+model, the bench config and the world that wires them share its constants (the bot's identity, ``T0``,
+the platform's lead over receipt, the wait) and the manual clock, and they are right only together — the
+events' times must agree with the clock the driver runs on, the platform's echoes with the identity the
+pipeline renders. Split, each part would read as a reusable fake it is not; the other benches and tests
+(``bench.longchat``, ``tests/test_context_overflow.py``) take its parts from here.
 """
 
 from __future__ import annotations

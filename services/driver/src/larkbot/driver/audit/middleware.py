@@ -3,8 +3,8 @@ every command and its feedback, and gathers them into the wake-up's :class:`~.co
 what the flow read, its path, the probe, the turn's outcome, every tool call and what it delivered, every
 stored step.
 
-The model requests (what was asked, its estimate, whether it was sent, the call's latency) are recorded
-by the ports that build them (``wake.runner``): only they see the request on the wire.
+The model requests (what was asked, its estimate, whether it was sent, the call's latency) are built by
+the ports, who hand them back with the answer (``ModelAnswer.asked``); the trail records them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,16 @@ from __future__ import annotations
 from typing import assert_never
 
 from larkbot.driver.tools.core import tools
-from larkbot.driver.wake.core.protocol import Persist, ToolDone, ToolRun
-from larkbot.driver.wake.core.wake import ChatView, Note, ReadChat, StoreProbe, WakeCommand, WakeFeedback
+from larkbot.driver.wake.core.protocol import ModelAnswer, ModelCall, Persist, ToolDone, ToolRun
+from larkbot.driver.wake.core.wake import (
+    ChatView,
+    Note,
+    ProbeCall,
+    ReadChat,
+    StoreProbe,
+    WakeCommand,
+    WakeFeedback,
+)
 from larkbot.driver.wake.middleware import Next
 
 from .core.audit import AuditDraft
@@ -43,7 +51,31 @@ class AuditTrail:
             draft.stored(command.record)
         elif isinstance(command, StoreProbe):
             draft.probe = command.record
+        elif isinstance(command, ModelCall | ProbeCall):
+            assert isinstance(feedback, ModelAnswer)
+            self.asked(command, feedback)
         return feedback
+
+    def asked(self, command: ModelCall | ProbeCall, answer: ModelAnswer) -> None:
+        asked = answer.asked
+        if asked is None:
+            return
+        draft = self.draft
+        step = command.step if isinstance(command, ModelCall) else None
+        draft.requested(
+            asked.request,
+            step=step,
+            at_ms=asked.at_ms,
+            estimated_tokens=asked.estimated_tokens,
+            called=asked.called,
+        )
+        if asked.answered_itself:
+            draft.model_called = False
+        if asked.latency_ms is not None:
+            if step is None:
+                draft.probe_latency_ms = asked.latency_ms
+            else:
+                draft.primary_call(asked.latency_ms)
 
     def note(self, note: Note) -> None:
         kind, detail = note.kind, note.detail

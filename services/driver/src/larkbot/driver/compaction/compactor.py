@@ -12,9 +12,9 @@ cursor moves leaves a summary whose cursor is ahead of the pipeline's; the drive
 the summary's cursor anyway, and the next poke moves the pipeline's cursor again (a cursor that does not
 advance changes nothing there).
 
-A failed compaction backs off (``compaction_retry_initial_s`` doubling to ``compaction_retry_max_s``);
-the first success resets it. Meanwhile the chat keeps working on a trimmed history when its requests would
-not fit.
+A failed compaction backs off on the runtime's schedule (``larkbot.runtime.backoff.Backoff``, no jitter:
+``compaction_retry_initial_s`` doubling to ``compaction_retry_max_s``); the first success resets it.
+Meanwhile the chat keeps working on a trimmed history when its requests would not fit.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from larkbot.driver.wake.core.context import from_snapshot
 from larkbot.driver.wake.core.estimate import request_tokens
 from larkbot.driver.wake.repository import DriverRepository
 from larkbot.driver.wake.sizing import Sizing
+from larkbot.runtime.backoff import Backoff
 from larkbot.runtime.bus import ServiceRefused
 from larkbot.runtime.logs import log_context
 
@@ -118,11 +119,9 @@ class Compactor:
         state = chat.compaction
         settings = chat.settings
         state.failures += 1
-        state.delay_s = (
-            settings.compaction_retry_initial_s
-            if state.delay_s == 0
-            else min(settings.compaction_retry_max_s, state.delay_s * 2)
-        )
+        state.streak += 1
+        schedule = Backoff(settings.compaction_retry_initial_s, settings.compaction_retry_max_s, jitter=0.0)
+        state.delay_s = schedule.delay(state.streak, 0.0)
         state.retry_at_ms = self.clock.now_ms() + round(state.delay_s * 1000)
         metrics.COMPACTIONS.labels("failed").inc()
         log.warning(
@@ -206,6 +205,7 @@ class Compactor:
         await self.repo.add_summary(stored)
         chat.adopt_summary(stored)
         chat.compaction.delay_s = 0.0
+        chat.compaction.streak = 0
         chat.compaction.retry_at_ms = 0
         metrics.COMPACTIONS.labels("ok").inc()
         metrics.SUMMARY_TOKENS.observe(reply.usage.output_tokens)

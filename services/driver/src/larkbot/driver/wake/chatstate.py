@@ -48,6 +48,8 @@ class CompactionState:
     retry_at_ms: int = 0
     delay_s: float = 0.0
     failures: int = 0
+    #: Failures since the last compaction that succeeded: the retry number of the back-off.
+    streak: int = 0
 
 
 def wake_failed(failure: WakeFailure) -> WakeRetryable | WakeFinal:

@@ -1,9 +1,9 @@
 """The interpreter's ports for one wake-up of one chat (:class:`ChatPorts`): what each command of the
 ``core.wake`` flow does against the LLM gateway, the tool executor, the repository, the compactor and
 the chat's state. The audit record, a dry run's withheld actions and the wake-up's metrics are the
-interpreter's middleware's (``wake.middleware``); the ports keep what only they see — the model
-requests they build (recorded with their estimate and latency), the model's usage, the windows learnt,
-and the log lines of the flow's notes.
+interpreter's middleware's (``wake.middleware``); the ports hand back what only they see — the model
+request they built with its estimate and latency (``ModelAnswer.asked``, recorded by the audit trail) —
+and keep the model's usage, the windows learnt and the log lines of the flow's notes.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal, assert_never
 
 from larkbot.canonical.aliases import aliases_enabled
@@ -38,7 +39,7 @@ from .core.estimate import request_tokens
 from .core.limits import Limits
 from .core.probe import DECIDE_CHOICE, DECIDE_SPEC
 from .core.prompt import ActiveTask
-from .core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
+from .core.protocol import Ack, Asked, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
 from .core.records import TurnRecord
 from .core.wake import (
     ChatView,
@@ -141,21 +142,19 @@ class ChatPorts:
         estimate = request_tokens(request.system, request.tools, request.messages)
         limit = runner.sizing.window(request.endpoint)
         refused = limit is not None and estimate > limit
-        self.audit.requested(
-            request, step=None, at_ms=runner.clock.now_ms(), estimated_tokens=estimate, called=not refused
-        )
+        asked = Asked(request, runner.clock.now_ms(), estimate, called=not refused)
         if refused:
-            return ModelAnswer(_too_long(request, estimate, limit), runner.clock.now_ms())
+            return ModelAnswer(_too_long(request, estimate, limit), runner.clock.now_ms(), asked)
         started = time.perf_counter()
         reply = await runner.clients.generate(request, chat.settings.probe_timeout_s)
-        self.audit.probe_latency_ms = round((time.perf_counter() - started) * 1000)
+        asked = replace(asked, latency_ms=round((time.perf_counter() - started) * 1000))
         if isinstance(reply, LLMResponse):
             count_usage("probe", reply)
             runner.sizing.observe(request.endpoint, estimate, reply)
         elif reply.category == "context_length":
             metrics.CONTEXT_LENGTH.labels("provider").inc()
             runner.sizing.refused(request.endpoint, estimate, reply)
-        return ModelAnswer(reply, runner.clock.now_ms())
+        return ModelAnswer(reply, runner.clock.now_ms(), asked)
 
     async def model(self, call: ModelCall) -> ModelAnswer:
         chat = self.chat
@@ -179,21 +178,20 @@ class ChatPorts:
         answer_itself = self.dry_run and not chat.settings.dry_run_call_model
         # Also the requests never sent: a refused one shows what did not fit, and a dry run exists to
         # look at the prompts it assembles.
-        self.audit.requested(
+        asked = Asked(
             request,
-            step=call.step,
-            at_ms=clock.now_ms(),
-            estimated_tokens=estimate,
+            clock.now_ms(),
+            estimate,
             called=not (refused or answer_itself),
+            answered_itself=answer_itself and not refused,
         )
         if refused:
-            return ModelAnswer(_too_long(request, estimate, limit), clock.now_ms())
+            return ModelAnswer(_too_long(request, estimate, limit), clock.now_ms(), asked)
         if answer_itself:
-            self.audit.model_called = False
-            return ModelAnswer(_dry_run_answer(request.request_id), clock.now_ms())
+            return ModelAnswer(_dry_run_answer(request.request_id), clock.now_ms(), asked)
         started = time.perf_counter()
         reply = await runner.clients.generate(request, (call.deadline_ms - clock.now_ms()) / 1000)
-        self.audit.primary_call(round((time.perf_counter() - started) * 1000))
+        asked = replace(asked, latency_ms=round((time.perf_counter() - started) * 1000))
         now = clock.now_ms()
         if isinstance(reply, LLMError):
             if reply.category == "transient" and now >= call.deadline_ms:
@@ -205,7 +203,7 @@ class ChatPorts:
         else:
             count_usage("primary", reply)
             runner.sizing.observe(request.endpoint, estimate, reply)
-        return ModelAnswer(reply, now)
+        return ModelAnswer(reply, now, asked)
 
     # -- tools, persistence, interruption ---------------------------------------------------------------
     async def tool(self, run: ToolRun) -> ToolDone:

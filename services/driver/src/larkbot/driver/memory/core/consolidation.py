@@ -26,6 +26,7 @@ from xml.sax.saxutils import escape
 from larkbot.canonical.llm import TextPart, UserMessage
 from larkbot.driver.errors import InvalidAnswer
 from larkbot.driver.wake.core.templates import CONSOLIDATION_RULES
+from larkbot.runtime.backoff import Backoff
 
 from .memory import Memory
 
@@ -108,6 +109,6 @@ def merged_evidence(note: Note, batch: Sequence[Memory]) -> tuple[str, ...]:
 
 
 def backoff_ms(failures: int, initial_s: float, max_s: float) -> int:
-    """The wait after the ``failures``-th consecutive failure (1-based)."""
-    wait_s: float = min(max_s, initial_s * 2.0 ** max(0, failures - 1))
-    return round(wait_s * 1000)
+    """The wait after the ``failures``-th consecutive failure (1-based): the runtime's schedule
+    (:class:`larkbot.runtime.backoff.Backoff`), ``initial_s`` doubling to ``max_s``, without jitter."""
+    return round(Backoff(initial_s, max_s, jitter=0.0).delay(failures, 0.0) * 1000)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from larkbot.canonical.llm import (
     LLMError,
+    LLMRequest,
     LLMResponse,
     Message,
     ToolChoice,
@@ -84,9 +85,25 @@ Command = ModelCall | ToolRun | Persist | CheckInterrupt
 
 
 @dataclass(frozen=True, slots=True)
+class Asked:
+    """A model request as the ports built it, for the audit trail (``audit.middleware``): asked at
+    ``at_ms`` with its estimate; ``called`` unless refused or answered by a dry run
+    (``answered_itself``); ``latency_ms`` of the call when there was one."""
+
+    request: LLMRequest
+    at_ms: int
+    estimated_tokens: int
+    called: bool
+    answered_itself: bool = False
+    latency_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ModelAnswer:
     reply: LLMResponse | LLMError
     now_ms: int
+    #: The request behind the answer; the ports' answers carry it, a test's made-up one need not.
+    asked: Asked | None = None
 
 
 @dataclass(frozen=True, slots=True)
