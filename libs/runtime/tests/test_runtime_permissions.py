@@ -108,6 +108,25 @@ async def test_the_media_worker_cannot_send_a_platform_action(server: EmbeddedNa
         await feishu.nc.close()
 
 
+async def test_a_service_cannot_delete_or_purge_a_stream(server: EmbeddedNats) -> None:
+    boot, media = await connect_as(server, "bootstrap"), await connect_as(server, "media")
+    try:
+        await bootstrap(boot.nc.jetstream())
+        js = media.nc.jetstream()
+        with pytest.raises((nats.errors.NoRespondersError, nats.errors.TimeoutError)):
+            await js.delete_stream(STREAM_EVENTS)
+        assert f'publish to "$js.api.stream.delete.{STREAM_EVENTS.lower()}"' in await permission_error(media)
+        media.errors.clear()
+        with pytest.raises((nats.errors.NoRespondersError, nats.errors.TimeoutError)):
+            await js.purge_stream(STREAM_EVENTS)
+        assert f'publish to "$js.api.stream.purge.{STREAM_EVENTS.lower()}"' in await permission_error(media)
+        # What it does need still answers, and the stream is intact.
+        assert (await js.stream_info(STREAM_EVENTS)).config.name == STREAM_EVENTS
+    finally:
+        await media.nc.close()
+        await boot.nc.close()
+
+
 async def test_a_service_cannot_listen_to_another_services_requests(server: EmbeddedNats) -> None:
     media = await connect_as(server, "media")
     try:

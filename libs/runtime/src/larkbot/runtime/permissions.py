@@ -9,9 +9,15 @@ password read from the server's environment.
 
 Every service may:
 
-- use the JetStream API (``$JS.API.>``): each declares its assets at start-up (the bootstrap) and reads
-  streams, consumers, KV entries and objects through it. This is the one broad grant; narrowing it means
-  declaring assets only in the init job;
+- use the part of the JetStream API that declaring and reading assets takes (:data:`_JS_API`): stream
+  info, create and update, message and direct gets, and the consumer API. Not stream deletion, purge
+  (but the object store's, for the services that write blobs: nats-py purges an object's old chunks
+  when it is written again), message deletion, snapshots, restores, peer removal or leader step-down.
+  This stays the one broad grant, over every stream rather than each service's own, because every
+  service declares all assets at start-up (:func:`.bootstrap.bootstrap`: the info of every stream, the
+  create-or-update of every consumer) and the pipeline and driver declare readers and partition
+  consumers at run time under names of their state's choosing; narrowing it per stream means declaring
+  assets only in the init job;
 - acknowledge what it consumes (``$JS.ACK.>``) and receive replies and deliveries on its own inboxes
   (``_INBOX.>``);
 - answer the requests it serves (``allow_responses``), without a grant on the requesters' inboxes.
@@ -44,7 +50,19 @@ __all__ = ["BOOTSTRAP", "PERMISSIONS", "Permissions", "authorization_conf", "pas
 #: The user name of the init job's ``larkbot bootstrap``.
 BOOTSTRAP: Final = "bootstrap"
 
-_EVERYONE_PUBLISH: Final = ("$JS.API.>", "$JS.ACK.>")
+#: The JetStream API subjects every service may call (the module docstring says why not fewer).
+_JS_API: Final = (
+    "$JS.API.INFO",
+    "$JS.API.STREAM.NAMES",
+    "$JS.API.STREAM.LIST",
+    "$JS.API.STREAM.INFO.*",
+    "$JS.API.STREAM.CREATE.*",
+    "$JS.API.STREAM.UPDATE.*",
+    "$JS.API.STREAM.MSG.GET.*",
+    "$JS.API.DIRECT.GET.>",
+    "$JS.API.CONSUMER.>",
+)
+_EVERYONE_PUBLISH: Final = (*_JS_API, "$JS.ACK.>")
 _EVERYONE_SUBSCRIBE: Final = ("_INBOX.>",)
 _DEAD_LETTERS: Final = "deadletter.>"
 
@@ -73,7 +91,8 @@ class Permissions:
         return (*_EVERYONE_SUBSCRIBE, *self.subscribe)
 
 
-_BLOBS: Final = _objects(OBJECT_STORE_BLOBS)
+#: Writing to the blob store: its subjects, and purging an object's old chunks (nats-py's ``put``).
+_BLOBS: Final = (_objects(OBJECT_STORE_BLOBS), f"$JS.API.STREAM.PURGE.OBJ_{OBJECT_STORE_BLOBS}")
 
 #: Each service's own subjects, by user name (the service's name; ``bootstrap`` for the init job).
 PERMISSIONS: Final[dict[str, Permissions]] = {
@@ -84,7 +103,7 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
             _kv(KV_INGRESS_DEDUP),
             _kv(KV_FEISHU_CONTACT_NAMES),
             _kv(KV_IDENTITY),
-            _BLOBS,
+            *_BLOBS,
         ),
         subscribe=("actions.feishu",),
         responds=True,
@@ -98,13 +117,13 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
             _kv(KV_TELEGRAM_SENT_LEDGER),
             _kv(KV_TELEGRAM_CHAT_MIGRATIONS),
             _kv(KV_IDENTITY),
-            _BLOBS,
+            *_BLOBS,
         ),
         subscribe=("actions.telegram",),
         responds=True,
     ),
     Service.PIPELINE.value: Permissions(
-        publish=("context.>", "media.jobs.>", _DEAD_LETTERS, _kv(KV_LEASES), _BLOBS),
+        publish=("context.>", "media.jobs.>", _DEAD_LETTERS, _kv(KV_LEASES), *_BLOBS),
         subscribe=("pipeline.>", "media.results.>"),
         responds=True,
     ),
@@ -120,7 +139,7 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
         subscribe=("typing.>",),
     ),
     Service.MEDIA.value: Permissions(
-        publish=("media.results.>", SUBJECT_LLM_GENERATE, _DEAD_LETTERS, _kv(KV_MEDIA_ALT_TEXTS), _BLOBS),
+        publish=("media.results.>", SUBJECT_LLM_GENERATE, _DEAD_LETTERS, _kv(KV_MEDIA_ALT_TEXTS), *_BLOBS),
         subscribe=(SUBJECT_MEDIA_READ_IMAGE,),
         responds=True,
     ),
