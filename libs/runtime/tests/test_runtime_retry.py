@@ -57,6 +57,16 @@ def test_a_take_over_snapshot_is_asked_again_forever_up_to_ten_seconds_apart() -
     assert RetryPolicy.of(custom.retry.takeover_snapshot).backoff.max_s == 2.0
 
 
+def test_an_inbound_update_is_stored_forever_up_to_ten_seconds_apart() -> None:
+    policy = RetryPolicy.of(LarkbotConfig().retry.inbound_store)
+    assert policy.max_attempts is None
+    assert policy.max_wait_s == 12.5
+    waits = [policy.wait(Failure.TRANSIENT, n, left_s=float("inf"), u=0.5) for n in (1, 2, 7, 50)]
+    assert waits == [0.25, 0.5, 10.0, 10.0]
+    custom = LarkbotConfig.model_validate({"retry": {"inbound_store": {"max_s": 2.0}}})
+    assert RetryPolicy.of(custom.retry.inbound_store).backoff.max_s == 2.0
+
+
 @pytest.mark.parametrize(
     "bad",
     [dict(initial_s=0), dict(initial_s=2, max_s=1), dict(factor=0.5), dict(jitter=1.0), dict(jitter=-0.1)],

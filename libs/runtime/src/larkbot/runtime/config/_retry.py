@@ -42,7 +42,9 @@ class RetrySettings(_Section):
     #: An ingress storing an inbound update on the bus (its event, a migration, a dead-letter record):
     #: tried until stored — the update stays unconfirmed meanwhile — at most ``max_s`` apart, so that it
     #: is stored within seconds of the bus coming back.
-    inbound_store: BackoffSettings = BackoffSettings(initial_s=0.25, max_s=10.0, max_attempts=None)
+    inbound_store: BackoffSettings = BackoffSettings(
+        initial_s=0.25, max_s=10.0, max_attempts=None, max_wait_s=12.5
+    )
     #: A driver asking the pipeline again for a chat's snapshot as it takes the chat over: it never gives
     #: up (a chat without a snapshot has no loop), and a short cap, because the chat waits meanwhile.
     takeover_snapshot: BackoffSettings = BackoffSettings(max_s=10.0, max_attempts=None)
