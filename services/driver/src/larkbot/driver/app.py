@@ -53,7 +53,7 @@ from .wake.clients import BusClients
 from .wake.clock import Clock, SystemClock
 from .wake.ownership import DEFAULT_NAME, ChatHost
 from .wake.repository import DriverRepository
-from .wake.runner import WakeRunner
+from .wake.runner import WakePolicy, WakeRunner, WakeStores
 
 log = logging.getLogger(__name__)
 
@@ -201,16 +201,15 @@ class DriverService:
             clients,
             repo,
             options.clock,
-            config.llm,
-            utc_offset_min,
-            memories=memories,
-            memory=config.memory,
-            maintainers=frozenset(config.maintainers),
-            shell=shell,
-            audit=audit,
-            audit_settings=config.audit,
-            requests=requests,
-            dry_run=config.dry_run,
+            WakeStores(memories=memories, shell=shell, audit=audit, requests=requests),
+            WakePolicy(
+                llm=config.llm,
+                memory=config.memory,
+                audit=config.audit,
+                maintainers=frozenset(config.maintainers),
+                utc_offset_min=utc_offset_min,
+                dry_run=config.dry_run,
+            ),
         )
         host = ChatHost(
             config,

@@ -89,7 +89,7 @@ class ChatPorts:
         shell = self.runner.shell
         running = (
             await shell.store.running_of_chat(chat.platform, chat.chat_id)
-            if shell is not None and chat.settings.shell_enabled
+            if chat.settings.shell_enabled
             else ()
         )
         return ChatView(

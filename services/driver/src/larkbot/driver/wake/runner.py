@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 
 from larkbot.driver.audit.audit import AuditStore
 from larkbot.driver.audit.core.audit import AuditDraft
@@ -51,44 +52,55 @@ log = logging.getLogger(__name__)
 REASONING_REPLAY_TURNS = 3
 
 
+@dataclass(frozen=True, slots=True)
+class WakeStores:
+    """What a wake-up keeps beside the chat's own records (each feature's store)."""
+
+    memories: MemoryStore
+    shell: ShellTasks
+    #: Each wake-up's audit record, and its model requests and sent message ids (only when the audit
+    #: trail is on).
+    audit: AuditStore
+    requests: RequestStore
+
+
+@dataclass(frozen=True, slots=True)
+class WakePolicy:
+    """The deployment's settings every wake-up follows (each chat's own are in its ``ChatSettings``)."""
+
+    llm: LlmSettings
+    memory: MemorySettings
+    audit: AuditSettings
+    #: The configuration's maintainers: the only source of maintainer status (``core.gate``).
+    maintainers: frozenset[str]
+    utc_offset_min: int
+    #: The deployment's dry run (every chat's, beside each chat's own ``dry_run``).
+    dry_run: bool
+
+
 class WakeRunner:
     def __init__(
         self,
         clients: BusClients,
         repo: DriverRepository,
         clock: Clock,
-        llm: LlmSettings,
-        utc_offset_min: int,
-        sizing: Sizing | None = None,
-        memories: MemoryStore | None = None,
-        memory: MemorySettings | None = None,
-        maintainers: frozenset[str] = frozenset(),
-        shell: ShellTasks | None = None,
-        audit: AuditStore | None = None,
-        audit_settings: AuditSettings | None = None,
-        requests: RequestStore | None = None,
-        dry_run: bool = False,
+        stores: WakeStores,
+        policy: WakePolicy,
     ) -> None:
         self.clients = clients
-        #: Where each wake-up's audit record goes; ``None``: nowhere (the scripted benchmark).
-        self.audit = audit
-        self.audit_settings = audit_settings or AuditSettings()
-        #: Where each wake-up's model requests and sent message ids go (with the audit record, only when
-        #: the audit trail is on); ``None``: nowhere.
-        self.requests = requests
-        #: The deployment's dry run (every chat's, beside each chat's own ``dry_run``).
-        self.dry_run = dry_run
-        #: The configuration's maintainers: the only source of maintainer status (``core.gate``).
-        self.maintainers = maintainers
-        #: The shell tools' tasks; ``None``: no shell anywhere (the scripted benchmark).
-        self.shell = shell
-        #: The memory store; ``None`` turns memory off for every chat (the scripted benchmark).
-        self.memories = memories
-        self.memory_settings = memory or MemorySettings()
+        self.audit = stores.audit
+        self.audit_settings = policy.audit
+        self.requests = stores.requests
+        self.dry_run = policy.dry_run
+        self.maintainers = policy.maintainers
+        self.shell = stores.shell
+        self.memories = stores.memories
+        self.memory_settings = policy.memory
         self.repo = repo
         self.clock = clock
-        self.sizing = sizing or Sizing(llm)
-        endpoint = llm.endpoints.get(self.sizing.primary_endpoint)
+        self.sizing = Sizing(policy.llm)
+        utc_offset_min = policy.utc_offset_min
+        endpoint = policy.llm.endpoints.get(self.sizing.primary_endpoint)
         self.reasoning_replay = endpoint.reasoning_replay_turns if endpoint else REASONING_REPLAY_TURNS
         self.utc_offset_min = utc_offset_min
         self.typing = TypingIndicators(clients)
@@ -125,7 +137,7 @@ class WakeRunner:
         )
 
     def memory_on(self, settings: ChatSettings) -> bool:
-        return self.memories is not None and settings.memory_enabled
+        return settings.memory_enabled
 
     def visibility(self, chat: ChatState) -> Visibility:
         return Visibility(
@@ -171,14 +183,13 @@ class WakeRunner:
         # Written after the wake-up, off its path: the record describes what happened, it decides
         # nothing. A failing write fails the wake-up like any other database error.
         settings = self.audit_settings
-        if self.audit is None or not settings.enabled:
+        if not settings.enabled:
             return
         record = draft.record(outcome, self.clock.now_ms(), store_content=settings.store_content)
         await self.audit.add(record)
         # A transaction of its own, right after the record's: the request store remembers the blocks it
         # wrote only once they are committed, which a transaction shared with another store would blur.
-        if self.requests is not None:
-            await self.requests.add(draft.request_log(), store_content=settings.store_content)
+        await self.requests.add(draft.request_log(), store_content=settings.store_content)
 
     async def close(self) -> None:
         await self.typing.close()
