@@ -427,7 +427,10 @@ async def test_a_killed_replicas_partitions_answer_a_typed_error_until_they_move
                 assert loop.time() < deadline, "the dead replica's partitions never moved"
                 await asyncio.sleep(0.2)
             assert meanwhile <= {"owner_unavailable", "not_served"}
-            assert survivor.ownership.owned() == list(range(PARTITIONS))
+            # One chat served means its partition moved; the others are taken one after another.
+            while survivor.ownership.owned() != list(range(PARTITIONS)):
+                assert loop.time() < deadline, f"the survivor holds only {survivor.ownership.owned()}"
+                await asyncio.sleep(0.05)
     finally:
         if proc.returncode is None:
             proc.kill()
