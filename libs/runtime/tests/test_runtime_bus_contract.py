@@ -10,6 +10,7 @@ import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 from pydantic import BaseModel
 
+from larkbot.canonical.actions import ActionRequest, ActionResult, SendMessageAction
 from larkbot.canonical.codec import decode, encode
 from larkbot.canonical.context import SnapshotRequest
 from larkbot.canonical.errors import PermanentError, RetryableError
@@ -20,6 +21,7 @@ from larkbot.canonical.names import (
     HEADER_SCHEMA,
     STREAM_DEAD_LETTER,
     Platform,
+    actions_subject,
     dead_letter_subject,
 )
 from larkbot.runtime.bus import (
@@ -32,6 +34,7 @@ from larkbot.runtime.bus import (
 )
 from larkbot.runtime.consume import Delivery, ErrorPolicy, PullConsumer
 from larkbot.runtime.deadletter import DeadLetters
+from larkbot.runtime.ingress import actions_endpoint
 from larkbot.runtime.pull import ConsumerGone
 from larkbot.runtime.serve import Endpoint, model_decoder, service_error_reply
 
@@ -335,3 +338,38 @@ async def test_a_consumer_gone_for_longer_than_allowed_ends_the_loop(bus: Bus) -
     await bus.js.delete_consumer(stream, durable)
     with pytest.raises(ConsumerGone):
         await asyncio.wait_for(consumer.run(), WAIT)
+
+
+async def test_an_action_handler_that_raises_is_answered_by_what_it_raised(bus: Bus) -> None:
+    """A bad request is refused for good; a store that did not answer before anything was done is a
+    retryable failure; anything else stopped part-way, perhaps after the platform acted: ``unknown``, so
+    a send is never repeated on a guess (nor reported refused when it may be in the chat)."""
+    platform = f"probe-{secrets.token_hex(3)}"
+
+    async def handler(action: ActionRequest) -> ActionResult:
+        if action.idempotency_key == "k-busy":
+            raise BusUnavailable("the ledger did not answer")
+        raise RuntimeError("crashed half-way")
+
+    def send(key: str) -> SendMessageAction:
+        return SendMessageAction(
+            platform=Platform.TELEGRAM, idempotency_key=key, chat_id="-100123", text="hi"
+        )
+
+    endpoint = actions_endpoint(bus, platform, handler)
+    await endpoint.start()
+    try:
+        subject = actions_subject(platform)
+        busy = await bus.request(subject, send("k-busy"), ActionResult, timeout_s=WAIT)
+        crashed = await bus.request(subject, send("k-crash"), ActionResult, timeout_s=WAIT)
+        bad = decode(
+            (await bus.nc.request(subject, b'{"kind":"send_message"}', timeout=WAIT)).data, ActionResult
+        )
+    finally:
+        await endpoint.stop()
+    assert busy.error is not None
+    assert crashed.error is not None
+    assert bad.error is not None
+    assert (busy.outcome, busy.error.code, busy.error.retryable) == ("failed", "unavailable", True)
+    assert (crashed.outcome, crashed.error.code, crashed.error.retryable) == ("unknown", "internal", False)
+    assert (bad.outcome, bad.error.code, bad.error.retryable) == ("failed", "bad_request", False)

@@ -12,16 +12,19 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import nats.errors
 import pytest
 from aiohttp import web
+from nats.js.kv import KeyValue
 
 from larkbot.canonical.actions import ActionResult, SendMessageAction
-from larkbot.canonical.names import Platform
+from larkbot.canonical.names import KV_TELEGRAM_SENT_LEDGER, Platform
 from larkbot.ingress_telegram.adapters.actions import ActionExecutor
 from larkbot.ingress_telegram.adapters.botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
 from larkbot.ingress_telegram.adapters.ledger import SentLedger
 from larkbot.ingress_telegram.core import Limits, Pacer, State, TelegramAdapter
 from larkbot.ingress_telegram.fake import FakeBotApi
+from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.retry import Backoff, RetryPolicy
 
@@ -290,3 +293,105 @@ async def test_a_part_refused_for_good_fails_with_the_parts_confirmed_before_it(
     record, _ = await ledger.get("two-parts")
     assert record is not None
     assert (record.state, record.message_ids) == (State.FAILED, result.message_ids)
+
+
+# -- a sent-ledger that does not answer (a NATS election, a reconnect) --------------------------------
+LEDGER_STREAM = f"KV_{KV_TELEGRAM_SENT_LEDGER}"
+
+
+async def test_a_ledger_that_does_not_answer_is_asked_again_and_the_send_goes_out_once(
+    bus: Bus, fake: FakeBotApi
+) -> None:
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await bootstrap(bus.js)  # the bucket is back (its new leader elected)
+
+    executor, ledger, close = await run(bus, fake, sleep=sleep, jitter=jitter(0.5, 0.5))
+    await bus.js.delete_stream(LEDGER_STREAM)
+    try:
+        result = await executor.act(send("ledger-away"))
+    finally:
+        await close()
+    assert result.outcome == "done", result
+    assert waits == [0.25]  # one retry of the claim, then the send
+    assert len(fake.sent) == 1
+    assert result.message_ids == (str(fake.sent[0]["message_id"]),)
+    assert await ledger_state(ledger, "ledger-away") is State.DONE
+
+
+async def test_a_ledger_lost_after_the_send_still_records_it_and_the_send_is_done(
+    bus: Bus, fake: FakeBotApi
+) -> None:
+    real = fake._api_sendMessage
+
+    async def then_ledger_lost(params: dict[str, Any]) -> dict[str, Any]:
+        message = await real(params)
+        await bus.js.delete_stream(LEDGER_STREAM)
+        return message
+
+    async def sleep(_seconds: float) -> None:
+        await bootstrap(bus.js)
+
+    fake._api_sendMessage = then_ledger_lost  # type: ignore[method-assign]
+    executor, ledger, close = await run(bus, fake, sleep=sleep, jitter=jitter(0.5))
+    try:
+        result = await executor.act(send("ledger-lost-after"))
+        again = await executor.act(send("ledger-lost-after"))
+    finally:
+        await close()
+    assert result.outcome == "done", result
+    # The record came back with the bucket: a repeat is the duplicate it is, nothing sent twice.
+    assert (again.outcome, again.message_ids) == ("duplicate", result.message_ids)
+    assert len(fake.sent) == 1
+    assert await ledger_state(ledger, "ledger-lost-after") is State.DONE
+
+
+class LostAck:
+    """The bucket stores a claim but its answer is lost (the leader killed right after storing it)."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self.kv = kv
+        self.lost = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kv, name)
+
+    async def create(self, key: str, value: bytes) -> int:
+        revision = int(await self.kv.create(key, value))
+        if not self.lost:
+            self.lost += 1
+            raise nats.errors.TimeoutError
+        return revision
+
+
+async def test_a_claim_stored_though_its_answer_was_lost_is_recognized_as_this_attempts(
+    bus: Bus, fake: FakeBotApi
+) -> None:
+    t = FakeTime()
+    executor, ledger, close = await run(bus, fake, clock=t.clock, sleep=t.sleep, jitter=jitter(0.5))
+    lossy = LostAck(ledger.kv)
+    ledger.kv = lossy  # type: ignore[assignment]
+    try:
+        result = await executor.act(send("lost-ack"))
+    finally:
+        await close()
+    assert lossy.lost == 1
+    assert result.outcome == "done", result  # not "in progress" behind its own claim
+    assert len(fake.sent) == 1
+    assert await ledger_state(ledger, "lost-ack") is State.DONE
+
+
+async def test_a_ledger_away_until_the_deadline_sends_nothing_and_says_so(bus: Bus, fake: FakeBotApi) -> None:
+    executor, _, close = await run(bus, fake)  # real time: the deadline is wall-clock time
+    await bus.js.delete_stream(LEDGER_STREAM)
+    try:
+        result = await executor.act(send("ledger-gone", deadline_ms=now_ms() + 1500))
+    finally:
+        await close()
+    assert result.outcome == "failed", result
+    assert result.error is not None
+    assert (result.error.code, result.error.retryable) == ("unavailable", True)
+    assert "nothing was sent" in result.error.message
+    assert not fake.calls("sendMessage")

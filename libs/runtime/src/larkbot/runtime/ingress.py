@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from larkbot.canonical.actions import ACTION_ADAPTER, ActionError, ActionRequest, ActionResult
 from larkbot.canonical.codec import encode
+from larkbot.canonical.errors import ContractError, RetryableError
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import KV_IDENTITY, QUEUE_ACTIONS, actions_subject, identity_key
 
@@ -69,7 +70,13 @@ class OncePerKey:
 
 
 def action_error_reply(data: bytes, exc: BaseException) -> ActionResult:
-    """Reply to an action request that could not be decoded or crashed the handler."""
+    """Reply to an action request that could not be decoded or that the handler raised on.
+
+    - a request outside the contract: ``failed``, ``bad_request`` (asking again cannot help);
+    - a retryable error (the handler could not start it now: a store or the bus did not answer):
+      ``failed``, ``unavailable``, retryable — handlers raise one only before they act;
+    - anything else: the handler stopped part-way, perhaps after the platform acted, so the outcome is
+      ``unknown`` (``internal``): a send is never repeated on a guess."""
     key = "unknown"
     try:
         found = json.loads(data).get("idempotency_key")
@@ -77,7 +84,13 @@ def action_error_reply(data: bytes, exc: BaseException) -> ActionResult:
             key = found
     except (ValueError, AttributeError):
         pass
-    return failed(key, "bad_request", f"{type(exc).__name__}: {exc}"[:500])
+    message = f"{type(exc).__name__}: {exc}"[:500]
+    if isinstance(exc, ContractError):
+        return failed(key, "bad_request", message)
+    if isinstance(exc, RetryableError):
+        return failed(key, "unavailable", message, retryable=True)
+    error = ActionError(code="internal", message=message, retryable=False)
+    return ActionResult(idempotency_key=key, ok=False, outcome="unknown", error=error)
 
 
 def actions_endpoint(

@@ -39,6 +39,15 @@ SEND_RETRIES = Counter(
 )
 for _reason in ("rate_limited", "transient"):
     SEND_RETRIES.labels(_reason)
+LEDGER_RETRIES = Counter(
+    "larkbot_telegram_ledger_retries_total",
+    "Sent-ledger reads and writes asked again because the bucket did not answer (an election, a reconnect)",
+)
+LEDGER_UNRECORDED = Counter(
+    "larkbot_telegram_ledger_unrecorded_total",
+    "Sends whose outcome the sent-ledger never took (it did not answer until past the deadline): the "
+    "record stays pending, so a repeat is never sent again",
+)
 SELF_EVENTS = Counter(
     "larkbot_telegram_self_events_total",
     "Synthetic self-sent events after confirmed sends, by outcome (published, failed)",

@@ -10,7 +10,8 @@ A send has one retry layer, :meth:`ActionExecutor._deliver`: the pacing slot, a 
 the backoff after a 5xx answer or a connection that never opened are one loop (``core.retries``), bounded
 by the action's deadline, under the one ledger record the attempt holds. A lost answer ends it: the
 record says ``unknown`` and the message is never sent again. A repeat of a key whose attempt still runs
-is answered ``unknown`` with code ``in_progress`` (retryable: asking again later tells more).
+is answered ``unknown`` with code ``in_progress`` (retryable: asking again later tells more). The record
+is held through ``adapters.records``, which asks a ledger that does not answer again.
 
 Chats and message ids are translated here, once: a group upgraded to a supergroup is addressed as the
 supergroup (its ``s<id>`` message ids as plain ids), and a group Telegram answers with
@@ -55,27 +56,23 @@ from ..core import (
     Record,
     State,
     TelegramAdapter,
-    decide,
     is_group_chat,
     send_failure,
     to_telegram_html,
 )
 from ..core.context import platform_message_id
-from ..core.ledger import recorded_answer, unknown_answer
-from ..core.retries import NO_DEADLINE_BUDGET_S, SELF_EVENT_RETRY
+from ..core.ledger import unknown_answer
+from ..core.retries import SELF_EVENT_RETRY
 from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
 from .downloads import download
-from .ledger import LedgerConflict, SentLedger
+from .ledger import SentLedger
 from .migrations import ChatMigrations
 from .moderation import TelegramModeration
+from .records import SendRecords, now_ms, seconds_left
 
 log = logging.getLogger(__name__)
 
 PLATFORM: Final = Platform.TELEGRAM.value
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class ActionExecutor:
@@ -103,6 +100,7 @@ class ActionExecutor:
         self.clock = clock
         self.sleep = sleep
         self.jitter = jitter
+        self.records = SendRecords(ledger, clock=clock, sleep=sleep, jitter=jitter)
         self.moderation = TelegramModeration(self._call, self._publish, api_error, adapter)
 
     async def act(self, action: ActionRequest) -> ActionResult:
@@ -136,34 +134,14 @@ class ActionExecutor:
     async def send_message(self, action: SendMessageAction) -> ActionResult:
         key = action.idempotency_key
         if _late(action.deadline_ms):
-            record, _ = await self.ledger.get(key)
-            answer = recorded_answer(key, decide(record, _now_ms()))
-            return answer or failed(key, "deadline", "the deadline passed before execution")
+            return await self.records.late(key)
         parts = to_telegram_html(action.text)
         if not parts:
             return failed(key, "bad_request", "the text renders to an empty message")
-        confirmed: list[str] = []
-        try:
-            # Nearly every send is a first attempt: claim the key at once (one round trip, where reading
-            # the record first cost another ~0.5 ms per send); only a key that exists is read and decided.
-            revision = await self.ledger.claim(key, _rec(State.PENDING, confirmed, parts))
-        except LedgerConflict:
-            record, revision = await self.ledger.get(key)
-            decision = decide(record, _now_ms())
-            answer = recorded_answer(key, decision)
-            if answer is not None:
-                return answer
-            confirmed = list(decision.confirmed)
-            pending = _rec(State.PENDING, confirmed, parts)
-            try:
-                if record is None:  # expired between the two calls
-                    revision = await self.ledger.claim(key, pending)
-                else:
-                    revision = await self.ledger.put(key, pending, revision)
-            except LedgerConflict:
-                return unknown_answer(
-                    key, tuple(confirmed), in_progress=True
-                )  # another attempt holds the key
+        held = await self.records.hold(key, parts, action.deadline_ms)
+        if isinstance(held, ActionResult):
+            return held
+        revision, confirmed = held
         thread = self.adapter.threads.for_send(action.chat_id, action.reply_to_message_id)
         for index in range(len(confirmed), len(parts)):
             params: dict[str, Any] = {
@@ -181,8 +159,11 @@ class ActionExecutor:
             try:
                 message = await self._deliver(action.chat_id, params, action.deadline_ms)
             except (BotApiError, NotSent) as exc:
-                await self._record(
-                    key, Record(State.FAILED, tuple(confirmed), len(parts), _now_ms()), revision
+                await self.records.record(
+                    key,
+                    Record(State.FAILED, tuple(confirmed), len(parts), now_ms()),
+                    revision,
+                    action.deadline_ms,
                 )
                 error = (
                     ActionError(code="network", message=str(exc), retryable=True)
@@ -193,39 +174,29 @@ class ActionExecutor:
                     idempotency_key=key, ok=False, outcome="failed", message_ids=tuple(confirmed), error=error
                 )
             except OutcomeUnknown as exc:
-                await self._record(
-                    key, Record(State.UNKNOWN, tuple(confirmed), len(parts), _now_ms()), revision
+                await self.records.record(
+                    key,
+                    Record(State.UNKNOWN, tuple(confirmed), len(parts), now_ms()),
+                    revision,
+                    action.deadline_ms,
                 )
                 log.warning("send outcome unknown: %s", exc)
                 return unknown_answer(key, tuple(confirmed), in_progress=False)
             sent = self._self_event(message)
             confirmed.append(sent.message_id)  # the canonical id (``s<id>`` in an upgraded group)
             state = State.DONE if len(confirmed) == len(parts) else State.PENDING
-            revision = await self._record(
-                key, Record(state, tuple(confirmed), len(parts), _now_ms()), revision
+            revision = await self.records.record(
+                key, Record(state, tuple(confirmed), len(parts), now_ms()), revision, action.deadline_ms
             )
             await self._publish(sent, "self-sent event")
         return ActionResult(idempotency_key=key, ok=True, outcome="done", message_ids=tuple(confirmed))
-
-    async def _record(self, key: str, record: Record, revision: int) -> int:
-        try:
-            return await self.ledger.put(key, record, revision)
-        except LedgerConflict:
-            # Only this attempt holds a pending claim; a conflict means the record expired and was
-            # recreated, so claim it afresh rather than lose what was confirmed.
-            return await self.ledger.claim(key, record)
 
     async def _deliver(self, chat_id: str, params: dict[str, Any], deadline_ms: int | None) -> Any:
         """Send one message: wait for its pacing slot, and try again after a 429 (its ``retry_after``) or
         a definite transient failure (backoff with jitter) while the deadline allows — the only retry
         loop of a send. Raises the last :class:`BotApiError` / :class:`NotSent` when it gives up, and
         :class:`OutcomeUnknown` at once when an answer is lost."""
-        started = self.clock()
-
-        def left_s() -> float:
-            if deadline_ms is not None:
-                return (deadline_ms - _now_ms()) / 1000
-            return NO_DEADLINE_BUDGET_S - (self.clock() - started)
+        left_s = seconds_left(deadline_ms, self.clock)
 
         def retried(failure: Failure, attempts: int, wait: float, exc: BaseException | None) -> None:
             metrics.SEND_RETRIES.labels(failure.value).inc()
@@ -279,7 +250,7 @@ class ActionExecutor:
         return True
 
     def _self_event(self, message: dict[str, Any]) -> MessageEvent:
-        event = self.adapter.adapt_message(message, _now_ms())
+        event = self.adapter.adapt_message(message, now_ms())
         if not event.is_self_sent:
             event = MessageEvent.model_validate({**event.model_dump(), "is_self_sent": True})
         return event
@@ -339,7 +310,7 @@ class ActionExecutor:
     async def _delete(self, action: DeleteMessageAction) -> ActionResult:
         for message_id in action.message_ids:
             await self._call(action.chat_id, "deleteMessage", {"message_id": platform_message_id(message_id)})
-        now = _now_ms()
+        now = now_ms()
         event = DeleteEvent(
             platform=Platform.TELEGRAM,
             chat_id=action.chat_id,
@@ -354,12 +325,8 @@ class ActionExecutor:
         return ActionResult(idempotency_key=action.idempotency_key, ok=True, outcome="done")
 
 
-def _rec(state: State, confirmed: list[str], parts: list[str]) -> Record:
-    return Record(state, tuple(confirmed), len(parts), _now_ms())
-
-
 def _late(deadline_ms: int | None) -> bool:
-    return deadline_ms is not None and _now_ms() > deadline_ms
+    return deadline_ms is not None and now_ms() > deadline_ms
 
 
 def api_error(exc: BotApiError) -> ActionError:

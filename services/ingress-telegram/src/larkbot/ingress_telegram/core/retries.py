@@ -30,6 +30,13 @@ from larkbot.runtime.backoff import Backoff, Failure, RetryPolicy
 SELF_EVENT_RETRY: Final = RetryPolicy(Backoff(initial_s=0.5, max_s=8.0), max_attempts=5)
 SEND_RETRY: Final = RetryPolicy(Backoff(initial_s=0.5, max_s=8.0, factor=2.0, jitter=0.25), max_attempts=8)
 NO_DEADLINE_BUDGET_S: Final = 60.0
+#: A sent-ledger that does not answer (a NATS election, a reconnect): 0.25 s doubling to 4 s, ±25 %, while
+#: the deadline allows — before a send, a failure then sends nothing; after it, recording what happened
+#: is tried :data:`RECORD_GRACE_S` past the deadline (the caller waits longer than that).
+LEDGER_RETRY: Final = RetryPolicy(
+    Backoff(initial_s=0.25, max_s=4.0, factor=2.0, jitter=0.25), max_attempts=None
+)
+RECORD_GRACE_S: Final = 5.0
 
 
 def send_failure(error_code: int) -> Failure | None:
