@@ -26,6 +26,7 @@ from larkbot.canonical.names import OBJECT_STORE_BLOBS, STREAM_EVENTS, Platform,
 from larkbot.ingress_feishu.app import FeishuIngress, FeishuOptions, IngressFeishuService
 from larkbot.ingress_feishu.fake.samples import ALICE, BOB, BOT, CHAT, FIRST_MESSAGE
 from larkbot.ingress_feishu.fake.server import FakeFeishu
+from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig, parse_config
 from larkbot.runtime.service import built
@@ -223,3 +224,26 @@ async def test_download_image_send_recall_and_ban(service: FeishuIngress, fake: 
     fake.managed_chats.add(CHAT)
     assert (await act(bus, ban)).outcome == "done"
     assert fake.removed_members == [(CHAT, BOB)]
+
+
+async def test_a_self_sent_event_the_bus_refuses_is_published_again_and_the_send_stays_done(
+    service: FeishuIngress, fake: FakeFeishu, bus: Bus
+) -> None:
+    """EVENTS gone under the send (its leader elected anew on a cluster): the message is on Feishu, so the
+    answer is ``done`` and its event is asked again until the stream takes it, not answered "failed"."""
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(round(seconds, 6))
+        await bootstrap(bus.js)  # the stream is back
+
+    service.actions.sleep = sleep
+    service.actions.jitter = lambda: 0.0
+    await bus.js.delete_stream(STREAM_EVENTS)
+    result = await act(bus, send("k-events-away", "still here"))
+    assert result.outcome == "done", result
+    assert waits == [0.375]  # one retry of the event (0.5 s, -25 %), none of the send
+    [message_id] = result.message_ids
+    [event] = await stream_events(bus)
+    assert isinstance(event, MessageEvent)
+    assert (event.message_id, event.is_self_sent) == (message_id, True)

@@ -18,7 +18,9 @@ from aiohttp import web
 from nats.js.kv import KeyValue
 
 from larkbot.canonical.actions import ActionResult, SendMessageAction
-from larkbot.canonical.names import KV_TELEGRAM_SENT_LEDGER, Platform
+from larkbot.canonical.codec import decode
+from larkbot.canonical.events import MessageEvent
+from larkbot.canonical.names import KV_TELEGRAM_SENT_LEDGER, STREAM_EVENTS, Platform
 from larkbot.ingress_telegram.adapters.actions import ActionExecutor
 from larkbot.ingress_telegram.adapters.botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
 from larkbot.ingress_telegram.adapters.ledger import SentLedger
@@ -395,3 +397,28 @@ async def test_a_ledger_away_until_the_deadline_sends_nothing_and_says_so(bus: B
     assert (result.error.code, result.error.retryable) == ("unavailable", True)
     assert "nothing was sent" in result.error.message
     assert not fake.calls("sendMessage")
+
+
+async def test_a_self_sent_event_the_bus_refuses_is_published_again_and_the_send_stays_done(
+    bus: Bus, fake: FakeBotApi
+) -> None:
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await bootstrap(bus.js)  # EVENTS is back (its new leader elected)
+
+    executor, ledger, close = await run(bus, fake, sleep=sleep, jitter=jitter(0.5))
+    await bus.js.delete_stream(STREAM_EVENTS)
+    try:
+        result = await executor.act(send("events-away"))
+    finally:
+        await close()
+    assert result.outcome == "done", result
+    assert waits == [0.5]  # one retry of the event, none of the send
+    [message] = fake.sent
+    info = await bus.js.stream_info(STREAM_EVENTS)
+    assert info.state.messages == 1
+    stored = decode((await bus.js.get_msg(STREAM_EVENTS, info.state.last_seq)).data or b"", MessageEvent)
+    assert (stored.message_id, stored.is_self_sent) == (str(message["message_id"]), True)
+    assert await ledger_state(ledger, "events-away") is State.DONE

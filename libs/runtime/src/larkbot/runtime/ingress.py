@@ -1,13 +1,20 @@
-"""What both ingress services share: the ``actions.<platform>`` endpoint, the identity publication, and
-:class:`OncePerKey` for actions whose repeat would misreport what happened."""
+"""What both ingress services share: the ``actions.<platform>`` endpoint, the identity publication,
+:class:`OncePerKey` for actions whose repeat would misreport what happened, and :func:`report_done` for
+the events that report what the bot did on the platform."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import json
+import logging
+import random
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from typing import Final
+
+import nats.errors
 
 from larkbot.canonical.actions import ACTION_ADAPTER, ActionError, ActionRequest, ActionResult
 from larkbot.canonical.codec import encode
@@ -15,10 +22,31 @@ from larkbot.canonical.errors import ContractError, RetryableError
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import KV_IDENTITY, QUEUE_ACTIONS, actions_subject, identity_key
 
-from .bus import Bus
+from .backoff import Backoff, Failure, RetryPolicy
+from .bus import Bus, BusUnavailable
+from .retry import retrying
 from .serve import Endpoint, adapter_decoder
 
-__all__ = ["OncePerKey", "action_error_reply", "actions_endpoint", "failed", "publish_identity"]
+__all__ = [
+    "REPORT_BUDGET_S",
+    "REPORT_RETRY",
+    "OncePerKey",
+    "action_error_reply",
+    "actions_endpoint",
+    "failed",
+    "publish_identity",
+    "report_done",
+]
+
+log = logging.getLogger(__name__)
+
+#: An event reporting what the bot did (its sent message, a deletion) that the bus did not store is asked
+#: again, 0.5 s doubling to 8 s, ±25 %, for :data:`REPORT_BUDGET_S` — longer than a cluster's election —
+#: then it is lost (logged): what it reports has happened and is not undone.
+REPORT_RETRY: Final = RetryPolicy(
+    Backoff(initial_s=0.5, max_s=8.0, factor=2.0, jitter=0.25), max_attempts=None
+)
+REPORT_BUDGET_S: Final = 30.0
 
 
 def failed(idempotency_key: str, code: str, message: str, *, retryable: bool = False) -> ActionResult:
@@ -110,3 +138,41 @@ def actions_endpoint(
 async def publish_identity(bus: Bus, identity: BotIdentity) -> None:
     kv = await bus.js.key_value(KV_IDENTITY)
     await kv.put(identity_key(identity.platform.value), encode(identity))
+
+
+def _bus_failure(exc: BaseException) -> Failure | None:
+    return Failure.TRANSIENT if isinstance(exc, BusUnavailable | nats.errors.Error | TimeoutError) else None
+
+
+async def report_done(
+    publish: Callable[[], Awaitable[object]],
+    what: str,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    jitter: Callable[[], float] = random.random,
+) -> bool:
+    """Publish an event that reports what the bot did on the platform (``publish``: one attempt, under a
+    message id the stream deduplicates), asked again while the bus does not answer (:data:`REPORT_RETRY`).
+    False when it was lost (logged at ERROR): the action it reports stays done all the same — an answer
+    of "failed" would be a lie, and its repeat would do it twice."""
+    started = clock()
+
+    def retried(_failure: Failure, attempts: int, wait: float, exc: BaseException | None) -> None:
+        log.warning("%s not stored (attempt %d), retrying in %.2f s: %s", what, attempts, wait, exc)
+
+    try:
+        async for attempt in retrying(
+            REPORT_RETRY,
+            _bus_failure,
+            left_s=lambda: REPORT_BUDGET_S - (clock() - started),
+            on_retry=retried,
+            sleep=sleep,
+            jitter=jitter,
+        ):
+            with attempt:
+                await publish()
+    except (BusUnavailable, nats.errors.Error, TimeoutError) as exc:
+        log.error("%s lost after %g s of retries: %s", what, REPORT_BUDGET_S, exc)
+        return False
+    return True

@@ -43,8 +43,13 @@ NAME_LOOKUPS = Counter(
     "larkbot_ingress_feishu_name_lookups_total", "Contact name lookups, by outcome", ["outcome"]
 )
 SELF_EVENTS = Counter(
-    "larkbot_ingress_feishu_self_events_total", "Synthetic self-sent events published after confirmed sends"
+    "larkbot_ingress_feishu_self_events_total",
+    "Synthetic events reporting the bot's confirmed sends and recalls, by outcome (published, failed: the "
+    "bus did not take it within 30 s of retries)",
+    ["outcome"],
 )
+for _outcome in ("published", "failed"):
+    SELF_EVENTS.labels(_outcome)
 CONNECTED = Gauge(
     "larkbot_ingress_feishu_connected", "1 while the long connection (or the webhook server) is up"
 )

@@ -47,7 +47,7 @@ from larkbot.canonical.errors import PermanentError
 from larkbot.canonical.events import DeleteEvent, MessageEvent, Sender
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform
 from larkbot.runtime.bus import Bus
-from larkbot.runtime.ingress import OncePerKey, failed
+from larkbot.runtime.ingress import OncePerKey, failed, report_done
 from larkbot.runtime.retry import Backoff, Failure, retrying
 
 from .. import metrics
@@ -328,8 +328,7 @@ class Actions:
             reply_to_message_id=reply_to,
             is_self_sent=True,
         )
-        await self.inbound.publish(event, "self_sent")
-        metrics.SELF_EVENTS.inc()
+        await self._report(event, "self_sent")
 
     async def _publish_recall(self, chat_id: str, message_id: str) -> None:
         now = _now_ms()
@@ -344,7 +343,18 @@ class Actions:
             message_ids=(message_id,),
             actor_id=self.me.open_id,
         )
-        await self.inbound.publish(event, "self_recall")
+        await self._report(event, "self_recall")
+
+    async def _report(self, event: MessageEvent | DeleteEvent, event_type: str) -> None:
+        """Publish what the bot did; it stays done when the bus never takes it (``runtime.ingress``)."""
+        stored = await report_done(
+            lambda: self.inbound.publish(event, event_type),
+            f"{event_type} event of chat {event.chat_id} ({event.dedup_key})",
+            clock=self.clock,
+            sleep=self.sleep,
+            jitter=self.jitter,
+        )
+        metrics.SELF_EVENTS.labels("published" if stored else "failed").inc()
 
     # -- downloads -------------------------------------------------------------------------------------
     async def _download(self, action: DownloadAction) -> ActionResult:

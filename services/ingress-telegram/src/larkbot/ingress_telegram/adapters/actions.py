@@ -45,7 +45,7 @@ from larkbot.canonical.events import DeleteEvent, MessageEvent
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import Platform, events_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
-from larkbot.runtime.ingress import failed
+from larkbot.runtime.ingress import failed, report_done
 from larkbot.runtime.logs import mask
 from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
@@ -62,7 +62,6 @@ from ..core import (
 )
 from ..core.context import platform_message_id
 from ..core.ledger import unknown_answer
-from ..core.retries import SELF_EVENT_RETRY
 from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
 from .downloads import download
 from .ledger import SentLedger
@@ -257,21 +256,14 @@ class ActionExecutor:
 
     async def _publish(self, event: MessageEvent | DeleteEvent, what: str) -> None:
         subject = events_subject(PLATFORM, event.chat_id)
-
-        def retried(_failure: Failure, attempts: int, wait: float, exc: BaseException | None) -> None:
-            log.warning("%s not stored (attempt %d), retrying in %.2f s: %s", what, attempts, wait, exc)
-
-        try:
-            async for attempt in retrying(
-                SELF_EVENT_RETRY, _bus_failure, on_retry=retried, sleep=self.sleep, jitter=self.jitter
-            ):
-                with attempt:
-                    await self.bus.publish(subject, event, msg_id=event_msg_id(event))
-        except BusUnavailable:
-            metrics.SELF_EVENTS.labels("failed").inc()
-            log.error("%s lost after retries: chat %s, dedup key %s", what, event.chat_id, event.dedup_key)
-            return
-        metrics.SELF_EVENTS.labels("published").inc()
+        stored = await report_done(
+            lambda: self.bus.publish(subject, event, msg_id=event_msg_id(event)),
+            f"{what} of chat {event.chat_id} ({event.dedup_key})",
+            clock=self.clock,
+            sleep=self.sleep,
+            jitter=self.jitter,
+        )
+        metrics.SELF_EVENTS.labels("published" if stored else "failed").inc()
 
     # -- idempotent actions ------------------------------------------------------------------------------
     async def _call(self, chat_id: str, method: str, params: dict[str, Any]) -> Any:

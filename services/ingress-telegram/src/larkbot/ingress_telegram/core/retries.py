@@ -25,9 +25,6 @@ from typing import Final
 
 from larkbot.runtime.backoff import Backoff, Failure, RetryPolicy
 
-#: A self-sent event the bus did not store: five attempts, 0.5 s doubling between them; then it is lost
-#: (logged), since the send it reports has happened and is not undone.
-SELF_EVENT_RETRY: Final = RetryPolicy(Backoff(initial_s=0.5, max_s=8.0), max_attempts=5)
 SEND_RETRY: Final = RetryPolicy(Backoff(initial_s=0.5, max_s=8.0, factor=2.0, jitter=0.25), max_attempts=8)
 NO_DEADLINE_BUDGET_S: Final = 60.0
 #: A sent-ledger that does not answer (a NATS election, a reconnect): 0.25 s doubling to 4 s, ±25 %, while
