@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
-from larkbot.canonical.llm import TextPart
+from larkbot.canonical.llm import LLMRequest, LLMResponse, TextPart, ToolCallPart, UserMessage
 from larkbot.driver.audit.core.audit import AuditDraft
 from larkbot.driver.audit.middleware import AuditTrail
 from larkbot.driver.tools.core import tools
 from larkbot.driver.wake.clock import ManualClock
-from larkbot.driver.wake.core.protocol import ToolDone, ToolRun
+from larkbot.driver.wake.core.protocol import Asked, ModelAnswer, ModelCall, ToolDone, ToolRun
 from larkbot.driver.wake.core.wake import Note, ShowTyping, WakeCommand, WakeFeedback
-from larkbot.driver.wake.middleware import DryRun, Metrics, Middleware, Next, chain
+from larkbot.driver.wake.middleware import DRY_RUN_MODEL, DryRun, Metrics, Middleware, Next, chain
 
 
 def _run(name: str, **args: object) -> ToolRun:
@@ -56,7 +56,7 @@ async def test_the_first_middleware_is_outermost() -> None:
 async def test_a_dry_run_withholds_actions_and_the_audit_trail_sees_it() -> None:
     draft, ports = _draft(True), _Ports()
     run = chain(
-        ports, [AuditTrail(draft), DryRun(ManualClock(7), draft.withheld.append), Metrics("debounced")]
+        ports, [AuditTrail(draft), DryRun(ManualClock(7), draft.withheld.append, None), Metrics("debounced")]
     )
 
     sent = await run(_run(tools.SEND, text="hi"))
@@ -73,6 +73,40 @@ async def test_a_dry_run_withholds_actions_and_the_audit_trail_sees_it() -> None
     assert draft.sends == 1
     # The made-up send delivered nothing; the read's ports answered with a delivered id.
     assert [m.message_id for m in draft.sent] == ["m1"]
+
+
+async def test_a_dry_run_that_does_not_call_the_model_answers_the_primary_itself() -> None:
+    """``dry_run_call_model: false``: the primary call never reaches the ports; the request the ports built
+    for it reaches the audit trail, marked as answered by the dry run."""
+    draft, ports = _draft(True), _Ports()
+    hello = (UserMessage(parts=(TextPart(text="hi"),)),)
+    request = LLMRequest(
+        request_id="w1-0-r",
+        purpose="primary",
+        endpoint="primary",
+        system="s",
+        messages=hello,
+        deadline_ms=9_000,
+    )
+    unsent: list[ModelCall] = []
+
+    def unsent_model(call: ModelCall, answer: LLMResponse) -> ModelAnswer:
+        unsent.append(call)
+        asked = Asked(request, 7, 120, called=False, answered_itself=True)
+        return ModelAnswer(answer.model_copy(update={"request_id": request.request_id}), 7, asked)
+
+    run = chain(ports, [AuditTrail(draft), DryRun(ManualClock(7), draft.withheld.append, unsent_model)])
+    call = ModelCall(step=0, system="s", messages=hello, tools=(), tool_choice="auto", deadline_ms=9_000)
+    answer = await run(call)
+
+    assert isinstance(answer, ModelAnswer)
+    assert isinstance(answer.reply, LLMResponse)
+    assert answer.reply.model_identity == DRY_RUN_MODEL
+    assert [p.name for p in answer.reply.message.parts if isinstance(p, ToolCallPart)] == [tools.END]
+    assert unsent == [call]
+    assert ports.reached == []
+    assert draft.model_called is False
+    assert [r.request.request_id for r in draft.requests] == ["w1-0-r"]
 
 
 async def test_notes_feed_the_audit_record_and_the_metrics() -> None:

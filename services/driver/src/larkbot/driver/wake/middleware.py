@@ -13,7 +13,8 @@ so the audit trail sees what a dry run withheld, and metrics count only what rea
 
 - :class:`DryRun` answers the platform actions a dry run withholds — the tools whose ``Tool.dry_run``
   says what to answer instead (their feature's ``core/tools.py``) and the typing indicator — and tells
-  who records them (the audit draft's ``withheld``).
+  who records them (the audit draft's ``withheld``); with ``dry_run_call_model: false`` it answers the
+  primary model call too, with ``end_turn`` at no cost (the ports still build the request, for the audit).
 - :class:`Metrics` counts wake-up paths, probe decisions, recovered steps, trims, clips, the shell gate,
   turns and their duration, stored turn responses and recalls.
 - ``audit.middleware.AuditTrail`` gathers the wake-up's audit record.
@@ -26,13 +27,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Protocol, assert_never
 
-from larkbot.canonical.llm import TextPart
+from larkbot.canonical.llm import AssistantMessage, LLMResponse, TextPart, ToolCallPart, Usage
 from larkbot.driver.tools.core import tools
 
 from .. import metrics
 from .accounting import count_record
 from .clock import Clock
-from .core.protocol import ModelCall, Persist, ToolDone, ToolRun
+from .core.protocol import ModelAnswer, ModelCall, Persist, ToolDone, ToolRun
 from .core.wake import LoadMemories, Note, ShowTyping, WakeCommand, WakeFeedback
 
 Next = Callable[[WakeCommand], Awaitable[WakeFeedback]]
@@ -49,16 +50,43 @@ def chain(handler: Next, middleware: Sequence[Middleware]) -> Next:
     return handler
 
 
+#: The model identity of a primary answer a dry run made up instead of calling the model.
+DRY_RUN_MODEL = "dry-run"
+#: The primary's answer in a dry run that does not call the model: ``end_turn`` at no cost, so the turn
+#: ends silent and its chain closes like any other.
+DRY_RUN_ANSWER = LLMResponse(
+    request_id="dry-run",
+    model_identity=DRY_RUN_MODEL,
+    message=AssistantMessage(
+        parts=(ToolCallPart(id="dry_run_end", name=tools.END, arguments_json="{}"),),
+        model_identity=DRY_RUN_MODEL,
+    ),
+    stop_reason="tool_use",
+    usage=Usage(input_tokens=0, output_tokens=0),
+    provider_latency_ms=0,
+)
+
+
 class DryRun:
     """Withholds a dry run's platform actions: a withheld tool answers what its ``Tool.dry_run`` says
     (``{id}`` becomes a made-up message id), the typing indicator is not shown. ``withheld`` hears the
-    name of each (``typing`` for the indicator), in order."""
+    name of each (``typing`` for the indicator), in order. With ``unsent_model`` (the ports'
+    ``withheld_model``: ``dry_run_call_model: false``), a primary model call is answered
+    :data:`DRY_RUN_ANSWER` without being sent."""
 
-    def __init__(self, clock: Clock, withheld: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        withheld: Callable[[str], None],
+        unsent_model: Callable[[ModelCall, LLMResponse], ModelAnswer] | None,
+    ) -> None:
         self.clock = clock
         self.withheld = withheld
+        self.unsent_model = unsent_model
 
     async def __call__(self, command: WakeCommand, call_next: Next) -> WakeFeedback:
+        if isinstance(command, ModelCall) and self.unsent_model is not None:
+            return self.unsent_model(command, DRY_RUN_ANSWER)
         if isinstance(command, ToolRun):
             answer = tools.tool(command.name).dry_run
             if answer is None:

@@ -17,19 +17,15 @@ from typing import TYPE_CHECKING, Literal, assert_never
 
 from larkbot.canonical.aliases import aliases_enabled
 from larkbot.canonical.llm import (
-    AssistantMessage,
     LLMError,
     LLMRequest,
     LLMResponse,
-    ToolCallPart,
-    Usage,
 )
 from larkbot.driver.audit.core.audit import AuditDraft
 from larkbot.driver.compaction.core.compaction import turn_tokens
 from larkbot.driver.memory.memory_tools import MemoryAccess
 from larkbot.driver.moderation.moderation import ModerationAccess
 from larkbot.driver.shell.shell import ShellAccess
-from larkbot.driver.tools.core import tools
 
 from .. import metrics
 from ..errors import StepConflict
@@ -57,9 +53,6 @@ if TYPE_CHECKING:
     from .runner import WakeRunner
 
 log = logging.getLogger(__name__)
-
-#: The model identity of a primary answer a dry run made up instead of calling the model.
-DRY_RUN_MODEL = "dry-run"
 
 
 class ChatPorts:
@@ -156,14 +149,13 @@ class ChatPorts:
             runner.sizing.refused(request.endpoint, estimate, reply)
         return ModelAnswer(reply, runner.clock.now_ms(), asked)
 
-    async def model(self, call: ModelCall) -> ModelAnswer:
-        chat = self.chat
-        runner = self.runner
-        clock = runner.clock
+    def _primary(self, call: ModelCall) -> tuple[LLMRequest, int, int | None]:
+        """The primary request of ``call``, its token estimate and the window known for its endpoint."""
+        chat, sizing = self.chat, self.runner.sizing
         request = LLMRequest(
             request_id=f"{self.wake_id}-{call.step}-{uuid.uuid4().hex[:8]}",
             purpose="primary",
-            endpoint=runner.sizing.primary_endpoint,
+            endpoint=sizing.primary_endpoint,
             system=call.system,
             messages=call.messages,
             tools=call.tools,
@@ -172,23 +164,33 @@ class ChatPorts:
             prompt_cache_key=chat.key,
             chat_key=chat.key,
         )
-        limit = runner.sizing.window(request.endpoint)
-        estimate = request_tokens(request.system, request.tools, request.messages)
-        refused = limit is not None and estimate > limit
-        answer_itself = self.dry_run and not chat.settings.dry_run_call_model
-        # Also the requests never sent: a refused one shows what did not fit, and a dry run exists to
-        # look at the prompts it assembles.
-        asked = Asked(
+        return (
             request,
-            clock.now_ms(),
-            estimate,
-            called=not (refused or answer_itself),
-            answered_itself=answer_itself and not refused,
+            request_tokens(request.system, request.tools, request.messages),
+            sizing.window(request.endpoint),
         )
-        if refused:
+
+    def withheld_model(self, call: ModelCall, answer: LLMResponse) -> ModelAnswer:
+        """A dry run's primary call, not sent: ``answer`` instead (``middleware.DryRun``), or the refusal of a
+        request over the window, as a sent one would get. The request is handed back all the same: a dry
+        run exists to look at the prompts it assembles."""
+        request, estimate, limit = self._primary(call)
+        now = self.runner.clock.now_ms()
+        if limit is not None and estimate > limit:
+            return ModelAnswer(
+                _too_long(request, estimate, limit), now, Asked(request, now, estimate, called=False)
+            )
+        answer = answer.model_copy(update={"request_id": request.request_id})
+        return ModelAnswer(answer, now, Asked(request, now, estimate, called=False, answered_itself=True))
+
+    async def model(self, call: ModelCall) -> ModelAnswer:
+        runner = self.runner
+        clock = runner.clock
+        request, estimate, limit = self._primary(call)
+        # Also a request never sent: a refused one shows what did not fit.
+        asked = Asked(request, clock.now_ms(), estimate, called=not (limit is not None and estimate > limit))
+        if not asked.called:
             return ModelAnswer(_too_long(request, estimate, limit), clock.now_ms(), asked)
-        if answer_itself:
-            return ModelAnswer(_dry_run_answer(request.request_id), clock.now_ms(), asked)
         started = time.perf_counter()
         reply = await runner.clients.generate(request, (call.deadline_ms - clock.now_ms()) / 1000)
         asked = replace(asked, latency_ms=round((time.perf_counter() - started) * 1000))
@@ -318,20 +320,6 @@ class ChatPorts:
     async def finish(self) -> None:
         if self._background:
             await asyncio.gather(*self._background)
-
-
-def _dry_run_answer(request_id: str) -> LLMResponse:
-    """The primary's answer in a dry run that does not call the model: ``end_turn`` at no cost, so the
-    turn ends silent and its chain closes like any other."""
-    end = ToolCallPart(id="dry_run_end", name=tools.END, arguments_json="{}")
-    return LLMResponse(
-        request_id=request_id,
-        model_identity=DRY_RUN_MODEL,
-        message=AssistantMessage(parts=(end,), model_identity=DRY_RUN_MODEL),
-        stop_reason="tool_use",
-        usage=Usage(input_tokens=0, output_tokens=0),
-        provider_latency_ms=0,
-    )
 
 
 def _too_long(request: LLMRequest, estimate: int, limit: int | None) -> LLMError:

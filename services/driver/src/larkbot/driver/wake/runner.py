@@ -155,7 +155,8 @@ class WakeRunner:
         # dry run withheld; metrics count only what reached the ports.
         middleware: list[Middleware] = [AuditTrail(ports.audit)]
         if ports.dry_run:
-            middleware.append(DryRun(self.clock, ports.audit.withheld.append))
+            unsent = None if chat.settings.dry_run_call_model else ports.withheld_model
+            middleware.append(DryRun(self.clock, ports.audit.withheld.append, unsent))
         middleware.append(Metrics(inputs.wake.kind))
         try:
             outcome = await interpret(wake_up(inputs), ports, middleware)
