@@ -280,10 +280,6 @@ async def test_chaos_long_profile(tmp_path: Path) -> None:
     assert not report["failures"], "\n".join(report["failures"])
 
 
-# In make test-all only: its stuck chat is understood and fixed (the pipeline only logged a context update
-# the bus refused during the election; it now publishes it again, test_pipeline_service), but one CI run
-# since lost a Telegram send after the EVENTS leader kill (the ledger never saw the action: KeyNotFound).
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 async def test_chaos_on_a_three_node_cluster_rides_through_a_leader_kill(tmp_path: Path) -> None:
     report = await run_chaos(tmp_path, CLUSTER_SHORT, seed(), cluster=("EVENTS",))
