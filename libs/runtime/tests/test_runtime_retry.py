@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from larkbot.runtime.config import LarkbotConfig
@@ -137,6 +139,44 @@ async def test_a_final_failure_is_raised_at_once_and_the_last_one_when_the_polic
     result, slept, _ = await _run([Refused(Failure.TRANSIENT), "never reached"], left=0.4)
     assert isinstance(result, Refused)
     assert slept == []  # the wait would end past the deadline
+
+
+async def test_the_first_attempt_is_numbered_one_and_ends_the_loop_or_leaves_as_tenacity_would() -> None:
+    # The first attempt runs before tenacity is built; what follows must not tell the difference.
+    numbers: list[int] = []
+    async for attempt in retrying(POLICY, lambda _exc: Failure.TRANSIENT):
+        with attempt:
+            numbers.append(attempt.retry_state.attempt_number)
+    assert numbers == [1]  # a success without return ends the loop
+
+    final = Refused(None)
+    result, slept, retried = await _run([final, "never reached"])
+    assert result is final
+    assert (slept, retried) == ([], [])
+
+    async def cancelled() -> None:
+        async for attempt in retrying(POLICY, lambda _exc: Failure.TRANSIENT):
+            with attempt:
+                numbers.append(attempt.retry_state.attempt_number)
+                raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled()
+    assert numbers == [1, 1]  # never retried
+
+    seen: list[int] = []
+    outcomes = iter([Refused(Failure.TRANSIENT), Refused(Failure.TRANSIENT), "sent"])
+
+    async def no_sleep(_seconds: float) -> None:
+        return None
+
+    async for attempt in retrying(POLICY, lambda exc: getattr(exc, "failure", None), sleep=no_sleep):
+        with attempt:
+            seen.append(attempt.retry_state.attempt_number)
+            outcome = next(outcomes)
+            if isinstance(outcome, Refused):
+                raise outcome
+    assert seen == [1, 2, 3]
 
 
 async def test_a_paced_rate_limit_is_checked_against_the_bounds_but_left_to_the_pacer() -> None:
