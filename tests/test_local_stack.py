@@ -124,8 +124,8 @@ async def check_operations(ports: dict[str, int]) -> None:
                 await asyncio.sleep(0.2)
             async with http.get(f"http://127.0.0.1:{port}/metrics") as resp:
                 text = await resp.text()
-            assert f'larkbot_service_info{{service="{name}"' in text
-            assert re.search(rf'larkbot_bus_connected{{service="{name}"}} 1\.0', text)
+            assert f'larkbot_service_info{{component="{name}"' in text
+            assert re.search(rf'larkbot_bus_connected{{component="{name}"}} 1\.0', text)
 
 
 @pytest.mark.timeout(900)

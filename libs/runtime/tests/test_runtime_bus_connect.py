@@ -81,7 +81,7 @@ def test_the_current_server_is_the_one_labelled_and_a_change_moves_the_label() -
             for metric in REGISTRY.collect()
             if metric.name == "larkbot_bus_server_info"
             for sample in metric.samples
-            if sample.labels["service"] == "test-metric"
+            if sample.labels["component"] == "test-metric"
         }
 
     set_bus_server("test-metric", "a:4222")

@@ -54,7 +54,7 @@ async def test_ops_endpoint_reports_health_readiness_and_metrics(nats_url: str) 
                 assert resp.status == 200
             async with http.get(f"{base}/metrics") as resp:
                 text = await resp.text()
-                assert 'larkbot_service_info{service="media",version=' in text
+                assert 'larkbot_service_info{component="media",version=' in text
                 assert "larkbot_bus_connected" in text
     assert recipe.stopped == [True]
 

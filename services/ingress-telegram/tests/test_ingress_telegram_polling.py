@@ -6,10 +6,14 @@ import gc
 import json
 import weakref
 
+import pytest
 from aiogram import Bot
+from aiogram.exceptions import TelegramServerError
 from aiogram.methods import GetUpdates
+from prometheus_client import REGISTRY
 
 from larkbot.ingress_telegram.adapters.polling import RawUpdatesSession
+from larkbot.ingress_telegram.fake import FakeBotApi
 
 ANSWER = json.dumps(
     {
@@ -39,3 +43,22 @@ async def test_the_answer_model_is_built_once_not_after_every_collection() -> No
         assert type(session.check_response(bot, GetUpdates(), 200, ANSWER)) is model()
     finally:
         await session.close()
+
+
+async def test_failing_polling_is_shown_until_a_poll_succeeds() -> None:
+    fake = FakeBotApi()
+    await fake.start()
+    session = RawUpdatesSession(fake.base_url)
+    bot = Bot(fake.token, session=session)
+    try:
+        fake.fail("getUpdates", 502)
+        with pytest.raises(TelegramServerError):
+            await bot(GetUpdates(timeout=0))
+        assert session.poll_failing
+        assert REGISTRY.get_sample_value("larkbot_telegram_polling_failing") == 1
+        await bot(GetUpdates(timeout=0))
+        assert not session.poll_failing
+        assert REGISTRY.get_sample_value("larkbot_telegram_polling_failing") == 0
+    finally:
+        await session.close()
+        await fake.stop()

@@ -1,7 +1,11 @@
 """Metrics every service exports through the runtime (names ``larkbot_<area>_<what>_<unit>``).
 
 One process per container, so the default registry is the process's registry. Labels never carry chat or
-user ids: only service, consumer, outcome and reason classes with a small fixed set of values.
+user ids: only component, consumer, outcome and reason classes with a small fixed set of values.
+
+No label is named like a target label a scraper sets (``job``, ``instance``, and the Prometheus
+Operator's ``service``, ``endpoint``, ``pod``, ``namespace``, ``container``): the Operator would rename ours
+``exported_<name>``. The running service is ``component``; a request/reply endpoint is ``handler``.
 """
 
 from __future__ import annotations
@@ -29,16 +33,18 @@ __all__ = [
 ]
 
 SERVICE_INFO = Gauge(
-    "larkbot_service_info", "Constant 1, labelled with the running service", ["service", "version"]
+    "larkbot_service_info", "Constant 1, labelled with the running service", ["component", "version"]
 )
-SERVICE_READY = Gauge("larkbot_service_ready", "1 when /readyz answers ready", ["service"])
-SERVICE_START_TIME = Gauge("larkbot_service_start_time_seconds", "Unix time the service started", ["service"])
+SERVICE_READY = Gauge("larkbot_service_ready", "1 when /readyz answers ready", ["component"])
+SERVICE_START_TIME = Gauge(
+    "larkbot_service_start_time_seconds", "Unix time the service started", ["component"]
+)
 
-BUS_CONNECTED = Gauge("larkbot_bus_connected", "1 while the NATS connection is up", ["service"])
+BUS_CONNECTED = Gauge("larkbot_bus_connected", "1 while the NATS connection is up", ["component"])
 BUS_SERVER = Gauge(
     "larkbot_bus_server_info",
     "1 for the NATS server (host:port) the service is connected to now; absent while disconnected",
-    ["service", "server"],
+    ["component", "server"],
 )
 BOOTSTRAP_KEPT = Counter(
     "larkbot_bootstrap_kept_total",
@@ -46,7 +52,9 @@ BOOTSTRAP_KEPT = Counter(
     "(more replicas, a tighter limit, another discard policy)",
     ["asset", "setting"],
 )
-BUS_RECONNECTS = Counter("larkbot_bus_reconnects_total", "NATS reconnections after a disconnect", ["service"])
+BUS_RECONNECTS = Counter(
+    "larkbot_bus_reconnects_total", "NATS reconnections after a disconnect", ["component"]
+)
 
 MESSAGES = Counter(
     "larkbot_bus_messages_total",
@@ -77,12 +85,12 @@ CONSUMER_ACK_PENDING = Gauge(
 REQUESTS = Counter(
     "larkbot_bus_requests_total",
     "Request/reply requests served, by outcome (ok, bad_request, retryable, error)",
-    ["endpoint", "outcome"],
+    ["handler", "outcome"],
 )
 REQUEST_SECONDS = Histogram(
     "larkbot_bus_request_seconds",
     "Time to serve one request/reply request",
-    ["endpoint"],
+    ["handler"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 SUBSCRIPTION_MESSAGES = Counter(

@@ -23,6 +23,10 @@ DUPLICATES = Counter(
     "Events JetStream recognised as duplicates by their Nats-Msg-Id (a repeated update)",
 )
 LAST_UPDATE = Gauge("larkbot_telegram_last_update_timestamp_seconds", "Unix time the last update was handled")
+POLLING_FAILING = Gauge(
+    "larkbot_telegram_polling_failing",
+    "1 while getUpdates fails (aiogram retries it with backoff; nothing new arrives meanwhile), else 0",
+)
 SEND_WAIT = Histogram(
     "larkbot_telegram_send_wait_seconds",
     "Time a message waited for its pacing slot (per-chat, per-group and global limits, retry_after)",

@@ -57,11 +57,16 @@ class RawUpdatesSession(AiohttpSession):
         try:
             result: TelegramType = await super().make_request(bot, method, timeout)
         except Exception:
-            self.poll_failing = self.poll_failing or polling
+            if polling:
+                self._polled(failing=True)
             raise
         if polling:
-            self.poll_failing = False
+            self._polled(failing=False)
         return result
+
+    def _polled(self, *, failing: bool) -> None:
+        self.poll_failing = failing
+        metrics.POLLING_FAILING.set(1 if failing else 0)
 
     def check_response(
         self, bot: Bot, method: TelegramMethod[TelegramType], status_code: int, content: str
