@@ -7,7 +7,7 @@ LARKBOT_CONFIG ?= config/local.yaml
 export LARKBOT_CONFIG
 PYTEST_ARGS ?=
 
-.PHONY: up test test-all lint format typecheck bench install clean
+.PHONY: up test test-all lint format typecheck bench install clean k8s-rules
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv $(CURDIR)/.tools
@@ -41,6 +41,10 @@ typecheck: install
 
 bench: install
 	$(UV) run --frozen larkbot bench --json
+
+# The PrometheusRule of the Kubernetes `monitoring` component, from deploy/prometheus/alerts.yml.
+k8s-rules: install
+	$(UV) run --frozen python deploy/k8s/components/monitoring/prometheusrule.py
 
 clean:
 	rm -rf data .pytest_cache .mypy_cache .ruff_cache

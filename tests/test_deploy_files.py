@@ -604,7 +604,12 @@ LEASED = {"pipeline", "driver"}
 
 
 def k8s_yaml_files() -> list[Path]:
-    return sorted(p for p in K8S_DIR.rglob("*") if p.suffix in (".yaml", ".yml"))
+    """The base's files (its components, ``components/``, are checked by test_k8s_components.py)."""
+    return sorted(
+        p
+        for p in K8S_DIR.rglob("*")
+        if p.suffix in (".yaml", ".yml") and p.relative_to(K8S_DIR).parts[0] != "components"
+    )
 
 
 def k8s_resources() -> dict[str, list[dict[str, Any]]]:
