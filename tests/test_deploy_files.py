@@ -737,10 +737,18 @@ def test_k8s_probes_and_scrape_annotations_use_the_ops_port() -> None:
         (container,) = template["spec"]["containers"]
         (ops,) = container["ports"]
         assert (ops["name"], ops["containerPort"]) == ("metrics", port), name
-        for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        for probe, path in (
+            ("readinessProbe", "/readyz"),
+            ("livenessProbe", "/healthz"),
+            ("startupProbe", "/readyz"),
+        ):
             get = container[probe]["httpGet"]
             assert get["path"] == path, f"{name} {probe}"
             assert get["port"] in ("metrics", port), f"{name} {probe}"
+        # Start-up (migrations, a cold replay) is the startup probe's: liveness waits for it, not a delay.
+        startup = container["startupProbe"]
+        assert startup["periodSeconds"] * startup["failureThreshold"] >= 300, name
+        assert "initialDelaySeconds" not in container["livenessProbe"], name
         annotations = template["metadata"]["annotations"]
         assert annotations["prometheus.io/scrape"] == "true", name
         assert annotations["prometheus.io/port"] == str(port), name
@@ -787,6 +795,25 @@ def test_k8s_replicas_follow_what_each_service_allows() -> None:
     assert (metric["type"], metric["resource"]["name"]) == ("Resource", "cpu")
     (container,) = deployments["media"]["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["requests"]["cpu"], "CPU utilization is relative to the request"
+
+
+def test_k8s_replicated_services_survive_a_drain_one_pod_at_a_time() -> None:
+    deployments = k8s_objects("Deployment")
+    budgets = k8s_objects("PodDisruptionBudget")
+    assert set(budgets) == LEASED | {"llm-gateway"}
+    for name, budget in budgets.items():
+        spec = deployments[name]["spec"]
+        pods = spec["template"]["metadata"]["labels"]
+        assert budget["apiVersion"] == "policy/v1"
+        assert budget["spec"]["selector"]["matchLabels"].items() <= pods.items(), name
+        # minAvailable below the replica count, or the budget would block every drain.
+        assert budget["spec"]["minAvailable"] == 1 < spec["replicas"], name
+    for name in (*budgets, "media"):
+        pod = deployments[name]["spec"]["template"]
+        (spread,) = pod["spec"]["topologySpreadConstraints"]
+        assert spread["topologyKey"] == "kubernetes.io/hostname", name
+        assert spread["whenUnsatisfiable"] == "ScheduleAnyway", name  # a one-node cluster still schedules
+        assert spread["labelSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items(), name
 
 
 def test_k8s_pods_run_locked_down_with_a_long_enough_grace_period(compose: dict[str, Any]) -> None:
