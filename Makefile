@@ -7,7 +7,7 @@ LARKBOT_CONFIG ?= config/local.yaml
 export LARKBOT_CONFIG
 PYTEST_ARGS ?=
 
-.PHONY: up test test-all lint format typecheck bench install clean k8s-rules
+.PHONY: up test test-all lint format typecheck bench install clean k8s-rules dashboard
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv $(CURDIR)/.tools
@@ -45,6 +45,10 @@ bench: install
 # The PrometheusRule of the Kubernetes `monitoring` component, from deploy/prometheus/alerts.yml.
 k8s-rules: install
 	$(UV) run --frozen python deploy/k8s/components/monitoring/prometheusrule.py
+
+# The Grafana dashboard (compose's file and the monitoring component's ConfigMap), from its panels.
+dashboard: install
+	$(UV) run --frozen python deploy/grafana/dashboard.py
 
 clean:
 	rm -rf data .pytest_cache .mypy_cache .ruff_cache

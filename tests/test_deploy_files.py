@@ -23,6 +23,7 @@ import inspect
 import json
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -394,9 +395,13 @@ def test_grafana_provisions_prometheus_and_the_dashboard(compose: dict[str, Any]
     assert provider["options"]["path"] == mounts["./deploy/grafana/dashboards"]
     dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     assert dashboard["uid"] == "larkbot"
+    # Any Prometheus: the panels use the `datasource` variable, which offers the provisioned default.
+    variables = {variable["name"]: variable for variable in dashboard["templating"]["list"]}
+    assert (variables["datasource"]["type"], variables["datasource"]["query"]) == ("datasource", "prometheus")
+    assert datasource["isDefault"] is True
     for panel in panels_of(dashboard):
         if panel["type"] != "row":
-            assert panel["datasource"] == {"type": "prometheus", "uid": datasource["uid"]}, panel["title"]
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
     ids = [panel["id"] for panel in panels_of(dashboard)]
     assert len(ids) == len(set(ids))
 
@@ -449,6 +454,55 @@ def defined_series() -> set[str]:
         names.update(family.name + suffix for suffix in suffixes.get(family.type, ("",)))
         names.update(sample.name for sample in family.samples)
     return names
+
+
+def defined_families() -> dict[str, set[str]]:
+    """Every metric family the services define → the series names it exposes."""
+    defined_series()  # imports every metrics module
+    suffixes = {
+        "counter": ("_total",),
+        "histogram": ("_bucket", "_sum", "_count"),
+        "summary": ("", "_sum", "_count"),
+        "info": ("_info",),
+    }
+    return {
+        family.name: {family.name + suffix for suffix in suffixes.get(family.type, ("",))}
+        for family in REGISTRY.collect()
+        if family.name.startswith("larkbot_")
+    }
+
+
+def generated_dashboard() -> dict[str, Any]:
+    return runpy.run_path(str(GRAFANA_DIR / "dashboard.py"))
+
+
+def test_the_dashboard_files_are_what_the_generator_writes() -> None:
+    generator = generated_dashboard()
+    assert DASHBOARD.read_text(encoding="utf-8") == generator["render_json"](), "run `make dashboard`"
+    configmap = K8S_DIR / "components" / "monitoring" / "grafana-dashboard.yaml"
+    assert configmap.read_text(encoding="utf-8") == generator["render_configmap"](), "run `make dashboard`"
+    doc = yaml.safe_load(configmap.read_text(encoding="utf-8"))
+    assert doc["metadata"]["labels"]["grafana_dashboard"] == "1"  # the Grafana sidecar's default label
+    assert json.loads(doc["data"]["larkbot.json"]) == json.loads(DASHBOARD.read_text(encoding="utf-8"))
+
+
+def test_every_metric_family_is_on_the_dashboard_or_deliberately_left_off() -> None:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    used = {
+        name
+        for panel in panels_of(dashboard)
+        for target in panel.get("targets", [])
+        for name in metric_names_in(target["expr"])
+    }
+    left_off: dict[str, str] = generated_dashboard()["LEFT_OFF"]
+    missing = [family for family, series in defined_families().items() if not series & used]
+    assert sorted(set(missing) - set(left_off)) == []
+    assert all(reason for reason in left_off.values())
+    # Every query is scoped by the namespace and job variables.
+    for panel in panels_of(dashboard):
+        for target in panel.get("targets", []):
+            assert 'namespace=~"$namespace"' in target["expr"], panel["title"]
+            assert 'job=~"$job"' in target["expr"], panel["title"]
 
 
 def test_dashboard_queries_only_metrics_the_services_define() -> None:
