@@ -40,9 +40,10 @@ from larkbot.canonical.errors import PermanentError, RetryableError
 from larkbot.canonical.names import HEADER_MSG_ID, HEADER_TRACE, HEADER_TYPE
 from larkbot.canonical.replies import ServiceError
 
+from . import tracing
 from .backoff import Backoff, Failure, forever
 from .config import NatsSettings
-from .logs import current_trace, mask
+from .logs import mask
 from .retry import retrying
 
 __all__ = [
@@ -179,6 +180,19 @@ class Bus:
         timeout_s: float = 5.0,
     ) -> PubAck:
         """Publish to a stream and wait for the PubAck (durably stored, or deduplicated by ``msg_id``)."""
+        if tracing.enabled():
+            with tracing.span(f"publish {_family(subject)}", kind="producer", attributes=_about(subject)):
+                return await self._publish(subject, model, msg_id, headers, timeout_s)
+        return await self._publish(subject, model, msg_id, headers, timeout_s)
+
+    async def _publish(
+        self,
+        subject: str,
+        model: BaseModel,
+        msg_id: str | None,
+        headers: dict[str, str] | None,
+        timeout_s: float,
+    ) -> PubAck:
         hdrs = headers_for(model, headers)
         _propagate_trace(hdrs)
         if msg_id is not None:
@@ -224,6 +238,12 @@ class Bus:
         return decode_as(msg.data, adapter, dict(msg.headers or {}))
 
     async def _request(self, subject: str, model: BaseModel, timeout_s: float) -> Msg:
+        if tracing.enabled():
+            with tracing.span(f"request {_family(subject)}", kind="client", attributes=_about(subject)):
+                return await self._request_once(subject, model, timeout_s)
+        return await self._request_once(subject, model, timeout_s)
+
+    async def _request_once(self, subject: str, model: BaseModel, timeout_s: float) -> Msg:
         try:
             hdrs = headers_for(model)
             _propagate_trace(hdrs)
@@ -250,10 +270,20 @@ def _connect_failure(exc: BaseException) -> Failure | None:
 
 
 def _propagate_trace(headers: dict[str, str]) -> None:
-    """Carry the current trace context to whoever handles this message (DESIGN §6)."""
-    trace = current_trace()
+    """Carry the current trace context to whoever handles this message (DESIGN §6, :mod:`.tracing`)."""
+    trace = tracing.traceparent()
     if trace is not None:
         headers.setdefault(HEADER_TRACE, trace)
+
+
+def _family(subject: str) -> str:
+    """A span name's part of a subject: its first two tokens (``events.feishu``, ``llm.generate``),
+    never a chat id."""
+    return ".".join(subject.split(".", 2)[:2])
+
+
+def _about(subject: str) -> dict[str, tracing.Value]:
+    return {"messaging.system": "nats", "messaging.destination.name": subject}
 
 
 async def connect(

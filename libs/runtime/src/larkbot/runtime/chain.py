@@ -2,10 +2,12 @@
 
 One middleware signature, ``async (handler, event) -> None``, composed in one fixed order::
 
-    log context → metrics → outcome policy → handler
+    log context → trace → metrics → outcome policy → handler
 
 - *log context* puts the event's correlation fields (subject, sequence, trace, …) on every log line the
   handler writes;
+- *trace* opens the event's span (:mod:`.tracing`), a child of the one that sent it; free while tracing
+  is off;
 - *metrics* times the handler and counts the event by the outcome the policy recorded;
 - the *outcome policy* is the one place, per kind, where what the handler did (returned, or raised one
   of the canonical errors, or anything else) becomes what the kind does with its input: ack / nak /
@@ -14,7 +16,7 @@ One middleware signature, ``async (handler, event) -> None``, composed in one fi
 
 An event is an :class:`Envelope`: it knows its log context and its metrics, and carries the ``outcome``
 its policy sets. :func:`build` assembles a kind's chain; ``middlewares`` (rarely needed) replaces the
-first two links, never the policy.
+first three links, never the policy.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "Envelope",
@@ -33,6 +35,7 @@ __all__ = [
     "chain",
     "log_context_middleware",
     "metrics_middleware",
+    "trace_middleware",
 ]
 
 
@@ -43,6 +46,11 @@ class Envelope(Protocol):
 
     def context(self) -> AbstractContextManager[None]:
         """The log context of the event (``logs.log_context`` with its correlation fields)."""
+        ...
+
+    def span(self) -> AbstractContextManager[Any]:
+        """The span of handling the event (``tracing.handling``; ``tracing.NO_SPAN`` for a kind whose
+        events are not traced one by one)."""
         ...
 
     def observe(self, seconds: float) -> None:
@@ -69,6 +77,16 @@ async def log_context_middleware(handler: Handler[E], event: E) -> None:
         await handler(event)
 
 
+async def trace_middleware(handler: Handler[E], event: E) -> None:
+    with event.span() as span:
+        try:
+            await handler(event)
+        finally:
+            if span is not None:
+                # What the policy made of the handler's outcome (ack, nak, a reply's error…).
+                span.set_attribute("larkbot.outcome", event.outcome or "none")
+
+
 async def metrics_middleware(handler: Handler[E], event: E) -> None:
     started = time.perf_counter()
     try:
@@ -80,8 +98,11 @@ async def metrics_middleware(handler: Handler[E], event: E) -> None:
 def build(
     handler: Handler[E], policy: Middleware[E], middlewares: Sequence[Middleware[E]] | None = None
 ) -> Handler[E]:
-    """``handler`` wrapped in ``middlewares`` (default: log context → metrics) and then ``policy``."""
+    """``handler`` wrapped in ``middlewares`` (default: log context → trace → metrics) and then
+    ``policy``."""
     stack: list[Middleware[E]] = (
-        list(middlewares) if middlewares is not None else [log_context_middleware, metrics_middleware]
+        list(middlewares)
+        if middlewares is not None
+        else [log_context_middleware, trace_middleware, metrics_middleware]
     )
     return chain(handler, [*stack, policy])

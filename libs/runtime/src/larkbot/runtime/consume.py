@@ -34,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 import nats
 from nats.aio.msg import Msg
@@ -42,7 +43,7 @@ from nats.js import JetStreamContext
 from larkbot.canonical.errors import ContractError, PermanentError, RetryableError
 from larkbot.canonical.names import HEADER_TRACE
 
-from . import metrics
+from . import metrics, tracing
 from .backoff import Backoff
 from .chain import build
 from .deadletter import DeadLetter, DeadLetterFailed, DeadLetters, describe
@@ -78,6 +79,18 @@ class Delivery:
             consumer=self.consumer,
             trace=self.headers.get(HEADER_TRACE),
         )
+
+    def span(self) -> AbstractContextManager[Any]:
+        if not tracing.enabled():
+            return tracing.NO_SPAN
+        attributes: dict[str, tracing.Value] = {
+            "messaging.system": "nats",
+            "messaging.destination.name": self.subject,
+            "messaging.consumer.group.name": self.consumer,
+            "messaging.nats.stream_sequence": self.stream_seq,
+            "messaging.nats.delivered": self.num_delivered,
+        }
+        return tracing.handling(f"process {self.stream}", self.headers, "consumer", attributes)
 
     def observe(self, seconds: float) -> None:
         metrics.HANDLE_SECONDS.labels(self.consumer).observe(seconds)

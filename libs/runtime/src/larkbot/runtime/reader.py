@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 import nats
 from nats.aio.msg import Msg
@@ -50,7 +50,7 @@ from nats.js import JetStreamContext
 
 from larkbot.canonical.errors import RetryableError
 
-from . import metrics
+from . import metrics, tracing
 from .backoff import Backoff
 from .bootstrap import declare_reader
 from .chain import Handler, build
@@ -147,6 +147,9 @@ class Batch:
 
     def context(self) -> AbstractContextManager[None]:
         return log_context(consumer=self.meter.name, partition=self.partition)
+
+    def span(self) -> AbstractContextManager[Any]:
+        return tracing.NO_SPAN
 
     def observe(self, seconds: float) -> None:
         self.meter.seconds.observe(seconds)

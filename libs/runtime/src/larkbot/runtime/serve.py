@@ -21,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import nats
 from nats.aio.msg import Msg
@@ -33,7 +33,7 @@ from larkbot.canonical.errors import ContractError, LarkbotError, RetryableError
 from larkbot.canonical.names import HEADER_TRACE
 from larkbot.canonical.replies import ServiceError
 
-from . import metrics
+from . import metrics, tracing
 from .bus import Bus, ServiceRefused, ServiceUnavailable
 from .chain import Handler, build
 from .logs import log_context, mask
@@ -83,6 +83,12 @@ class Request:
 
     def context(self) -> AbstractContextManager[None]:
         return log_context(endpoint=self.endpoint, trace=(self.msg.headers or {}).get(HEADER_TRACE))
+
+    def span(self) -> AbstractContextManager[Any]:
+        if not tracing.enabled():
+            return tracing.NO_SPAN
+        attributes = {"messaging.system": "nats", "messaging.destination.name": self.msg.subject}
+        return tracing.handling(f"serve {self.endpoint}", self.msg.headers, "server", attributes)
 
     def observe(self, seconds: float) -> None:
         metrics.REQUESTS.labels(self.endpoint, self.outcome).inc()

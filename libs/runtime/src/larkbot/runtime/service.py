@@ -7,7 +7,8 @@ composition root has no optional attributes (:class:`Buildable`, :class:`Running
 everything else:
 
 1. load and validate ``config.yaml`` — a bad configuration exits with status 2 and the key path;
-2. JSON logging with every configured secret masked; uvloop;
+2. JSON logging with every configured secret masked; traces exported when the environment names an
+   OTLP endpoint (:mod:`.tracing`); uvloop;
 3. ``/healthz`` (alive at once), ``/readyz`` (bus connected + the service's own checks), ``/metrics``;
 4. connect to NATS with backoff and apply the idempotent bootstrap;
 5. ``build``; wait for SIGTERM/SIGINT or a crashed background task;
@@ -38,6 +39,7 @@ from .config import LarkbotConfig, ServiceSettings, load_config
 from .db import default_sqlite_url
 from .http import Check, OpsServer
 from .logs import register_secrets, setup_logging
+from .tracing import setup_tracing, shutdown_tracing
 
 __all__ = [
     "VERSION",
@@ -277,7 +279,11 @@ def run(name: Service, factory: Callable[[LarkbotConfig], Buildable[Running]]) -
     except ConfigError as exc:
         print(f"larkbot {name.value}: {exc.report()}", file=sys.stderr)
         return 2
-    return _run_loop(serve(name, app, config, started=freeze_startup_heap))
+    setup_tracing(name.value)
+    try:
+        return _run_loop(serve(name, app, config, started=freeze_startup_heap))
+    finally:
+        shutdown_tracing()
 
 
 def freeze_startup_heap(_ctx: ServiceContext | None = None) -> None:

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import nats
 from nats.aio.msg import Msg
@@ -36,7 +36,7 @@ from nats.aio.subscription import Subscription as NatsSubscription
 from larkbot.canonical.errors import ContractError, LarkbotError
 from larkbot.canonical.names import HEADER_TRACE
 
-from . import metrics
+from . import metrics, tracing
 from .bus import Bus
 from .chain import Envelope, Handler, build
 from .logs import log_context, mask
@@ -59,6 +59,12 @@ class Message:
 
     def context(self) -> AbstractContextManager[None]:
         return log_context(subject=self.msg.subject, trace=(self.msg.headers or {}).get(HEADER_TRACE))
+
+    def span(self) -> AbstractContextManager[Any]:
+        if not tracing.enabled():
+            return tracing.NO_SPAN
+        attributes = {"messaging.system": "nats", "messaging.destination.name": self.msg.subject}
+        return tracing.handling(f"receive {self.subscription}", self.msg.headers, "consumer", attributes)
 
     def observe(self, seconds: float) -> None:
         del seconds  # a core message is counted, not timed

@@ -23,11 +23,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import nats
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
-from . import metrics
+from . import metrics, tracing
 from .bus import Bus
 from .chain import build
 from .logs import log_context
@@ -53,6 +54,9 @@ class KvUpdate:
 
     def context(self) -> AbstractContextManager[None]:
         return log_context(bucket=self.bucket, key=self.key)
+
+    def span(self) -> AbstractContextManager[Any]:
+        return tracing.NO_SPAN
 
     def observe(self, seconds: float) -> None:
         del seconds  # counted, not timed
