@@ -210,3 +210,17 @@ def test_off_a_service_does_not_even_import_opentelemetry() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+async def test_a_block_within_a_kept_trace_sends_that_trace(bus: Bus, spans: InMemorySpanExporter) -> None:
+    stream, prefix, durable = await _stream(bus)
+    kept = "00-" + "5" * 32 + "-" + "6" * 16 + "-01"
+    with tracing.within(kept):
+        await bus.publish(f"{prefix}.job", _signal(1))
+    publish = _named(spans, f"publish {prefix}.job")
+    assert publish.context.trace_id == int("5" * 32, 16)
+    assert _parent_id(publish) == int("6" * 16, 16)
+    sub = await bus.js.pull_subscribe_bind(durable, stream=stream)
+    (msg,) = await sub.fetch(1, timeout=WAIT)
+    assert (msg.headers or {})[HEADER_TRACE] == f"00-{'5' * 32}-{publish.context.span_id:016x}-01"
+    assert tracing.within(None) is tracing.NO_SPAN

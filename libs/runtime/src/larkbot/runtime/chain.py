@@ -27,6 +27,8 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
+from . import tracing
+
 __all__ = [
     "Envelope",
     "Handler",
@@ -99,10 +101,12 @@ def build(
     handler: Handler[E], policy: Middleware[E], middlewares: Sequence[Middleware[E]] | None = None
 ) -> Handler[E]:
     """``handler`` wrapped in ``middlewares`` (default: log context → trace → metrics) and then
-    ``policy``."""
-    stack: list[Middleware[E]] = (
-        list(middlewares)
-        if middlewares is not None
-        else [log_context_middleware, trace_middleware, metrics_middleware]
-    )
+    ``policy``. The trace link is left out while tracing is off (decided once, here: a service sets
+    tracing up before it builds its ways in)."""
+    if middlewares is not None:
+        stack = list(middlewares)
+    elif tracing.enabled():
+        stack = [log_context_middleware, trace_middleware, metrics_middleware]
+    else:
+        stack = [log_context_middleware, metrics_middleware]
     return chain(handler, [*stack, policy])

@@ -1,7 +1,7 @@
 """The acked pull consumer: a durable pull consumer (declared by the bootstrap) driven through the
 middleware chain (:mod:`.chain`)::
 
-    log context → metrics → error policy → handler
+    log context → trace → metrics → error policy → handler
 
 The error policy is the one place where outcomes become JetStream acknowledgements:
 

@@ -22,6 +22,7 @@ from larkbot.canonical.errors import ContractError, RetryableError
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import KV_IDENTITY, QUEUE_ACTIONS, actions_subject, identity_key
 
+from . import tracing
 from .backoff import Backoff, Failure, RetryPolicy
 from .bus import Bus, BusUnavailable
 from .retry import retrying
@@ -124,13 +125,23 @@ def action_error_reply(data: bytes, exc: BaseException) -> ActionResult:
 def actions_endpoint(
     bus: Bus, platform: str, handler: Callable[[ActionRequest], Awaitable[ActionResult]]
 ) -> Endpoint[ActionRequest]:
-    """The ``actions.<platform>`` request/reply endpoint (queue group: ingress replicas share it)."""
+    """The ``actions.<platform>`` request/reply endpoint (queue group: ingress replicas share it); each
+    action is a span (``<platform> <kind>``: the call to the platform)."""
+
+    async def act(request: ActionRequest) -> ActionResult:
+        if not tracing.enabled():
+            return await handler(request)
+        with tracing.span(f"{platform} {request.kind}", kind="client") as span:
+            result = await handler(request)
+            tracing.set_attributes(span, {"larkbot.outcome": result.outcome})
+            return result
+
     return Endpoint(
         bus,
         actions_subject(platform),
         QUEUE_ACTIONS,
         adapter_decoder(ACTION_ADAPTER),
-        handler,
+        act,
         action_error_reply,
     )
 

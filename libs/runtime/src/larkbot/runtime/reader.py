@@ -11,8 +11,9 @@ partition's resume point together) reads a partition through :class:`PartitionRe
 3. batches, as soon as anything arrives (:class:`.pull.PullStream`), each checked for a gap in the
    consumer sequence and handed to ``handler.feed(p, records)`` after ``handler.room()`` (back-pressure).
 
-Each batch goes through the middleware chain (:mod:`.chain`): log context → metrics → restart policy →
-handler. The policy is the one place outcomes become offset handling:
+Each batch goes through the middleware chain (:mod:`.chain`): log context → (no span: a batch serves many
+traces, its handler draws theirs) → metrics → restart policy → handler. The policy is the one place
+outcomes become offset handling:
 
 ============================  =============================================================================
 handler outcome               offset handling

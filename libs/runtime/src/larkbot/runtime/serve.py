@@ -1,5 +1,5 @@
 """Request/reply endpoints on core NATS with queue groups (replicas share the load), built through the
-middleware chain (:mod:`.chain`): log context → metrics → reply policy → handler.
+middleware chain (:mod:`.chain`): log context → trace → metrics → reply policy → handler.
 
 Each endpoint decodes its request model, runs the handler and replies with a model. Every request gets a
 reply: a request that does not decode, or a handler that raises, is answered by the endpoint's

@@ -2,7 +2,7 @@
 
 Built through the middleware chain (:mod:`.chain`)::
 
-    log context → metrics → log-and-count policy → handler
+    log context → trace → metrics → log-and-count policy → handler
 
 A core message is fire-and-forget: there is nothing to acknowledge and nothing comes back, so the policy
 (:class:`LogPolicy`, shared with :mod:`.watch`) only logs and counts:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from larkbot.canonical.names import HEADER_TRACE
 
-from .logs import current_trace
+from .logs import current_trace, log_context, new_traceparent
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -37,6 +37,7 @@ __all__ = [
     "Value",
     "enabled",
     "handling",
+    "receiving",
     "record_span",
     "set_attributes",
     "setup_tracing",
@@ -45,6 +46,7 @@ __all__ = [
     "trace_of",
     "traceparent",
     "use_provider",
+    "within",
 ]
 
 log = logging.getLogger(__name__)
@@ -139,6 +141,15 @@ def span(
     return _span(_tracer, name, kind, parent, root, links, attributes)
 
 
+def receiving(name: str, attributes: Mapping[str, Value] | None = None) -> AbstractContextManager[Any]:
+    """Where an outside event enters (an ingress receiving from the platform): the root span of a new
+    trace. Off, a fresh ``traceparent`` is bound to the log context instead, so that what the event
+    causes in every service still logs one trace id."""
+    if _tracer is None:
+        return log_context(trace=new_traceparent())
+    return _span(_tracer, name, "consumer", None, True, (), attributes)
+
+
 def handling(
     name: str, headers: Mapping[str, str] | None, kind: Kind, attributes: Mapping[str, Value] | None = None
 ) -> AbstractContextManager[Any]:
@@ -146,6 +157,32 @@ def handling(
     if _tracer is None:
         return NO_SPAN
     return _span(_tracer, name, kind, trace_of(headers), False, (), attributes)
+
+
+def within(trace: str | None) -> AbstractContextManager[Any]:
+    """Continue ``trace`` (a ``traceparent`` kept from a message) in a block that has no span of its own:
+    what the block sends is that trace's. Off, it is bound to the log context."""
+    if trace is None:
+        return NO_SPAN
+    if _tracer is None:
+        return log_context(trace=trace)
+    return _within(trace)
+
+
+@contextmanager
+def _within(trace: str) -> Iterator[None]:
+    from opentelemetry import context
+    from opentelemetry import trace as api
+
+    found = _parse(trace)
+    if found is None:
+        yield
+        return
+    token = context.attach(api.set_span_in_context(api.NonRecordingSpan(found)))
+    try:
+        yield
+    finally:
+        context.detach(token)
 
 
 def record_span(

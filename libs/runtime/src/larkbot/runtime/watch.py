@@ -2,7 +2,7 @@
 
 Built through the middleware chain (:mod:`.chain`)::
 
-    log context → metrics → log-and-count policy → handler
+    log context → trace → metrics → log-and-count policy → handler
 
 :meth:`KvWatch.start` delivers every entry stored when it is called and returns once the last one was
 handled (a service starts with a complete mirror); :meth:`KvWatch.run` then follows every later write

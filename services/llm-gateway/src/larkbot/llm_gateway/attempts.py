@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from larkbot.canonical.llm import LLMRequest
+from larkbot.runtime import tracing
 from larkbot.runtime.config import LlmEndpoint
 from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
@@ -108,7 +109,9 @@ class Attempts:
         record: dict[str, Any] = {"request_id": request.request_id, "endpoint": request.endpoint, "url": url}
         started = time.perf_counter()
         try:
-            reply = await self.transport.post(request.endpoint, url, body, headers, timeout_s)
+            with tracing.span(f"attempt {attempt}", kind="client") as span:
+                reply = await self.transport.post(request.endpoint, url, body, headers, timeout_s)
+                tracing.set_attributes(span, {"http.response.status_code": reply.status})
         except ProviderTimeout:
             outcome.provider_s.append(time.perf_counter() - started)
             await self._dump(request, attempt, record, headers, body, {"failure": "timeout"})

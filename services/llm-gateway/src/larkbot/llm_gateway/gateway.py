@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Message
+from larkbot.runtime import tracing
 from larkbot.runtime.config import LlmEndpoint, LlmSettings, RetrySettings
 from larkbot.runtime.logs import mask, register_secrets
 from larkbot.runtime.retry import RetryPolicy
@@ -118,6 +119,22 @@ class Gateway:
         await self.transport.aclose()
 
     async def generate(self, request: LLMRequest) -> LLMResponse | LLMError:
+        if not tracing.enabled():
+            return await self._answer(request)
+        endpoint = self.settings.endpoints.get(request.endpoint)
+        model = endpoint.model if endpoint else "unknown"
+        attributes: dict[str, tracing.Value] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": model,
+            "larkbot.endpoint": request.endpoint,
+            "larkbot.purpose": request.purpose,
+        }
+        with tracing.span(f"chat {model}", kind="client", attributes=attributes) as span:
+            reply = await self._answer(request)
+            tracing.set_attributes(span, _usage(reply))
+            return reply
+
+    async def _answer(self, request: LLMRequest) -> LLMResponse | LLMError:
         started = time.perf_counter()
         endpoint = self.settings.endpoints.get(request.endpoint)
         outcome = Outcome(
@@ -270,3 +287,15 @@ class Gateway:
         if self._cache_salt is None or scope is None:
             return None
         return prompt_cache_key(self._cache_salt, request.purpose, scope)
+
+
+def _usage(reply: LLMResponse | LLMError) -> dict[str, tracing.Value]:
+    if isinstance(reply, LLMError):
+        return {"error.type": reply.category}
+    return {
+        "gen_ai.response.model": reply.model_identity,
+        "gen_ai.usage.input_tokens": reply.usage.input_tokens,
+        "gen_ai.usage.output_tokens": reply.usage.output_tokens,
+        "larkbot.cache_read_tokens": reply.usage.cache_read_tokens,
+        "larkbot.cache_write_tokens": reply.usage.cache_write_tokens,
+    }

@@ -18,6 +18,7 @@ from typing import assert_never
 
 from larkbot.canonical.context import Segment
 from larkbot.driver.compaction.core.compaction import Summary
+from larkbot.runtime import tracing
 from larkbot.runtime.config import ChatSettings
 from larkbot.runtime.logs import log_context
 
@@ -31,6 +32,9 @@ from .core.wake import FinalFailure, TransientFailure, WakeFailure
 from .repository import ChatMarks, DriverRepository
 
 log = logging.getLogger(__name__)
+
+#: Inputs a wake-up's span links to at most (a debounced burst of messages).
+MAX_INPUT_TRACES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,9 @@ class ChatState:
         #: and stored them (``None``: not known yet); the compactor's cheap check.
         self.turn_tokens: int | None = None
         self.compaction = CompactionState()
+        #: The ``traceparent`` of each context update that brought new input since the last wake-up
+        #: (oldest first, bounded): the wake-up continues the newest and links the others.
+        self.input_traces: list[str] = []
 
     # -- inputs ---------------------------------------------------------------------------------------
     def load(self, marks: ChatMarks | None, chain_open: bool, summary: Summary | None = None) -> None:
@@ -121,19 +128,22 @@ class ChatState:
         self.schedule = replace(self.schedule, resume=chain_open)
         self._changed()
 
-    def set_context(self, context: ChatContext) -> None:
-        for segment in new_external(self.context, context, self.marks.processed_until_ms, self.blocked):
+    def set_context(self, context: ChatContext, trace: str | None = None) -> None:
+        inputs = new_external(self.context, context, self.marks.processed_until_ms, self.blocked)
+        for segment in inputs:
             self.schedule = scheduler.on_input(
                 self.schedule, segment.sender_id or "runtime", segment.received_at_ms
             )
+        if inputs and trace is not None:
+            self.input_traces = [*self.input_traces[-(MAX_INPUT_TRACES - 1) :], trace]
         self.context = context
         self._changed()
 
-    def adopt(self, context: ChatContext) -> None:
-        """Move the copy forward to ``context``; an older copy (a snapshot that lost the race with a newer
-        one taken on a gap) is ignored."""
+    def adopt(self, context: ChatContext, trace: str | None = None) -> None:
+        """Move the copy forward to ``context`` (``trace``: the update's ``traceparent``); an older copy
+        (a snapshot that lost the race with a newer one taken on a gap) is ignored."""
         if context.seq > self.context.seq:
-            self.set_context(context)
+            self.set_context(context, trace)
 
     def adopt_summary(self, summary: Summary) -> None:
         self.summary = summary
@@ -200,8 +210,19 @@ class ChatState:
         self.wakeups += 1
         self.running_since_ms = now
         wake_id = uuid.uuid4().hex[:16]
-        # Every line logged for this wake-up, its failure included, carries the chat and wake id.
-        with log_context(chat=self.key, wake=wake_id):
+        traces, self.input_traces = self.input_traces, []
+        # Every line logged for this wake-up, its failure included, carries the chat and wake id; its
+        # span continues the trace of the newest input it answers (a timer's wake-up starts one).
+        with (
+            log_context(chat=self.key, wake=wake_id, trace=traces[-1] if traces else None),
+            tracing.span(
+                "driver wake-up",
+                parent=traces[-1] if traces else None,
+                root=not traces,
+                links=traces[:-1],
+                attributes={"larkbot.chat": self.key, "larkbot.wake": wake_id, "larkbot.kind": action.kind},
+            ),
+        ):
             try:
                 await run_wake(self, action, wake_id, input_until)
             except (WakeRetryable, WakeFinal) as exc:

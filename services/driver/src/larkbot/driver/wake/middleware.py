@@ -7,9 +7,12 @@ the port) or answer itself, and look at the feedback. :func:`chain` composes the
 per wake-up, the first one outermost. The service composes them in one fixed order
 (``wake.runner.WakeRunner.run``)::
 
-    audit → dry run → metrics → ports
+    trace → audit → dry run → metrics → ports
 
 so the audit trail sees what a dry run withheld, and metrics count only what reached the ports.
+
+- :class:`Tracing` (only while tracing is on) makes a span of each probe, primary step, tool run and
+  compaction, with the model and its tokens; the gateway's and the ingress's spans are their children.
 
 - :class:`DryRun` answers the platform actions a dry run withholds — the tools whose ``Tool.dry_run``
   says what to answer instead (their feature's ``core/tools.py``) and the typing indicator — and tells
@@ -27,14 +30,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Protocol, assert_never
 
-from larkbot.canonical.llm import AssistantMessage, LLMResponse, TextPart, ToolCallPart, Usage
+from larkbot.canonical.llm import AssistantMessage, LLMError, LLMResponse, TextPart, ToolCallPart, Usage
 from larkbot.driver.tools.core import tools
+from larkbot.runtime import tracing
 
 from .. import metrics
 from .accounting import count_record
 from .clock import Clock
 from .core.protocol import ModelAnswer, ModelCall, Persist, ToolDone, ToolRun
-from .core.wake import LoadMemories, Note, ShowTyping, WakeCommand, WakeFeedback
+from .core.wake import Compact, LoadMemories, Note, ProbeCall, ShowTyping, WakeCommand, WakeFeedback
 
 Next = Callable[[WakeCommand], Awaitable[WakeFeedback]]
 
@@ -154,3 +158,50 @@ class Metrics:
                 pass
             case _:
                 assert_never(kind)
+
+
+class Tracing:
+    """A span per command that leaves the process or may take long: the probe, each primary step (its
+    model call), each tool run, a compaction. Added by the runner only while tracing is on."""
+
+    async def __call__(self, command: WakeCommand, call_next: Next) -> WakeFeedback:
+        if isinstance(command, ModelCall):
+            with tracing.span("primary step", attributes={"larkbot.step": command.step}) as span:
+                feedback = await call_next(command)
+                if isinstance(feedback, ModelAnswer):
+                    tracing.set_attributes(span, _answered(feedback))
+                return feedback
+        if isinstance(command, ProbeCall):
+            with tracing.span("probe") as span:
+                feedback = await call_next(command)
+                if isinstance(feedback, ModelAnswer):
+                    tracing.set_attributes(span, _answered(feedback))
+                return feedback
+        if isinstance(command, ToolRun):
+            attributes: dict[str, tracing.Value] = {
+                "larkbot.step": command.step,
+                "larkbot.tool": command.name,
+            }
+            with tracing.span(f"tool {command.name}", attributes=attributes) as span:
+                feedback = await call_next(command)
+                if isinstance(feedback, ToolDone):
+                    tracing.set_attributes(span, {"larkbot.ok": feedback.ok})
+                return feedback
+        if isinstance(command, Compact):
+            with tracing.span("compact"):
+                return await call_next(command)
+        return await call_next(command)
+
+
+def _answered(answer: ModelAnswer) -> dict[str, tracing.Value]:
+    reply = answer.reply
+    if isinstance(reply, LLMError):
+        return {"error.type": reply.category}
+    usage = reply.usage
+    return {
+        "gen_ai.response.model": reply.model_identity,
+        "gen_ai.response.finish_reasons": reply.stop_reason,
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "larkbot.cache_read_tokens": usage.cache_read_tokens,
+    }

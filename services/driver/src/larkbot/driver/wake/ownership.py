@@ -45,6 +45,7 @@ from larkbot.canonical.names import (
     partition_filter,
     partition_of,
 )
+from larkbot.runtime import tracing
 from larkbot.runtime.bootstrap import declare_partition_consumer
 from larkbot.runtime.bus import ServiceRefused, ServiceUnavailable
 from larkbot.runtime.config import ChatSettings, LarkbotConfig
@@ -316,5 +317,5 @@ class ChatHost:
                     raise RetryableError(f"snapshot for the gap failed: {exc}", delay_s=0.5) from exc
                 context = from_snapshot(snapshot, state.settings.max_segment_est_tokens)
                 metrics.CONTEXT_UPDATES.labels("gap").inc()
-            state.adopt(context)
+            state.adopt(context, tracing.traceparent())
         self.observer.context_applied(state)

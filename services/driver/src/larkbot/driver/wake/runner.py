@@ -24,6 +24,7 @@ from larkbot.driver.memory.core.recall import RecallLimits
 from larkbot.driver.memory.memories import MemoryStore
 from larkbot.driver.shell.core.gate import GateSettings
 from larkbot.driver.shell.shell import ShellTasks
+from larkbot.runtime import tracing
 from larkbot.runtime.config import AuditSettings, ChatSettings, LlmSettings, MemorySettings
 
 from ..errors import StepConflict
@@ -39,7 +40,7 @@ from .core.wake import (
     wake_up,
 )
 from .interpreter import interpret
-from .middleware import DryRun, Metrics, Middleware
+from .middleware import DryRun, Metrics, Middleware, Tracing
 from .ports import ChatPorts
 from .repository import DriverRepository
 from .sizing import Sizing
@@ -153,7 +154,8 @@ class WakeRunner:
         ports = ChatPorts(self, chat, inputs)
         # The one order of the interpreter's middleware (``wake.middleware``): the audit trail sees what a
         # dry run withheld; metrics count only what reached the ports.
-        middleware: list[Middleware] = [AuditTrail(ports.audit)]
+        middleware: list[Middleware] = [Tracing()] if tracing.enabled() else []
+        middleware.append(AuditTrail(ports.audit))
         if ports.dry_run:
             unsent = None if chat.settings.dry_run_call_model else ports.withheld_model
             middleware.append(DryRun(self.clock, ports.audit.withheld.append, unsent))

@@ -40,6 +40,7 @@ from nats.js.kv import KeyValue
 from larkbot.canonical.errors import PermanentError
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import KV_INGRESS_DEDUP, Platform, events_subject
+from larkbot.runtime import tracing
 from larkbot.runtime.bus import Bus, PayloadTooLarge
 from larkbot.runtime.deadletter import DeadLetter, DeadLetters
 from larkbot.runtime.logs import log_context
@@ -115,7 +116,8 @@ class Inbound:
         started = time.perf_counter()
         async with self._lock:
             try:
-                await self._handle(body, received_at_ms)
+                with tracing.receiving("feishu receive", {"messaging.system": "feishu"}):
+                    await self._handle(body, received_at_ms)
             finally:
                 metrics.EVENT_SECONDS.observe(time.perf_counter() - started)
 

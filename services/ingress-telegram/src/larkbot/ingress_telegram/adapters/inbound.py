@@ -29,6 +29,7 @@ from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import CanonicalEvent
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import Platform, events_subject
+from larkbot.runtime import tracing
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.deadletter import DeadLetter, DeadLetterFailed, DeadLetters, describe
 from larkbot.runtime.logs import log_context
@@ -87,6 +88,10 @@ class Inbound:
 
     async def handle(self, update: Mapping[str, Any], received_at_ms: int) -> Adapted | None:
         """Adapt and store one update; ``None`` when it was dead-lettered."""
+        with tracing.receiving("telegram receive", {"messaging.system": "telegram"}):
+            return await self._handle(update, received_at_ms)
+
+    async def _handle(self, update: Mapping[str, Any], received_at_ms: int) -> Adapted | None:
         try:
             result = self.adapter.adapt(update, received_at_ms)
         except ContractError as exc:

@@ -14,7 +14,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -31,7 +31,8 @@ from larkbot.canonical.context import (
     ResetOp,
 )
 from larkbot.canonical.events import CanonicalEvent, MessageEvent
-from larkbot.canonical.names import Platform, context_subject, partition_of
+from larkbot.canonical.names import HEADER_TRACE, Platform, context_subject, partition_of
+from larkbot.runtime import tracing
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
@@ -257,7 +258,12 @@ class ResidentChats:
         chat.seq = seq
         return update
 
-    async def publish(self, updates: list[ContextUpdate], timeout_s: float = 10.0) -> None:
+    async def publish(
+        self,
+        updates: list[ContextUpdate],
+        traces: Mapping[ChatKey, str] | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
         """Publish pipelined (one round trip for the whole batch; one connection keeps their order), and
         publish again what was not acknowledged until all of it is (``retry.background``). The caller
         holds :attr:`lock`, so no later update of a chat overtakes one being published again; each chat
@@ -266,7 +272,10 @@ class ResidentChats:
 
         Only logging a lost publication left its chat silent: a consumer notices a gap from the next
         update's ``base_seq``, and the chat's newest message has no next update (seen on a 3-node cluster
-        when the ``CONTEXT`` leader was killed under traffic)."""
+        when the ``CONTEXT`` leader was killed under traffic).
+
+        ``traces``: the ``traceparent`` a chat's update carries (``adapters.traces``); without one it
+        carries the current one (a cursor move: the driver's request)."""
         if not updates:
             return
         pending = updates
@@ -276,20 +285,27 @@ class ResidentChats:
 
         async for attempt in retrying(self.publish_retry, _unpublished, on_retry=retried):
             with attempt:
-                pending = await self._publish_once(pending, timeout_s)
+                pending = await self._publish_once(pending, traces or {}, timeout_s)
                 if pending:
                     raise Unpublished(len(pending))
         metrics.UPDATES.labels("published").inc(len(updates))
 
-    async def _publish_once(self, updates: list[ContextUpdate], timeout_s: float) -> list[ContextUpdate]:
+    async def _publish_once(
+        self, updates: list[ContextUpdate], traces: Mapping[ChatKey, str], timeout_s: float
+    ) -> list[ContextUpdate]:
         """One pipelined round; the updates not acknowledged, in order."""
         js = self.bus.js
         futures: list[asyncio.Future[PubAck]] = []
+        current = tracing.traceparent()
         try:
             for update in updates:
                 metrics.UPDATE_BYTES.observe(sum(_xml_bytes(op) for op in update.ops))
                 subject = context_subject(update.platform.value, update.chat_id)
-                futures.append(await js.publish_async(subject, encode(update), headers=headers_for(update)))
+                headers = headers_for(update)
+                trace = traces.get((update.platform.value, update.chat_id), current)
+                if trace is not None:
+                    headers[HEADER_TRACE] = trace
+                futures.append(await js.publish_async(subject, encode(update), headers=headers))
         except nats.errors.Error as exc:
             log.warning("context updates not published: %s", type(exc).__name__)
         try:

@@ -30,6 +30,7 @@ from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent
 from larkbot.canonical.media import MediaJob, MediaResult
 from larkbot.canonical.names import Platform, media_job_subject
+from larkbot.runtime import tracing
 from larkbot.runtime.backoff import Failure, RetryPolicy
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.deadletter import DeadLetterFailed, DeadLetters
@@ -46,6 +47,7 @@ from ..observer import UNOBSERVED, PipelineObserver
 from . import deadletters
 from .chats import ResidentChats
 from .repository import EventRepository
+from .traces import CommitTraces
 from .writes import NewEvent, Stored
 
 log = logging.getLogger(__name__)
@@ -135,9 +137,10 @@ class Intake:
         """Take a batch of ``partition``'s messages, in stream order."""
         if partition not in self.read:
             raise PartitionNotOpen(f"partition {partition} is not open")
-        jobs: list[MediaJob] = []
+        jobs: list[tuple[MediaJob, str | None]] = []
         counts: Counter[tuple[str, str]] = Counter()
         now = self.clock()
+        read_ns = time.time_ns() if tracing.enabled() else 0
         for message in messages:
             try:
                 event = decode_as(message.data, EVENT_ADAPTER, message.headers)
@@ -162,18 +165,22 @@ class Intake:
                     )
                 counts[event.kind, repeat] += 1
             else:
-                ticket = Ticket(partition, message.stream_seq, message.data)
-                jobs += self.admission.admit(
+                trace = tracing.trace_of(message.headers)
+                ticket = Ticket(partition, message.stream_seq, message.data, trace, read_ns)
+                admitted = self.admission.admit(
                     chat, event, ticket, now, transforms=resident and self.media_enabled
                 )
+                jobs += ((job, trace) for job in admitted)
             self.read[partition] = message.stream_seq
         for (kind, outcome), n in counts.items():
             metrics.EVENTS.labels(kind, outcome).inc(n)
             self.handled += n
         if counts:
             self.observer.events_handled(self.handled)
-        for job in jobs:
-            await self._submit(job)
+        for job, trace in jobs:
+            # The job continues the trace of the event it is for (the media worker's span is in it).
+            with tracing.within(trace):
+                await self._submit(job)
         self._wake.set()
 
     # -- loops -----------------------------------------------------------------------------------------
@@ -250,7 +257,9 @@ class Intake:
                 batch.append(NewEvent(event, ticket.stream_seq, verbatim))
                 alts += pairs
             started = time.perf_counter()
+            started_ns = time.time_ns()
             ids = await self._commit(batch, alts, offsets)
+            committed_ns = time.time_ns()
             self.persisted.update((p, seq) for p, seq in offsets.items() if p in self.read)
             if not batch:
                 return
@@ -261,6 +270,7 @@ class Intake:
             last_id: dict[tuple[str, str], int] = {}
             counts: Counter[tuple[str, str]] = Counter()
             conflicts: list[tuple[Ticket, CanonicalEvent, int]] = []
+            traces = CommitTraces(len(batch))
             for pending, item, event_id in zip(ready, batch, ids, strict=True):
                 event = item.event
                 if isinstance(event_id, Stored):
@@ -276,7 +286,9 @@ class Intake:
                     continue
                 counts[event.kind, "committed"] += 1
                 committed.append((event_id, event))
-                last_id[(event.platform.value, event.chat_id)] = event_id
+                key = (event.platform.value, event.chat_id)
+                last_id[key] = event_id
+                traces.add(key, pending.token)
             for (kind, outcome), n in counts.items():
                 metrics.EVENTS.labels(kind, outcome).inc(n)
             self.handled += len(batch)
@@ -286,7 +298,8 @@ class Intake:
                 self.chats.next_update(self.chats.chats[key], ops, last_id.get(key, 0))
                 for key, ops in changed.items()
             ]
-            await self.chats.publish(updates)
+            carried = traces.spans(changed, (started_ns, committed_ns), (committed_ns, time.time_ns()))
+            await self.chats.publish(updates, carried)
             self.chats.segments_changed()
         for ticket, event, holder in conflicts:
             try:

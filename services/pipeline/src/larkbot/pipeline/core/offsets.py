@@ -23,6 +23,9 @@ class Ticket:
     partition: int
     stream_seq: int
     data: bytes
+    #: The ``traceparent`` it came with, and when it was read (``time_ns``; 0 while tracing is off).
+    trace: str | None = None
+    read_ns: int = 0
 
 
 def resume_points(read: Mapping[int, int], waiting: Iterable[Ticket]) -> dict[int, int]:
