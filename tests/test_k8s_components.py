@@ -78,7 +78,9 @@ def of_kind(docs: list[dict[str, Any]], kind: str) -> Iterator[dict[str, Any]]:
     return (doc for doc in docs if doc["kind"] == kind)
 
 
-@pytest.mark.parametrize("components", [(), ("monitoring",), ("keda",), ("monitoring", "keda")])
+@pytest.mark.parametrize(
+    "components", [(), ("monitoring",), ("keda",), ("tracing",), ("monitoring", "keda", "tracing")]
+)
 def test_the_base_and_each_component_render_and_are_valid(
     tmp_path: Path, components: tuple[str, ...]
 ) -> None:
@@ -140,3 +142,19 @@ def test_media_scales_from_zero_on_its_consumer_lag(tmp_path: Path) -> None:
     assert trigger["type"] == "nats-jetstream"
     assert (trigger["metadata"]["stream"], trigger["metadata"]["consumer"]) == (STREAM_MEDIA, CONSUMER_MEDIA)
     assert trigger["metadata"]["natsServerMonitoringEndpoint"].endswith(":8222")
+
+
+def test_the_tracing_component_names_the_collector_in_every_service(tmp_path: Path) -> None:
+    def endpoints(docs: list[dict[str, Any]]) -> dict[str, str | None]:
+        found: dict[str, str | None] = {}
+        for doc in docs:
+            if doc["kind"] != "Deployment":
+                continue
+            env = {e["name"]: e.get("value") for e in doc["spec"]["template"]["spec"]["containers"][0]["env"]}
+            found[doc["metadata"]["name"]] = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        return found
+
+    traced = endpoints(render(tmp_path, "tracing"))
+    assert set(traced) == set(SERVICES)
+    assert set(traced.values()) == {"http://otel-collector.observability.svc:4318"}
+    assert set(endpoints(render(tmp_path)).values()) == {None}
