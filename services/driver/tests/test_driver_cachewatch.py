@@ -1,6 +1,6 @@
 """The cache-break watch in real wake-ups (the real bus, a scripted model, a fake platform, a manual clock):
 a normal next turn breaks nothing; a changed system prompt or model counts an unexpected break and logs its
-chat; a compaction counts an expected one."""
+chat; a compaction counts an expected one. And the watch on its own: what it compares, what it forgets."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from larkbot.canonical.llm import TextPart, UserMessage
-from larkbot.driver.audit.core.cachebreak import CAUSES, EXPECTED
+from larkbot.canonical.llm import LLMRequest, TextPart, UserMessage
+from larkbot.driver.audit.cachewatch import CacheWatch
+from larkbot.driver.audit.core.cachebreak import CAUSES, EXPECTED, CacheBreak
+from larkbot.driver.audit.core.requestlog import LoggedRequest, WakeRequests, blocks_of
 from larkbot.driver.tools.core import tools
 from larkbot.runtime.bus import Bus
 from larkbot.testkit.driver.harness import CHAT_ID, World, decide, world
@@ -132,3 +134,53 @@ async def test_a_compaction_counts_an_expected_break(
     (line,) = [r for r in caplog.records if r.getMessage() == "prompt cache break"]
     assert line.levelno == logging.INFO
     assert vars(line)["block"] == "user #1 part 1"
+
+
+# -- the watch on its own: what it compares and what it remembers ------------------------------------------
+
+
+def _logged(
+    request_id: str, texts: tuple[str, ...], *, purpose: str = "primary", called: bool = True
+) -> LoggedRequest:
+    request = LLMRequest(
+        request_id=request_id,
+        purpose=purpose,
+        endpoint="primary",
+        system="rules",
+        messages=(UserMessage(parts=tuple(TextPart(text=t) for t in texts)), _LATE),
+        deadline_ms=1,
+    )
+    return LoggedRequest(request, 0 if purpose == "primary" else None, 1, 10, called, None)
+
+
+_LATE = UserMessage(parts=(TextPart(text="<late-binding/>"),))
+
+
+def _observe(watch: CacheWatch, chat_id: str, *logged: LoggedRequest) -> tuple[CacheBreak, ...]:
+    wake = WakeRequests("feishu", chat_id, "w", tuple(logged), ())
+    return watch.observe(wake, [blocks_of(r.request) for r in wake.requests])
+
+
+def test_the_watch_compares_with_the_last_primary_request_that_reached_the_model() -> None:
+    watch = CacheWatch()
+    assert _observe(watch, "c", _logged("r1", ("a", "b"))) == ()
+    found = _observe(
+        watch,
+        "c",
+        _logged("p", ("x",), purpose="probe"),  # the probe is not watched
+        _logged("r2", ("z",), called=False),  # never sent: it neither breaks nor counts as the previous
+        _logged("r3", ("a", "b", "c")),
+        _logged("r4", ("a", "B")),
+    )
+    assert found == (CacheBreak("history", 3, "user #1 part 2", "text"),)
+
+
+def test_the_watch_forgets_the_chats_that_asked_least_recently() -> None:
+    watch = CacheWatch(remembered_chats=2)
+    for chat in ("c1", "c2", "c3"):
+        _observe(watch, chat, _logged("r", ("a",)))
+    # c1 was forgotten: its rewritten history is compared with nothing; c3 is still remembered.
+    assert _observe(watch, "c1", _logged("r", ("b",))) == ()
+    assert _observe(watch, "c3", _logged("r", ("b",))) == (
+        CacheBreak("history", 2, "user #1 part 1", "text"),
+    )
