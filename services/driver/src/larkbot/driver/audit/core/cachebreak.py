@@ -10,29 +10,30 @@ an earlier wake-up: a provider's cache does not know wake-ups.
 A break names the first block a provider's cache can no longer serve and one cause of a closed set,
 tried in this order:
 
-========== ======== ==================================================================================
-cause      expected what changed
-========== ======== ==================================================================================
-model      no       the endpoint (a provider caches per model: nothing carries over; block 0)
-tool_offer yes      the tools block, offering other tools: a wrap-up or react-only step, the shell gate
-                    opening or closing, a chat's memory or ban switch
-tools      no       the tools block, offering the same tools with other definitions (an upgrade, or a
-                    definition that is not byte-stable); also any tools change whose texts are unknown
-system     no       the system block: it depends only on the bot's name, the platform, the persona texts
-                    and the chat's memory switch, so it changes with the configuration or not at all
-compaction yes      a compaction was applied in between (the summary's cursor moved): the history is
-                    rebuilt from the new summary
-trimmed    yes      the history is trimmed (it did not fit and could not be compacted) and its start moved
-reasoning  yes      an older assistant message lost its reasoning or provider payload, replayed only for
-                    the newest turn responses (``reasoning_replay_turns``)
-history    yes      a member's message part rewritten or removed: an edit or deletion of an old message
-                    the pipeline re-rendered in place
-unexplained no      anything else: the bot's own stored turn responses are immutable, so a rewrite of one
-                    (or a segment merged in before it) is a bug worth a look
-========== ======== ==================================================================================
+=========== ======== ======================================================================================
+cause       expected what changed
+=========== ======== ======================================================================================
+model       no       the endpoint (a provider caches per model: nothing carries over; block 0)
+tool_offer  yes      the tools block, offering other tools: a wrap-up or react-only step, the shell gate
+                     opening or closing, a chat's memory or ban switch
+tools       no       the tools block, offering the same tools with other definitions (an upgrade, or a
+                     definition that is not byte-stable); also any tools change whose texts are unknown
+system      no       the system block: it depends only on the bot's name, the platform, the persona
+                     texts and the chat's memory switch, so it changes with the configuration or not at all
+compaction  yes      a compaction was applied in between (the summary's cursor moved): the history is
+                     rebuilt from the new summary
+trimmed     yes      the history is trimmed (it did not fit and could not be compacted) and its start
+                     moved
+reasoning   yes      an older assistant message lost its reasoning or provider payload, replayed only
+                     for the newest turn responses (``reasoning_replay_turns``)
+history     yes      a member's message part rewritten or removed: an edit or deletion of an old message
+                     the pipeline re-rendered in place
+unexplained no       anything else: the bot's own stored turn responses are immutable, so a rewrite of
+                     one (or a segment merged in before it) is a bug worth a look
+=========== ======== ======================================================================================
 
-A configuration change or an upgrade costs each active chat one unexpected break; a cause that recurs
-on every request is what the alert is for (docs/operations.md "LarkbotPromptCacheBroken").
+A changed persona or tool definition breaks each chat's prefix once; a cause that recurs on every
+request is what the alert is for (docs/operations.md "LarkbotPromptCacheBroken").
 
 What is kept of a request between two (:class:`PromptShape`) is small and fixed per block: the first
 8 bytes of each cacheable block's sha256, its kind and its role; comparing two requests compares one
