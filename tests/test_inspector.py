@@ -1,11 +1,13 @@
 """The inspector's pages over a driver's database (docs/inspector.md): a chat's wake-ups, one wake-up's
-probe, steps and requests with the shared prefix marked, the link from a sent message, dry-run and
-hashed-content marks, hostile text escaped and shown as stored (each string its own bidi isolate, its
-invisible controls visible), and a database the driver has not created yet."""
+probe, steps and requests with the shared prefix marked and a broken one's first differing block named,
+the link from a sent message, dry-run and hashed-content marks, hostile text escaped and shown as stored
+(each string its own bidi isolate, its invisible controls visible), and a database the driver has not
+created yet."""
 
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -21,7 +23,7 @@ from larkbot.driver.app import MIGRATIONS
 from larkbot.driver.compaction.core.compaction import Summary
 from larkbot.driver.memory.core.memory import NewMemory
 from larkbot.driver.memory.memories import MemoryStore
-from larkbot.driver.read import DriverReads
+from larkbot.driver.read import CacheBreak, DriverReads
 from larkbot.driver.tables import sent_messages
 from larkbot.driver.tools.core import tools
 from larkbot.driver.wake.repository import DriverRepository
@@ -191,6 +193,41 @@ async def test_a_sent_message_leads_to_its_wake_up(bus: Bus, nats_url: str, tmp_
             assert resp.status == 303
             assert resp.headers["Location"] == f"/wake/{record.wake_id}"
     assert request.wake_id == record.wake_id
+
+
+async def test_a_broken_prefix_names_its_first_differing_block_and_why(
+    bus: Bus, nats_url: str, tmp_path: Path
+) -> None:
+    async with world(bus, nats_url, f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}") as w:
+        for n, at in ((1, 0), (2, 3000)):
+            if n == 2:
+                # What a persona edit does to the system prompt.
+                w.chat.persona = replace(w.chat.persona, texts=("You are terse.",))
+            w.probe_answers.append(decide("send_message", "asked"))
+            w.primary_answers.append(
+                response(tool_call(tools.SEND, f"c{n}", text="on it", still_working=True))
+            )
+            w.primary_answers.append(response(tool_call(tools.END, f"e{n}")))
+            await w.say(n, at, text=f"@Lark question {n}", mentions_me=True)
+            await w.tick(at + 1000)
+        first, second = await w.driver.audit.of_chat("feishu", CHAT_ID)
+        reads = DriverReads(_engine(w))
+        detail = await reads.wake(second.wake_id)
+        async with serving(parse_config({}, {}), _engine(w)) as base, aiohttp.ClientSession() as http:
+            first_page = await _get(http, f"{base}/wake/{first.wake_id}")
+            page = await _get(http, f"{base}/wake/{second.wake_id}")
+    assert detail is not None
+    # The probe is not watched; the first step broke at the system prompt; the second extends it.
+    assert [(s.request.purpose, s.cache_break) for s in detail.requests] == [
+        ("probe", None),
+        ("primary", CacheBreak("system", 1, "system", "system")),
+        ("primary", None),
+    ]
+    assert 'class="break"' not in first_page
+    assert page.count('class="break"') == 1
+    shown = _shown(page)
+    assert "prefix broken at block 1 (system) · system: the system prompt changed" in shown
+    assert "unexpected" in shown
 
 
 async def _sent_ids(engine: AsyncEngine, wake_id: str) -> list[str]:

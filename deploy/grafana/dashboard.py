@@ -503,6 +503,14 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "percentunit",
             ),
             panel(
+                "Prompt-cache breaks",
+                "Primary requests that did not extend their chat's previous one, by cause; expected ones "
+                "(compaction, trimmed, reasoning, history, tool_offer) and the rest. The log line "
+                "'prompt cache break' names each chat.",
+                [counter("larkbot_driver_prompt_cache_breaks_total", "cause, expected")],
+                "ops",
+            ),
+            panel(
                 "Ownership",
                 "Partitions and chats held per replica; hand-overs; take-over snapshots.",
                 [

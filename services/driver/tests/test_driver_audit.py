@@ -149,7 +149,7 @@ def _record(chat_id: str, started_at_ms: int) -> WakeAudit:
     from larkbot.driver.audit.core.audit import AuditDraft
 
     draft = AuditDraft("feishu", chat_id, f"w{started_at_ms}", "debounced", started_at_ms, dry_run=False)
-    draft.saw(())
+    draft.saw((), None)
     return draft.record("silent", started_at_ms + 5, store_content=True)
 
 

@@ -59,9 +59,9 @@ def _wake(wake_id: str, at_ms: int, *, sent: tuple[str, ...] = (), late: str = "
         "oc_1",
         wake_id,
         (
-            LoggedRequest(probe, None, at_ms, 100, True),
-            LoggedRequest(first, 0, at_ms + 10, 900, True),
-            LoggedRequest(second, 1, at_ms + 20, 950, False),
+            LoggedRequest(probe, None, at_ms, 100, True, None),
+            LoggedRequest(first, 0, at_ms + 10, 900, True, None),
+            LoggedRequest(second, 1, at_ms + 20, 950, False, None),
         ),
         tuple(SentMessage(m, at_ms + 15) for m in sent),
     )

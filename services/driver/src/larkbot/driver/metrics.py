@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from .audit.core import cachebreak
+
 CONTEXT_UPDATES = Counter(
     "larkbot_driver_context_updates_total",
     "Rendered-context updates received, by outcome (applied, gap, stale, unconfigured, not_held)",
@@ -95,6 +97,16 @@ CURSOR_LAG_TOKENS = Histogram(
     "Estimated tokens of the history after the cursor (RC + TR), observed at each compaction check",
     buckets=(1000, 5000, 10000, 20000, 40000, 60000, 100000, 200000),
 )
+PROMPT_CACHE_BREAKS = Counter(
+    "larkbot_driver_prompt_cache_breaks_total",
+    "Primary requests that did not extend the chat's previous one, by cause (model, tool_offer, tools, "
+    "system, compaction, trimmed, reasoning, history, unexplained) and whether the design expects it; "
+    "the log line 'prompt cache break' names the chat",
+    ["cause", "expected"],
+)
+# Every cause exists from the start, so ``increase()`` sees a cause's first break.
+for _cause in cachebreak.CAUSES:
+    PROMPT_CACHE_BREAKS.labels(_cause, str(_cause in cachebreak.EXPECTED).lower())
 REQUESTS_TRIMMED = Counter(
     "larkbot_driver_requests_trimmed_total",
     "Primary requests sent with a trimmed history (it did not fit and could not be compacted)",

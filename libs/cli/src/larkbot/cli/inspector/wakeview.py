@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from larkbot.canonical.llm import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage
-from larkbot.driver.read import Block, ShownRequest, Tokens, TurnRecord, WakeDetail
+from larkbot.driver.read import Block, CacheBreak, ShownRequest, Tokens, TurnRecord, WakeDetail
 from larkbot.runtime.config import ChatSettings
 
 from ..web import Markup, el, join
@@ -108,6 +108,36 @@ def _block(block: Block, index: int, prefix_blocks: int, prefix_chars_in: int) -
     return el("div", {"class": f"block {css}", "data-kind": block.kind}, inner)
 
 
+#: Why a primary request's prefix broke, by cause (docs/driver.md "Cache-break watch").
+_WHY = {
+    "model": "the request went to another endpoint: a provider caches per model",
+    "tool_offer": "other tools were offered (a wrap-up or react-only step, the shell gate, a chat switch)",
+    "tools": "a tool's definition changed (or the tools changed and their texts are not stored)",
+    "system": "the system prompt changed (the bot's name, the persona texts or the memory switch)",
+    "compaction": "a compaction was applied in between: the history starts from the new summary",
+    "trimmed": "the history is trimmed and its start moved",
+    "reasoning": "an older turn's reasoning is no longer replayed",
+    "history": "a member's earlier message was edited or deleted",
+    "unexplained": "the bot's own earlier turn differs, which nothing in the design explains",
+}
+
+
+def _broken(found: CacheBreak) -> Markup:
+    verdict = (
+        badge("expected", "break-expected") if found.expected else badge("unexpected", "break-unexpected")
+    )
+    return el(
+        "p",
+        {"class": "break", "data-cause": found.cause},
+        "prefix broken at block ",
+        str(found.index),
+        " (",
+        found.label,
+        f") · {found.cause}: {_WHY[found.cause]} ",
+        verdict,
+    )
+
+
 def _request(shown: ShownRequest) -> Markup:
     r, prefix = shown.request, shown.prefix
     total_chars = sum(b.chars for b in r.blocks) or 1
@@ -131,6 +161,7 @@ def _request(shown: ShownRequest) -> Markup:
             f" · ~{r.estimated_tokens:,} tokens",
         ),
         el("p", {"class": "match"}, match),
+        _broken(shown.cache_break) if shown.cache_break is not None else "",
         [_block(b, i, prefix.blocks, inside) for i, b in enumerate(r.blocks)],
     )
 

@@ -46,7 +46,8 @@ class AuditTrail:
                 draft.delivered(feedback.message_ids, feedback.now_ms)
         elif isinstance(command, ReadChat):
             assert isinstance(feedback, ChatView)
-            draft.saw(feedback.segments)
+            summary = feedback.summary
+            draft.saw(feedback.segments, summary.cursor if summary is not None else None)
         elif isinstance(command, Persist):
             draft.stored(command.record)
         elif isinstance(command, StoreProbe):

@@ -47,14 +47,18 @@ class RequestStore:
         #: sha256 → ``at_ms`` of the request it was last written for, oldest write first.
         self._written: dict[str, int] = {}
 
-    async def add(self, log: WakeRequests, *, store_content: bool) -> None:
-        """Write a wake-up's requests, their blocks and its sent message ids. Adding the same requests
-        again changes nothing (``request_id`` and sent ids are unique; blocks are upserted)."""
+    async def add(
+        self, log: WakeRequests, *, store_content: bool, cut: Sequence[tuple[Block, ...]] | None = None
+    ) -> None:
+        """Write a wake-up's requests, their blocks (``cut``: each request's, when the caller has them
+        already) and its sent message ids. Adding the same requests again changes nothing
+        (``request_id`` and sent ids are unique; blocks are upserted)."""
         rows: list[dict[str, Any]] = []
         fresh: dict[str, tuple[Block, int]] = {}
-        for logged in log.requests:
+        if cut is None:
+            cut = [blocks_of(logged.request) for logged in log.requests]
+        for logged, blocks in zip(log.requests, cut, strict=True):
             request = logged.request
-            blocks = blocks_of(request)
             rows.append(
                 {
                     "platform": log.platform,

@@ -11,7 +11,8 @@ A library over the driver's database, not a request to the driver on the bus: th
 while the driver is down (that is when one looks), and the reads are the driver's own code, shipped in
 the same release as its migrations, so they always read the schema those create. :func:`open_reads`'s
 engine refuses writes (SQLite ``query_only``, PostgreSQL read-only transactions); nothing here migrates.
-Every read returns frozen records — the driver's own, re-exported here, and :class:`WakeDetail`,
+Every read returns frozen records — the driver's own, re-exported here (a request's
+:class:`CacheBreak` among them), and :class:`WakeDetail`,
 :class:`ShownRequest` and :class:`PersonMemory` — never database rows.
 
 Errors: :class:`DriverNotReady` (a :class:`~larkbot.canonical.errors.RetryableError`), when the database
@@ -22,6 +23,7 @@ The one write an operator makes, forgetting a person, is :func:`larkbot.driver.f
 
 from larkbot.driver.audit.audit import ChatActivity
 from larkbot.driver.audit.core.audit import ContextRange, Tokens, WakeAudit
+from larkbot.driver.audit.core.cachebreak import CacheBreak
 from larkbot.driver.audit.core.requestlog import Block, RecordedRequest, SharedPrefix
 from larkbot.driver.compaction.core.compaction import Summary
 from larkbot.driver.memory.core.memory import Memory, MemoryPatch, PatchChange
@@ -34,6 +36,7 @@ from ._records import PersonMemory, ShownRequest, WakeDetail
 
 __all__ = [
     "Block",
+    "CacheBreak",
     "ChatActivity",
     "ContextRange",
     "DriverNotReady",

@@ -6,14 +6,15 @@ writes, and none migrates (the driver does, at start-up).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from larkbot.driver.audit.audit import AuditStore, ChatActivity
 from larkbot.driver.audit.core.audit import WakeAudit
-from larkbot.driver.audit.core.requestlog import shared_prefix
+from larkbot.driver.audit.core.cachebreak import CacheBreak, PromptShape, cache_break
+from larkbot.driver.audit.core.requestlog import RecordedRequest, shared_prefix
 from larkbot.driver.audit.requestlog import RequestStore
 from larkbot.driver.compaction.core.compaction import Summary
 from larkbot.driver.memory.core.memory import Memory, MemoryPatch
@@ -64,13 +65,15 @@ class DriverReads:
             if audit is None:
                 return None
             shown = []
+            summaries = await self._repo.summaries(audit.platform, audit.chat_id)
             for request in await self._requests.of_wake(wake_id):
                 # Against what the provider last saw: a request never sent cached nothing.
                 before = await self._requests.previous(
                     audit.platform, audit.chat_id, request.purpose, request.id, sent_only=True
                 )
                 prefix = shared_prefix(before.blocks if before else (), request.blocks)
-                shown.append(ShownRequest(request, before.request_id if before else None, prefix))
+                found = _cache_break(before, request, summaries) if before else None
+                shown.append(ShownRequest(request, before.request_id if before else None, prefix, found))
             return WakeDetail(
                 audit,
                 await self._repo.probes_of_wake(wake_id),
@@ -109,6 +112,21 @@ class DriverReads:
         """Counts of every memory by scope and importance, of patches and of forgets."""
         with not_ready_on_failure():
             return await self._memories.stats()
+
+
+def _cache_break(
+    before: RecordedRequest, request: RecordedRequest, summaries: Sequence[Summary]
+) -> CacheBreak | None:
+    """The watch's verdict on ``request`` (a primary one that reached the model). The request log keeps
+    no summary cursor: a request was built on the newest summary stored before it was made."""
+    if request.purpose != "primary" or not request.called:
+        return None
+
+    def cursor(at_ms: int) -> int | None:
+        return next((s.cursor for s in reversed(summaries) if s.created_at_ms <= at_ms), None)
+
+    shape = PromptShape.of(before.blocks, before.endpoint, cursor(before.at_ms))
+    return cache_break(shape, request.blocks, request.endpoint, cursor(request.at_ms))
 
 
 @asynccontextmanager

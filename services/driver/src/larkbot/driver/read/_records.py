@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from larkbot.driver.audit.core.audit import WakeAudit
+from larkbot.driver.audit.core.cachebreak import CacheBreak
 from larkbot.driver.audit.core.requestlog import RecordedRequest, SharedPrefix
 from larkbot.driver.memory.core.memory import Memory, MemoryPatch
 from larkbot.driver.wake.core.records import ProbeRecord, TurnRecord
@@ -14,11 +15,14 @@ from larkbot.driver.wake.core.records import ProbeRecord, TurnRecord
 @dataclass(frozen=True, slots=True)
 class ShownRequest:
     """A model request as sent, and what of it matched the same chat's previous request of its kind that
-    reached the model (``previous_id`` is that request's id; ``None``: there was none)."""
+    reached the model (``previous_id`` is that request's id; ``None``: there was none). A primary request
+    that reached the model and failed to extend that one names its break (``core.cachebreak``, the
+    classifier behind ``larkbot_driver_prompt_cache_breaks_total``)."""
 
     request: RecordedRequest
     previous_id: str | None
     prefix: SharedPrefix
+    cache_break: CacheBreak | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,9 @@ import uuid
 from dataclasses import dataclass
 
 from larkbot.driver.audit.audit import AuditStore
+from larkbot.driver.audit.cachewatch import CacheWatch
 from larkbot.driver.audit.core.audit import AuditDraft
+from larkbot.driver.audit.core.requestlog import blocks_of
 from larkbot.driver.audit.middleware import AuditTrail
 from larkbot.driver.audit.requestlog import RequestStore
 from larkbot.driver.compaction.compactor import Compactor
@@ -106,6 +108,7 @@ class WakeRunner:
         self.utc_offset_min = utc_offset_min
         self.typing = TypingIndicators(clients)
         self.compactor = Compactor(clients, repo, clock, self.sizing, utc_offset_min)
+        self.cache_watch = CacheWatch()
 
     def inputs(self, chat: ChatState, wake: Wake, wake_id: str, input_until_ms: int) -> WakeInput:
         settings = chat.settings
@@ -186,13 +189,18 @@ class WakeRunner:
         # Written after the wake-up, off its path: the record describes what happened, it decides
         # nothing. A failing write fails the wake-up like any other database error.
         settings = self.audit_settings
+        requests = draft.request_log()
+        # The requests are cut into blocks once, for the cache-break watch and the request log; the watch
+        # runs with the audit trail off too (it keeps nothing but hashes, in memory).
+        cut = [blocks_of(logged.request) for logged in requests.requests]
+        self.cache_watch.observe(requests, cut)
         if not settings.enabled:
             return
         record = draft.record(outcome, self.clock.now_ms(), store_content=settings.store_content)
         await self.audit.add(record)
         # A transaction of its own, right after the record's: the request store remembers the blocks it
         # wrote only once they are committed, which a transaction shared with another store would blur.
-        await self.requests.add(draft.request_log(), store_content=settings.store_content)
+        await self.requests.add(requests, store_content=settings.store_content, cut=cut)
 
     async def close(self) -> None:
         await self.typing.close()

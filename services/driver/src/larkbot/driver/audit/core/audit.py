@@ -128,6 +128,8 @@ class AuditDraft:
     dry_run: bool
     model_called: bool = True
     context: ContextRange = field(default_factory=lambda: ContextRange.of(()))
+    #: The cursor of the compaction summary the last read showed (``None``: none).
+    summary_cursor: int | None = None
     path: str | None = None
     turn_outcome: str | None = None
     probe: ProbeRecord | None = None
@@ -144,9 +146,11 @@ class AuditDraft:
     requests: list[LoggedRequest] = field(default_factory=list)
     sent: list[SentMessage] = field(default_factory=list)
 
-    def saw(self, segments: tuple[Segment, ...]) -> None:
-        """The context read for the wake-up; a re-read (after a compaction) replaces it."""
+    def saw(self, segments: tuple[Segment, ...], summary_cursor: int | None) -> None:
+        """The context read for the wake-up and its summary's cursor; a re-read (after a compaction)
+        replaces them."""
         self.context = ContextRange.of(segments)
+        self.summary_cursor = summary_cursor
 
     def primary_call(self, latency_ms: int) -> None:
         self.primary_latency_ms = (self.primary_latency_ms or 0) + latency_ms
@@ -163,7 +167,9 @@ class AuditDraft:
         self, request: LLMRequest, *, step: int | None, at_ms: int, estimated_tokens: int, called: bool
     ) -> None:
         # Kept as built: cutting it into blocks waits until the wake-up is over.
-        self.requests.append(LoggedRequest(request, step, at_ms, estimated_tokens, called))
+        self.requests.append(
+            LoggedRequest(request, step, at_ms, estimated_tokens, called, self.summary_cursor)
+        )
 
     def delivered(self, message_ids: tuple[str, ...], at_ms: int) -> None:
         """Platform message ids a successful ``send_message`` created (never a dry run's made-up ones)."""

@@ -165,6 +165,8 @@ class LoggedRequest:
     #: The request went to the gateway (not: refused before sending as over the window, or a dry run that
     #: answers the primary itself).
     called: bool
+    #: The cursor of the compaction summary the request was built on (``None``: the chat had none).
+    summary_cursor: int | None
 
 
 @dataclass(frozen=True, slots=True)
