@@ -7,7 +7,7 @@ LARKBOT_CONFIG ?= config/local.yaml
 export LARKBOT_CONFIG
 PYTEST_ARGS ?=
 
-.PHONY: up test test-all lint format typecheck bench install clean k8s-rules dashboard
+.PHONY: up test test-all lint format typecheck bench profile install clean k8s-rules dashboard
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv $(CURDIR)/.tools
@@ -41,6 +41,11 @@ typecheck: install
 
 bench: install
 	$(UV) run --frozen larkbot bench --json
+
+# Where the hot paths spend their CPU: py-spy on the turn bench's services and on the pipeline bench
+# (folded stacks and a summary under data/profiles; docs/performance.md). By hand, a few minutes.
+profile: install
+	$(UV) run --frozen python -m larkbot.testkit.bench.profile --out data/profiles
 
 # The PrometheusRule of the Kubernetes `monitoring` component, from deploy/prometheus/alerts.yml.
 k8s-rules: install

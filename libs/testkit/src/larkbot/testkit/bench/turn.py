@@ -34,6 +34,9 @@ from typing import Any
 import aiohttp
 import yaml
 
+from .profile import ENV_PROFILE
+from .profile import RATE as PROFILE_RATE
+
 SERVICES = ("ingress-telegram", "pipeline", "driver", "llm-gateway")
 #: Each turn happens in its own group, so the platform's pacing (Telegram: ≤ 1 message/s per chat) is
 #: not part of the figure: it is a rate limit, not overhead.
@@ -113,6 +116,8 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
             env = {k: v for k, v in os.environ.items() if not k.startswith("LARKBOT_")}
             env.update(NATS_URL=nats_url, LARKBOT_CONFIG=str(root / "config.yaml"))
             procs = []
+            spies = []
+            profiles = os.environ.get(ENV_PROFILE)
             try:
                 for name in SERVICES:
                     log = (root / f"{name}.log").open("ab")
@@ -125,6 +130,8 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
                         )
                     )
                     log.close()
+                    if profiles:
+                        spies.append(await _spy(procs[-1].pid, Path(profiles) / f"{name}.txt"))
                 await _wait_ready(http, ports)
                 # This process plays the platform and the model: its own collector pauses (measured: up
                 # to 20 ms) are not the framework's. The services freeze their start-up heap themselves.
@@ -149,6 +156,9 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
                         proc.send_signal(signal.SIGTERM)
                 for proc in procs:
                     await asyncio.wait_for(proc.wait(), 60)
+                # Each profiler writes its profile when its process has exited.
+                for spy in spies:
+                    await asyncio.wait_for(spy.wait(), 120)
     await telegram.stop()
     measured = marks[3:]
     hops = {
@@ -170,6 +180,15 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
         "turn_overhead_turns": len(measured),
         "turn_overhead_spacing_s": TURN_SPACING_S,
     }
+
+
+async def _spy(pid: int, out: Path) -> asyncio.subprocess.Process:
+    """py-spy sampling ``pid`` until it exits (``make profile``, :mod:`.profile`)."""
+    command = [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid), "--format", "raw"]
+    command += ["--rate", str(PROFILE_RATE), "--nonblocking", "-o", str(out)]
+    return await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
 
 
 def _tail(path: Path, lines: int = 15) -> str:
