@@ -1,15 +1,16 @@
 """``make profile``: where the time of the hot paths goes, sampled with py-spy while the bench runs them.
 
 - ``turn``: the turn bench (:mod:`.turn`) with py-spy attached to each service process (ingress-telegram,
-  pipeline, driver, llm-gateway) for the whole run: the turn path and the work around it (the self-sent
-  event, the closing model call);
+  pipeline, driver, llm-gateway) from the moment they are ready to their exit: the turn path and the work
+  around it (the self-sent event, the closing model call), not their start-up;
 - ``pipeline``: the pipeline bench's service part (:mod:`.pipeline`, the pipeline in-process) under py-spy.
 
 Each profile is kept as folded stacks (``<dir>/<name>.txt``, what flame-graph tools read) and summarised
 as the functions with most samples of their own (*self*) and under them (*total*), as a share of the
 process's samples. Idle time is left out (py-spy's default: only threads on the CPU are sampled), so a
-share is of the CPU the process spent. The figures of a profiled run are slower than the bench's
-(sampling costs); the shares are what to read.
+share is of the CPU the process spent; ``Runner.run``'s own samples are the event loop's native code
+(uvloop: polling, socket I/O, scheduling callbacks), which py-spy cannot see into. The figures of a
+profiled run are slower than the bench's (sampling costs); the shares are what to read.
 """
 
 from __future__ import annotations

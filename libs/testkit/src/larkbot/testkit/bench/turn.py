@@ -130,9 +130,11 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
                         )
                     )
                     log.close()
-                    if profiles:
-                        spies.append(await _spy(procs[-1].pid, Path(profiles) / f"{name}.txt"))
                 await _wait_ready(http, ports)
+                if profiles:
+                    # Attached once the services are ready: start-up (imports, schemas) is not the turn's.
+                    for name, proc in zip(SERVICES, procs, strict=True):
+                        spies.append(await _spy(proc.pid, Path(profiles) / f"{name}.txt"))
                 # This process plays the platform and the model: its own collector pauses (measured: up
                 # to 20 ms) are not the framework's. The services freeze their start-up heap themselves.
                 gc.collect()
