@@ -34,6 +34,8 @@ from typing import Any
 import aiohttp
 import yaml
 
+from .progress import note
+
 SERVICES = ("ingress-telegram", "pipeline", "driver", "llm-gateway")
 #: Each turn happens in its own group, so the platform's pacing (Telegram: ≤ 1 message/s per chat) is
 #: not part of the figure: it is a rate limit, not overhead.
@@ -139,6 +141,8 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
                     await _wait_for(lambda before=before: len(telegram.sent) > before, 60)
                     sends = [r.at for r in telegram.requests if r.method == "sendMessage"]
                     marks[-1]["t_send"] = sends[-1]
+                    if (n + 1) % 25 == 0:
+                        note(f"{n + 1}/{turns + 3} turns")
             except TimeoutError as exc:
                 tails = {name: _tail(root / f"{name}.log") for name in SERVICES}
                 raise TimeoutError(f"{exc}; service logs: {tails}") from None
