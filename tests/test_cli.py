@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -146,3 +147,27 @@ def test_bench_without_the_testkit_says_what_is_missing(
     monkeypatch.setitem(sys.modules, "larkbot.testkit.bench.report", None)
     assert main(["bench", "--quick"]) == 2
     assert "larkbot-testkit" in capsys.readouterr().err
+
+
+def test_bench_only_runs_the_parts_named_and_reports_progress_on_stderr(
+    nats_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NATS_URL", nats_url)
+    assert main(["bench", "--quick", "--json", "--only", "limits"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)  # stdout is the report alone
+    assert list(report["bench_seconds"]) == ["limits"]
+    assert report["limits"]["reduce_render_events_per_s"] > 0
+    assert report["turn_overhead_ms"] is None
+    assert report["ratios"]["turn_overhead_ms"]["floor_ms"] > 0
+    assert report["ratios"]["null_because"]["pipeline_to_ceiling"] == "the pipeline part did not run (--only)"
+    lines = err.splitlines()
+    assert lines[0] == "[bench 1/1] limits …"
+    assert re.fullmatch(r"\[bench 1/1\] limits done in \d+ s", lines[-1])
+
+
+def test_bench_refuses_an_unknown_part_naming_the_parts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--only", "limits,nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown bench part nope" in err
+    assert "limits, llm_gateway, pipeline" in err

@@ -8,7 +8,7 @@ larkbot nats-users              the nats.conf authorization block: a NATS user p
 larkbot replay                  render raw platform payloads offline
 larkbot playground / say        a local group chat with a fake Telegram and a fake model
 larkbot fake-llm                the fake LLM provider on its own
-larkbot bench                   benchmark figures
+larkbot bench [--only PART]     benchmark figures (progress on stderr)
 larkbot memory export|forget|stats
                                 per-person memories of the driver (export, forget, counts)
 larkbot audit show --chat P:C   the driver's per-wake-up audit trail of a chat ([--since T] [--json])
@@ -150,7 +150,7 @@ def _bench(args: argparse.Namespace) -> int:
             raise
         print("larkbot bench needs the larkbot-testkit package (make install installs it)", file=sys.stderr)
         return 2
-    return bench_main(as_json=args.json, quick=args.quick)
+    return bench_main(as_json=args.json, quick=args.quick, only=args.only)
 
 
 def _memory(args: argparse.Namespace) -> int:
@@ -283,6 +283,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="measure and print benchmark figures as one JSON object")
     bench.add_argument("--json", action="store_true", help="one line of JSON")
     bench.add_argument("--quick", action="store_true", help="small sizes (seconds, for smoke tests)")
+    bench.add_argument(
+        "--only",
+        action="append",
+        metavar="PART",
+        help="run only this part (repeatable, or a comma list; an unknown name lists the parts)",
+    )
     bench.set_defaults(func=_bench)
 
     _add_memory(sub)

@@ -38,6 +38,7 @@ from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings
 
 from .prefix import PrefixReport, common_prefix, conversation, prefix_report, request_bytes
+from .progress import note
 from .replay import ScriptedModel, bench_config, replay_world
 
 WINDOW_TOKENS = 16_000
@@ -166,11 +167,16 @@ async def measure_window(nats_url: str, messages: int, window_tokens: int) -> di
                 replay.model = model
                 replay.llm.script = model
                 replay.llm.keep = False
-                answers = reads = 0
+                answers = reads = sent = 0
+                step = max(1, messages // 10)
                 for burst in conversation(messages, spacing_ms=SPACING_MS, reply_every=REPLY_EVERY):
                     await replay.burst(burst)
                     answers += 1 if burst.activation else 0
                     reads += 1 if burst.read_old is not None else 0
+                    done = sent + len(burst.lines)
+                    if done // step > sent // step:
+                        note(f"{window_tokens:,}-token window: {done:,}/{messages:,} messages")
+                    sent = done
                 summaries = await replay.driver.repo.summaries(PLATFORM_VALUE, chat_id)
                 over_window = model.over_window
                 mention_at_end = replay.platform.sent[-1] if replay.platform.sent else None

@@ -1,8 +1,11 @@
 """``larkbot bench``: one JSON object of figures measured in one run on this machine.
 
 Each measurement is a module of this package; :data:`MEASUREMENTS` maps its results onto the keys below
-and runs them in order, each imported only when it runs. A figure nobody measured is ``null``, never
-invented. Targets are in ``docs/performance.md``. The ``larkbot bench`` command is :func:`main`.
+and runs them in order, each imported only when it runs (``--only`` runs some of them: :func:`select`).
+The machine's limits are measured first; after every part ran, :func:`.ratios.ratios` sets each figure
+beside its limit. A figure nobody measured is ``null``, never invented. Which part runs, and how far it
+is, goes to stderr (:mod:`.progress`); stdout carries the report alone. Targets are in
+``docs/performance.md``. The ``larkbot bench`` command is :func:`main`.
 """
 
 from __future__ import annotations
@@ -14,14 +17,21 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from larkbot.runtime.natsserver import EmbeddedNats
 
+from . import progress
+from .ratios import ratios
+
+__all__ = ["KEYS", "MEASUREMENTS", "UnknownPart", "bench", "main", "select"]
+
 #: Every key the report always carries (``null`` until measured).
 KEYS: tuple[str, ...] = (
+    "limits",
+    "ratios",
     "turn_overhead_ms",
     "pipeline_events_per_s",
     "cold_replay_1m_events_s",
@@ -34,6 +44,12 @@ KEYS: tuple[str, ...] = (
     "memory_search_ms",
     "memory_late_binding",
 )
+
+
+async def _limits(nats_url: str, quick: bool) -> dict[str, Any]:
+    from .limits import measure
+
+    return await measure(nats_url, quick)
 
 
 async def _gateway(nats_url: str, quick: bool) -> dict[str, Any]:
@@ -85,6 +101,7 @@ async def _memory(_nats_url: str, quick: bool) -> dict[str, Any]:
 #: Each measurement, in the order it runs; one failing does not stop the others (its error is reported
 #: under ``errors`` and its figures stay ``null``).
 MEASUREMENTS: tuple[tuple[str, Callable[[str, bool], Awaitable[dict[str, Any]]]], ...] = (
+    ("limits", _limits),
     ("llm_gateway", _gateway),
     ("pipeline", _pipeline),
     ("driver", _driver),
@@ -95,20 +112,45 @@ MEASUREMENTS: tuple[tuple[str, Callable[[str, bool], Awaitable[dict[str, Any]]]]
 )
 
 
-async def _measure(nats_url: str, quick: bool) -> tuple[dict[str, Any], dict[str, str]]:
+class UnknownPart(ValueError):
+    """``--only`` named a part the bench does not have."""
+
+
+def select(only: Iterable[str] | None) -> tuple[str, ...]:
+    """The parts to run, in the bench's order: every one, or those named in ``only`` (each entry a name
+    or a comma-separated list of names)."""
+    names = tuple(name for name, _ in MEASUREMENTS)
+    if only is None:
+        return names
+    wanted = {part.strip() for entry in only for part in entry.split(",") if part.strip()}
+    unknown = sorted(wanted - set(names))
+    if unknown:
+        raise UnknownPart(f"unknown bench part {', '.join(unknown)}; the parts are {', '.join(names)}")
+    if not wanted:
+        raise UnknownPart(f"--only names no part; the parts are {', '.join(names)}")
+    return tuple(name for name in names if name in wanted)
+
+
+async def _measure(
+    parts: tuple[str, ...], nats_url: str, quick: bool
+) -> tuple[dict[str, Any], dict[str, str]]:
     figures: dict[str, Any] = {"bench_seconds": {}}
     errors: dict[str, str] = {}
-    for name, measurement in MEASUREMENTS:
+    chosen = [(name, measurement) for name, measurement in MEASUREMENTS if name in parts]
+    for index, (name, measurement) in enumerate(chosen, start=1):
         started = time.perf_counter()
-        try:
-            figures.update(await measurement(nats_url, quick))
-        except Exception as exc:
-            errors[name] = f"{type(exc).__name__}: {exc}"
+        with progress.running(index, len(chosen), name):
+            try:
+                figures.update(await measurement(nats_url, quick))
+            except Exception as exc:
+                errors[name] = f"{type(exc).__name__}: {exc}"
         figures["bench_seconds"][name] = round(time.perf_counter() - started, 2)
     return figures, errors
 
 
-def bench(*, quick: bool = False) -> dict[str, Any]:
+def bench(*, quick: bool = False, only: Iterable[str] | None = None) -> dict[str, Any]:
+    """The report of the parts :func:`select` picks from ``only`` (every part when ``None``)."""
+    parts = select(only)
     report: dict[str, Any] = dict.fromkeys(KEYS)
     report["machine"] = {
         "python": platform.python_version(),
@@ -122,18 +164,25 @@ def bench(*, quick: bool = False) -> dict[str, Any]:
             server = EmbeddedNats(Path(tmp) / "nats")
             nats_url = server.start()
         try:
-            figures, errors = asyncio.run(_measure(nats_url, quick))
+            figures, errors = asyncio.run(_measure(parts, nats_url, quick))
         finally:
             if server is not None:
                 server.stop()
     report.update(figures)
+    missing = {name: "did not run (--only)" for name, _ in MEASUREMENTS if name not in parts}
+    missing.update((name, "failed") for name in errors)
+    report["ratios"] = ratios(report, missing)
     if errors:
         report["errors"] = errors
     return report
 
 
-def main(*, as_json: bool, quick: bool) -> int:
-    report = bench(quick=quick)
+def main(*, as_json: bool, quick: bool, only: Iterable[str] | None = None) -> int:
+    try:
+        report = bench(quick=quick, only=only)
+    except UnknownPart as exc:
+        print(f"larkbot bench: {exc}", file=sys.stderr)
+        return 2
     if as_json:
         print(json.dumps(report, sort_keys=True))
     else:

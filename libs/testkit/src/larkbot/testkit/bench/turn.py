@@ -36,6 +36,7 @@ import yaml
 
 from .profile import ENV_PROFILE
 from .profile import RATE as PROFILE_RATE
+from .progress import note
 
 SERVICES = ("ingress-telegram", "pipeline", "driver", "llm-gateway")
 #: Each turn happens in its own group, so the platform's pacing (Telegram: ≤ 1 message/s per chat) is
@@ -148,6 +149,8 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
                     await _wait_for(lambda before=before: len(telegram.sent) > before, 60)
                     sends = [r.at for r in telegram.requests if r.method == "sendMessage"]
                     marks[-1]["t_send"] = sends[-1]
+                    if (n + 1) % 25 == 0:
+                        note(f"{n + 1}/{turns + 3} turns")
             except TimeoutError as exc:
                 tails = {name: _tail(root / f"{name}.log") for name in SERVICES}
                 raise TimeoutError(f"{exc}; service logs: {tails}") from None
