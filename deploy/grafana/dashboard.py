@@ -511,6 +511,13 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "ops",
             ),
             panel(
+                "Model routing",
+                "Model calls by purpose and the endpoint chosen for them: by a rule of llm.routes or the "
+                "purpose's own endpoint.",
+                [counter("larkbot_driver_llm_routes_total", "purpose, endpoint, by")],
+                "ops",
+            ),
+            panel(
                 "Ownership",
                 "Partitions and chats held per replica; hand-overs; take-over snapshots.",
                 [

@@ -38,7 +38,7 @@ def test_the_window_a_refusal_states_replaces_a_larger_configured_one() -> None:
     # The provider counted 1.2 of its tokens per estimated one: the room of 7,000 is 5,833 estimated.
     assert sizing.window("primary") == int(7_000 / 1.2)
     settings = ChatSettings()
-    limits = sizing.limits(settings, "Lark", "feishu", ())
+    limits = sizing.limits(settings, "Lark", "feishu", "oc_1", ())
     assert limits.request_limit == sizing.window("primary")
     assert limits.trigger < limits.request_limit
 
@@ -46,7 +46,7 @@ def test_the_window_a_refusal_states_replaces_a_larger_configured_one() -> None:
 def test_a_refusal_without_numbers_sets_the_window_below_the_refused_request() -> None:
     sizing = _sizing(None)
     assert sizing.window("primary") is None
-    assert sizing.limits(ChatSettings(), "Lark", "feishu", ()).request_limit is None
+    assert sizing.limits(ChatSettings(), "Lark", "feishu", "oc_1", ()).request_limit is None
     sizing.refused("primary", 10_000, _refusal())
     assert sizing.known_window("primary") == int(10_000 * (1 - LEARNT_MARGIN)) + 1000
     assert sizing.window("primary") == int(10_000 * (1 - LEARNT_MARGIN))

@@ -97,6 +97,12 @@ CURSOR_LAG_TOKENS = Histogram(
     "Estimated tokens of the history after the cursor (RC + TR), observed at each compaction check",
     buckets=(1000, 5000, 10000, 20000, 40000, 60000, 100000, 200000),
 )
+LLM_ROUTES = Counter(
+    "larkbot_driver_llm_routes_total",
+    "Model calls by purpose and the endpoint chosen for them, and what chose it: a rule of llm.routes "
+    "(rule) or the purpose's own endpoint (default)",
+    ["purpose", "endpoint", "by"],
+)
 PROMPT_CACHE_BREAKS = Counter(
     "larkbot_driver_prompt_cache_breaks_total",
     "Primary requests that did not extend the chat's previous one, by cause (model, tool_offer, tools, "

@@ -23,7 +23,17 @@ from ._chats import ChatSettings
 from ._driver import AuditSettings, MemorySettings, ShellSettings
 from ._inspector import InspectorSettings, is_loopback
 from ._jetstream import AssetSettings, JetStreamSettings
-from ._llm import LlmAccepts, LlmEndpoint, LlmSettings, MaxTokensField, ResolvedAccepts, family_accepts
+from ._llm import (
+    PURPOSES,
+    LlmAccepts,
+    LlmEndpoint,
+    LlmPurpose,
+    LlmRoute,
+    LlmSettings,
+    MaxTokensField,
+    ResolvedAccepts,
+    family_accepts,
+)
 from ._loading import DEFAULT_CONFIG_PATH, interpolate, load_config, parse_config
 from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServiceSettings, ServicesSettings
@@ -33,6 +43,7 @@ from ._secrets import WITHHELD
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
+    "PURPOSES",
     "WITHHELD",
     "AssetSettings",
     "AuditSettings",
@@ -44,6 +55,8 @@ __all__ = [
     "LarkbotConfig",
     "LlmAccepts",
     "LlmEndpoint",
+    "LlmPurpose",
+    "LlmRoute",
     "LlmSettings",
     "MaxTokensField",
     "MemorySettings",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -12,6 +13,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from ._base import Secret, _problems, _Section
 
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
+#: What a model call is for; each has its endpoint (``llm.<purpose>``), and rules may choose another.
+LlmPurpose = Literal["probe", "primary", "compaction", "vision", "memory"]
+PURPOSES: tuple[LlmPurpose, ...] = ("probe", "primary", "compaction", "vision", "memory")
 #: OpenAI reasoning models (o1, o3, o4-mini, gpt-5 and its successors), also behind a ``vendor/`` prefix.
 _OPENAI_REASONING = re.compile(r"^(o[1-9]|gpt-[5-9])")
 _THINKING_TYPES = frozenset({"enabled", "adaptive"})
@@ -110,6 +114,37 @@ class LlmEndpoint(_Section):
         return ResolvedAccepts.model_validate({**defaults, **configured})
 
 
+class LlmRoute(_Section):
+    """One rule of ``llm.routes``: the requests it matches go to ``endpoint``. Every condition given must
+    hold: ``chats`` (patterns of ``<platform>:<chat_id>``, ``*`` and ``?`` as in a shell: any of them),
+    ``platform``, ``purpose`` (one or a list). A rule with no condition at all is refused: it would shadow
+    ``llm.<purpose>`` for everything."""
+
+    chats: tuple[str, ...] = ()
+    platform: Literal["feishu", "telegram"] | None = None
+    purpose: tuple[LlmPurpose, ...] = ()
+    endpoint: str
+
+    @field_validator("purpose", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _some_condition(self) -> LlmRoute:
+        if not (self.chats or self.platform or self.purpose):
+            raise ValueError("a route needs chats, platform or purpose; for every request set llm.<purpose>")
+        return self
+
+    def matches(self, purpose: str, platform: str, chat_id: str) -> bool:
+        if self.purpose and purpose not in self.purpose:
+            return False
+        if self.platform is not None and platform != self.platform:
+            return False
+        key = f"{platform}:{chat_id}"
+        return not self.chats or any(fnmatchcase(key, pattern) for pattern in self.chats)
+
+
 class LlmSettings(_Section):
     endpoints: dict[str, LlmEndpoint] = Field(default_factory=dict)
     probe: str | None = None
@@ -118,6 +153,9 @@ class LlmSettings(_Section):
     vision: str | None = None
     memory: str | None = None
     dump_dir: str | None = None
+    #: Per chat, platform and purpose, the endpoint to use instead of ``llm.<purpose>``: the first rule
+    #: that matches wins (:meth:`route`).
+    routes: tuple[LlmRoute, ...] = ()
     #: Keys the ``prompt_cache_key`` the gateway sends to endpoints with ``supports_prompt_cache_key``
     #: (an HMAC of the chat and the purpose: no chat id reaches the provider). One value for the whole
     #: deployment, so every gateway replica, and a restarted one, sends the same key for a chat. Unset or
@@ -140,13 +178,24 @@ class LlmSettings(_Section):
 
     @model_validator(mode="after")
     def _purposes_name_endpoints(self) -> LlmSettings:
-        # A purpose naming an endpoint that does not exist would fail only at the first call of it.
+        # A purpose or a route naming an endpoint that does not exist would fail only at its first call.
         found: list[tuple[tuple[str | int, ...], str, Any]] = []
-        for purpose in ("probe", "primary", "compaction", "vision", "memory"):
+        known = ", ".join(sorted(self.endpoints)) or "none is configured"
+        for purpose in PURPOSES:
             name = getattr(self, purpose)
             if name is not None and name not in self.endpoints:
-                known = ", ".join(sorted(self.endpoints)) or "none is configured"
                 found.append(((purpose,), f"names no endpoint of llm.endpoints ({known})", None))
+        for index, rule in enumerate(self.routes):
+            if rule.endpoint not in self.endpoints:
+                where = ("routes", index, "endpoint")
+                found.append((where, f"names no endpoint of llm.endpoints ({known})", rule.endpoint))
         if found:
             raise _problems("llm", found)
         return self
+
+    def route(self, purpose: str, platform: str, chat_id: str) -> str | None:
+        """The endpoint the first matching rule of ``routes`` names; ``None``: no rule matches."""
+        for rule in self.routes:
+            if rule.matches(purpose, platform, chat_id):
+                return rule.endpoint
+        return None

@@ -75,7 +75,9 @@ class Compactor:
             # The cheap check first (no database read): the rendered context plus the turn responses'
             # estimate the last wake-up loaded and stored.
             persona = chat.persona
-            limits = self.sizing.limits(chat.settings, persona.name, chat.platform, persona.texts)
+            limits = self.sizing.limits(
+                chat.settings, persona.name, chat.platform, chat.chat_id, persona.texts
+            )
             if history_tokens(chat.shown_segments(), ()) + chat.turn_tokens <= limits.trigger:
                 return
         task = asyncio.create_task(self._guarded(chat, force=False), name=f"compaction-{chat.key}")
@@ -135,7 +137,9 @@ class Compactor:
         turns = await self.repo.turns(chat.platform, chat.chat_id, since_ms=turns_from)
         segments = chat.shown_segments()
         persona = chat.persona
-        limits = self.sizing.limits(chat.settings, persona.name, chat.platform, persona.texts)
+        limits = self.sizing.limits(
+            chat.settings, persona.name, chat.platform, chat.chat_id, persona.texts
+        )
         metrics.CURSOR_LAG_EVENTS.observe(len(segments))
         metrics.CURSOR_LAG_TOKENS.observe(history_tokens(segments, turns))
         previous = summary.text if summary is not None else None
@@ -161,7 +165,7 @@ class Compactor:
         request = LLMRequest(
             request_id=f"compaction-{chat.chat_id[-24:]}-{plan.cursor}-{now}",
             purpose="compaction",
-            endpoint=self.sizing.compaction_endpoint,
+            endpoint=self.sizing.endpoint("compaction", chat.platform, chat.chat_id),
             system=compaction_system(persona.name, chat.platform, limits.summary_max),
             messages=compaction_messages(previous, plan, offset),
             max_output_tokens=limits.summary_max,
@@ -183,7 +187,7 @@ class Compactor:
             self._failed(chat, f"the model answered {reply.category}: {reply.message[:200]}")
             return False
         count_usage("compaction", reply)
-        self.sizing.observe(self.sizing.compaction_endpoint, estimate, reply)
+        self.sizing.observe(request.endpoint, estimate, reply)
         text = "\n".join(p.text for p in reply.message.parts if isinstance(p, TextPart)).strip()
         if not text:
             self._failed(chat, "the model wrote an empty summary")

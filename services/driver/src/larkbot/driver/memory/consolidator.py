@@ -145,7 +145,7 @@ class Consolidator:
         request = LLMRequest(
             request_id=f"memory-{digest}-{now}",
             purpose="memory",
-            endpoint=self.sizing.memory_endpoint,
+            endpoint=self.sizing.endpoint("memory", platform, chat_id),
             system=consolidation_system(self.name_of(platform, chat_id), platform, person),
             messages=(consolidation_message(batch),),
             max_output_tokens=4000,

@@ -103,7 +103,9 @@ class ChatPorts:
     def limits(self) -> Limits:
         """The chat's limits as the models' windows are known now (a refusal may have taught one)."""
         chat = self.chat
-        return self.runner.sizing.limits(chat.settings, chat.persona.name, chat.platform, chat.persona.texts)
+        return self.runner.sizing.limits(
+            chat.settings, chat.persona.name, chat.platform, chat.chat_id, chat.persona.texts
+        )
 
     async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:
         turns = await self.runner.repo.turns(self.chat.platform, self.chat.chat_id, since_ms=since_ms)
@@ -123,7 +125,7 @@ class ChatPorts:
         request = LLMRequest(
             request_id=f"{self.wake_id}-probe",
             purpose="probe",
-            endpoint=runner.sizing.probe_endpoint,
+            endpoint=runner.sizing.endpoint("probe", chat.platform, chat.chat_id),
             system=call.system,
             messages=call.messages,
             tools=(DECIDE_SPEC,),
@@ -155,7 +157,7 @@ class ChatPorts:
         request = LLMRequest(
             request_id=f"{self.wake_id}-{call.step}-{uuid.uuid4().hex[:8]}",
             purpose="primary",
-            endpoint=sizing.primary_endpoint,
+            endpoint=sizing.endpoint("primary", chat.platform, chat.chat_id),
             system=call.system,
             messages=call.messages,
             tools=call.tools,

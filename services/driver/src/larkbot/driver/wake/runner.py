@@ -102,9 +102,8 @@ class WakeRunner:
         self.repo = repo
         self.clock = clock
         self.sizing = Sizing(policy.llm)
+        self.policy_llm = policy.llm
         utc_offset_min = policy.utc_offset_min
-        endpoint = policy.llm.endpoints.get(self.sizing.primary_endpoint)
-        self.reasoning_replay = endpoint.reasoning_replay_turns if endpoint else REASONING_REPLAY_TURNS
         self.utc_offset_min = utc_offset_min
         self.typing = TypingIndicators(clients)
         self.compactor = Compactor(clients, repo, clock, self.sizing, utc_offset_min)
@@ -127,7 +126,7 @@ class WakeRunner:
                 bot_exchange_cap=settings.bot_exchange_cap,
                 budget=TurnBudget.of(settings),
                 probe_timeout_ms=round(settings.probe_timeout_s * 1000),
-                reasoning_replay=self.reasoning_replay,
+                reasoning_replay=self.reasoning_replay(chat),
                 gate=GateSettings(
                     settings.shell_enabled, self.maintainers, settings.maintainer_window_sec * 1000
                 ),
@@ -139,6 +138,11 @@ class WakeRunner:
             else None,
             ban_spammer=settings.ban_spammer_enabled,
         )
+
+    def reasoning_replay(self, chat: ChatState) -> int:
+        """Reasoning turns replayed to the chat's primary endpoint (``llm.routes`` may choose it)."""
+        endpoint = self.policy_llm.endpoints.get(self.sizing.routed("primary", chat.platform, chat.chat_id))
+        return endpoint.reasoning_replay_turns if endpoint else REASONING_REPLAY_TURNS
 
     def memory_on(self, settings: ChatSettings) -> bool:
         return settings.memory_enabled

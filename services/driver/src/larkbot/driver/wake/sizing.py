@@ -17,6 +17,7 @@ from larkbot.driver.compaction.core.compaction import compaction_system
 from larkbot.driver.tools.core import tools
 from larkbot.runtime.config import ChatSettings, LlmSettings
 
+from .. import metrics
 from .core import prompt
 from .core.estimate import Calibration, text_tokens
 from .core.limits import Limits, Windows, limits
@@ -31,13 +32,40 @@ class Sizing:
         self.llm = llm
         self.probe_endpoint = llm.probe or "probe"
         self.primary_endpoint = llm.primary or "primary"
-        #: Compaction runs on the primary endpoint unless one is configured for it.
-        self.compaction_endpoint = llm.compaction or self.primary_endpoint
-        #: Memory consolidation runs on the compaction endpoint unless one is configured for it.
-        self.memory_endpoint = llm.memory or self.compaction_endpoint
         self.calibrations: dict[str, Calibration] = {}
         #: Windows learnt from refusals, in the model's tokens (smaller than any configured one).
         self.learnt: dict[str, int] = {}
+
+    def endpoint(self, purpose: str, platform: str, chat_id: str) -> str:
+        """The endpoint of a chat's model call for ``purpose``: the first rule of ``llm.routes`` that
+        matches, else the purpose's own — compaction that of the chat's primary and memory that of its
+        compaction, unless configured. Counted by purpose, endpoint and what decided it."""
+        chosen, by = self._choose(purpose, platform, chat_id)
+        metrics.LLM_ROUTES.labels(purpose, chosen, by).inc()
+        return chosen
+
+    def routed(self, purpose: str, platform: str, chat_id: str) -> str:
+        """:meth:`endpoint` without counting a decision (sizing a chat's requests is not a call)."""
+        return self._choose(purpose, platform, chat_id)[0]
+
+    def _choose(self, purpose: str, platform: str, chat_id: str) -> tuple[str, str]:
+        routed = self.llm.route(purpose, platform, chat_id)
+        if routed is not None:
+            return routed, "rule"
+        match purpose:
+            case "probe":
+                return self.probe_endpoint, "default"
+            case "primary":
+                return self.primary_endpoint, "default"
+            case "compaction" if self.llm.compaction is not None:
+                return self.llm.compaction, "default"
+            case "compaction":
+                return self._choose("primary", platform, chat_id)
+            case "memory" if self.llm.memory is not None:
+                return self.llm.memory, "default"
+            case "memory":
+                return self._choose("compaction", platform, chat_id)
+        raise ValueError(f"the driver makes no {purpose} calls")
 
     def observe(self, endpoint: str, estimated: int, reply: LLMResponse) -> None:
         """Learn from a reply how the endpoint's tokens relate to the estimate of its request."""
@@ -81,7 +109,9 @@ class Sizing:
         room = window - (output_tokens or self._output_tokens(endpoint))
         return max(1, self.calibrations.get(endpoint, Calibration()).to_estimate(room))
 
-    def limits(self, settings: ChatSettings, name: str, platform: str, personas: tuple[str, ...]) -> Limits:
+    def limits(
+        self, settings: ChatSettings, name: str, platform: str, chat_id: str, personas: tuple[str, ...]
+    ) -> Limits:
         system = prompt.system_prompt(name, platform, personas, memory=settings.memory_enabled)
         primary_fixed = text_tokens(system) + sum(
             text_tokens(t.parameters_json) + text_tokens(t.description) for t in tools.SPECS.values()
@@ -93,10 +123,12 @@ class Sizing:
         return limits(
             settings,
             Windows(
-                primary=self.window(self.primary_endpoint),
-                probe=self.window(self.probe_endpoint),
+                primary=self.window(self.routed("primary", platform, chat_id)),
+                probe=self.window(self.routed("probe", platform, chat_id)),
                 # A compaction request asks for up to the summary's size of output.
-                compaction=self.window(self.compaction_endpoint, settings.summary_max_est_tokens),
+                compaction=self.window(
+                    self.routed("compaction", platform, chat_id), settings.summary_max_est_tokens
+                ),
             ),
             primary_fixed_tokens=primary_fixed,
             probe_fixed_tokens=probe_fixed,
