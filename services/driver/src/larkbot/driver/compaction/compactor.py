@@ -137,9 +137,7 @@ class Compactor:
         turns = await self.repo.turns(chat.platform, chat.chat_id, since_ms=turns_from)
         segments = chat.shown_segments()
         persona = chat.persona
-        limits = self.sizing.limits(
-            chat.settings, persona.name, chat.platform, chat.chat_id, persona.texts
-        )
+        limits = self.sizing.limits(chat.settings, persona.name, chat.platform, chat.chat_id, persona.texts)
         metrics.CURSOR_LAG_EVENTS.observe(len(segments))
         metrics.CURSOR_LAG_TOKENS.observe(history_tokens(segments, turns))
         previous = summary.text if summary is not None else None
