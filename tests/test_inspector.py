@@ -230,6 +230,23 @@ async def test_a_broken_prefix_names_its_first_differing_block_and_why(
     assert "unexpected" in shown
 
 
+async def test_a_step_answered_by_a_fallback_endpoint_says_so(
+    bus: Bus, nats_url: str, tmp_path: Path
+) -> None:
+    fell_back = response(tool_call(tools.SEND, "c1", text="on it")).model_copy(
+        update={"fallback_from": ("main",), "endpoint": "backup"}
+    )
+    async with world(bus, nats_url, f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}") as w:
+        w.probe_answers.append(decide("send_message", "asked"))
+        w.primary_answers.append(fell_back)
+        await w.say(1, 0, text="@Lark question", mentions_me=True)
+        await w.tick(1000)
+        (record,) = await w.driver.audit.of_chat("feishu", CHAT_ID)
+        async with serving(parse_config({}, {}), _engine(w)) as base, aiohttp.ClientSession() as http:
+            page = await _get(http, f"{base}/wake/{record.wake_id}")
+    assert "fallback from main" in _shown(page)
+
+
 async def _sent_ids(engine: AsyncEngine, wake_id: str) -> list[str]:
     async with engine.connect() as conn:
         rows = (

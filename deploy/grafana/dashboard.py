@@ -609,6 +609,13 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "reqps",
             ),
             panel(
+                "Fallbacks",
+                "Calls handed to the purpose's next endpoint of llm.fallbacks, by purpose, the endpoint that "
+                "failed and the one asked next. Each breaks the chat's prompt cache.",
+                [counter("larkbot_llm_fallbacks_total", "purpose, failed, fallback")],
+                "ops",
+            ),
+            panel(
                 "Error share",
                 "Calls not ok, by model.",
                 [

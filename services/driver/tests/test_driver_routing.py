@@ -106,3 +106,23 @@ async def test_each_chats_requests_go_to_the_endpoints_its_rules_choose(
         plain = {r.purpose: r.endpoint for r in w.requests("primary", OTHER) + w.requests("probe", OTHER)}
     assert vip == {"primary": "big", "probe": "cheap"}
     assert plain == {"primary": "small", "probe": "small"}
+
+
+async def test_a_fallback_the_gateway_made_is_recorded_on_the_turn_response(
+    bus: Bus, nats_url: str, db: str
+) -> None:
+    fell_back = response(tool_call(tools.SEND, "s1", text="answer")).model_copy(
+        update={"fallback_from": ("small",), "endpoint": "big"}
+    )
+    async with world(bus, nats_url, db, chats=(OTHER,), llm=LLM) as w:
+        w.queue("probe", OTHER).append(decide("send_message", "asked directly"))
+        w.queue("primary", OTHER).append(fell_back)
+        await w.say(1, 0, chat_id=OTHER, mentions_me=True, text="@Lark hello?")
+        await w.tick(1000)
+        turn = await w.driver.runner.repo.latest_turn("feishu", OTHER)
+        # The answer of the fallback calibrates the fallback's endpoint, not the one asked.
+        calibrated = set(w.driver.runner.sizing.calibrations)
+    assert turn is not None
+    assert turn.fallback_from == ("small",)
+    # Nothing of this chat asks "big": only the answer saying it came from there can calibrate it.
+    assert "big" in calibrated

@@ -250,6 +250,11 @@ class LLMResponse(WireModel):
     usage: Usage
     provider_latency_ms: NonNegativeInt
     gateway_latency_ms: NonNegativeInt | None = None
+    #: The endpoints that failed before this one answered, in order (``llm.fallbacks``): empty when the
+    #: endpoint the request named answered. A fallback is another model: the prompt cache starts over.
+    fallback_from: tuple[Id, ...] = ()
+    #: The endpoint that answered (``None``: the request's own, as replies before fallbacks said).
+    endpoint: Id | None = None
 
 
 #: What an :class:`LLMError` says about the call (its docstring says what each means): a closed set, so a
@@ -284,6 +289,8 @@ class LLMError(WireModel):
     retry_after_s: Annotated[float, Field(ge=0)] | None = None
     window_tokens: Annotated[int, Field(gt=0)] | None = None
     input_tokens: Annotated[int, Field(gt=0)] | None = None
+    #: The endpoint that gave this answer when it is not the request's own (the last of its fallbacks).
+    endpoint: Id | None = None
 
 
 LLMReply = Annotated[LLMResponse | LLMError, Field(discriminator="kind")]

@@ -99,6 +99,8 @@ turn_responses = Table(
     Column("sent", Boolean, nullable=False),
     Column("reacted", Boolean, nullable=False),
     Column("pending", Boolean, nullable=False, server_default="0"),
+    #: The endpoints that failed before the one that answered, comma-separated (``llm.fallbacks``).
+    Column("fallback_from", String(512), nullable=True),
     UniqueConstraint("platform", "chat_id", "chain_id", "step", name="uq_driver_turn_step"),
     Index("ix_driver_turns_chat", "platform", "chat_id", "id"),
     Index("ix_driver_turns_wake", "wake_id"),

@@ -43,6 +43,7 @@ from larkbot.runtime.config import LlmEndpoint, LlmSettings, RetrySettings
 from larkbot.runtime.logs import mask, register_secrets
 from larkbot.runtime.retry import RetryPolicy
 
+from . import metrics
 from .adapters.dumps import DumpWriter
 from .adapters.transport import Transport
 from .attempts import Attempts
@@ -72,6 +73,10 @@ MIN_ATTEMPT_S = 0.5
 MAX_ADJUSTMENTS = 4
 #: Continuations of a paused turn per call.
 MAX_CONTINUATIONS = 3
+#: The errors after which the purpose's next fallback endpoint is asked (``llm.fallbacks``): what another
+#: provider or account may well not answer the same way. A request too long, refused or past its deadline
+#: would meet the same answer anywhere.
+FALLBACK_CATEGORIES = frozenset({"transient", "config"})
 
 
 class ImageSource(Protocol):
@@ -120,7 +125,7 @@ class Gateway:
 
     async def generate(self, request: LLMRequest) -> LLMResponse | LLMError:
         if not tracing.enabled():
-            return await self._answer(request)
+            return await self._falling_back(request)
         endpoint = self.settings.endpoints.get(request.endpoint)
         model = endpoint.model if endpoint else "unknown"
         attributes: dict[str, tracing.Value] = {
@@ -130,9 +135,34 @@ class Gateway:
             "larkbot.purpose": request.purpose,
         }
         with tracing.span(f"chat {model}", kind="client", attributes=attributes) as span:
-            reply = await self._answer(request)
+            reply = await self._falling_back(request)
             tracing.set_attributes(span, _usage(reply))
             return reply
+
+    async def _falling_back(self, request: LLMRequest) -> LLMResponse | LLMError:
+        """The request's endpoint, then each fallback of its purpose in turn while the answer is an error
+        another endpoint may not give (:data:`FALLBACK_CATEGORIES`), within the request's deadline (an
+        endpoint asked after it passed answers ``deadline``, which ends the turns)."""
+        reply = await self._answer(request)
+        current = request.endpoint
+        failed: list[str] = []
+        for name in self.settings.fallbacks.get(request.purpose, ()):
+            if not isinstance(reply, LLMError) or reply.category not in FALLBACK_CATEGORIES:
+                break
+            if name == current or name in failed:
+                continue
+            failed.append(current)
+            metrics.FALLBACKS.labels(request.purpose, current, name).inc()
+            log.warning(
+                "endpoint %s failed for %s (%s): asking %s", current, request.purpose, reply.category, name
+            )
+            current = name
+            reply = await self._answer(request.model_copy(update={"endpoint": name}))
+        if failed and isinstance(reply, LLMResponse):
+            reply = reply.model_copy(update={"fallback_from": tuple(failed), "endpoint": current})
+        elif failed:
+            reply = reply.model_copy(update={"endpoint": current})
+        return reply
 
     async def _answer(self, request: LLMRequest) -> LLMResponse | LLMError:
         started = time.perf_counter()

@@ -21,6 +21,12 @@ _LABELS = ["model", "purpose"]
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)
 _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 1)
 
+FALLBACKS = Counter(
+    "larkbot_llm_fallbacks_total",
+    "Calls handed to the purpose's next fallback endpoint (llm.fallbacks) after the one asked failed, by "
+    "purpose, the endpoint that failed and the one asked next",
+    ["purpose", "failed", "fallback"],
+)
 REQUESTS = Counter(
     "larkbot_llm_requests_total",
     "llm.generate calls by outcome "

@@ -60,6 +60,7 @@ def _step(record: TurnRecord, settings: ChatSettings) -> Markup:
         badge("reacted", "sent") if record.reacted else "",
         badge(record.mode, "mode") if record.mode != "normal" else "",
         badge("shell tools exposed", "shell") if record.shell_tools_exposed else "",
+        badge(f"fallback from {', '.join(record.fallback_from)}", "fallback") if record.fallback_from else "",
     ]
     budget = (
         f"work tools {record.work_calls}/{settings.max_work_tool_calls} · "

@@ -156,6 +156,10 @@ class LlmSettings(_Section):
     #: Per chat, platform and purpose, the endpoint to use instead of ``llm.<purpose>``: the first rule
     #: that matches wins (:meth:`route`).
     routes: tuple[LlmRoute, ...] = ()
+    #: Per purpose, the endpoints to ask in turn when the one chosen fails after its own retries with a
+    #: transient error (5xx, timeouts, rate limits) or a configuration one (no quota or credit, a key
+    #: refused): ``{primary: [backup, local]}``.
+    fallbacks: dict[LlmPurpose, tuple[str, ...]] = Field(default_factory=dict)
     #: Keys the ``prompt_cache_key`` the gateway sends to endpoints with ``supports_prompt_cache_key``
     #: (an HMAC of the chat and the purpose: no chat id reaches the provider). One value for the whole
     #: deployment, so every gateway replica, and a restarted one, sends the same key for a chat. Unset or
@@ -187,8 +191,19 @@ class LlmSettings(_Section):
                 found.append(((purpose,), f"names no endpoint of llm.endpoints ({known})", None))
         for index, rule in enumerate(self.routes):
             if rule.endpoint not in self.endpoints:
-                where = ("routes", index, "endpoint")
-                found.append((where, f"names no endpoint of llm.endpoints ({known})", rule.endpoint))
+                found.append(
+                    (
+                        ("routes", index, "endpoint"),
+                        f"names no endpoint of llm.endpoints ({known})",
+                        rule.endpoint,
+                    )
+                )
+        for purpose, names in self.fallbacks.items():
+            for index, name in enumerate(names):
+                if name not in self.endpoints:
+                    found.append(
+                        (("fallbacks", purpose, index), f"names no endpoint of llm.endpoints ({known})", name)
+                    )
         if found:
             raise _problems("llm", found)
         return self

@@ -174,9 +174,10 @@ class Compactor:
         estimate = request_tokens(request.system, (), request.messages)
         reply = await self.clients.generate(request, COMPACTION_TIMEOUT_S)
         if isinstance(reply, LLMError) and reply.category == "context_length":
-            learnt_before = self.sizing.known_window(request.endpoint)
-            self.sizing.refused(request.endpoint, estimate, reply)
-            if self.sizing.known_window(request.endpoint) != learnt_before:
+            refused_by = reply.endpoint or request.endpoint
+            learnt_before = self.sizing.known_window(refused_by)
+            self.sizing.refused(refused_by, estimate, reply)
+            if self.sizing.known_window(refused_by) != learnt_before:
                 # Not a failure to back off from: the next compaction asks for less.
                 metrics.COMPACTIONS.labels("too_long").inc()
                 log.info("the compaction request was too long for the model; the next one asks for less")
@@ -185,7 +186,7 @@ class Compactor:
             self._failed(chat, f"the model answered {reply.category}: {reply.message[:200]}")
             return False
         count_usage("compaction", reply)
-        self.sizing.observe(request.endpoint, estimate, reply)
+        self.sizing.observe(reply.endpoint or request.endpoint, estimate, reply)
         text = "\n".join(p.text for p in reply.message.parts if isinstance(p, TextPart)).strip()
         if not text:
             self._failed(chat, "the model wrote an empty summary")

@@ -145,10 +145,10 @@ class ChatPorts:
         asked = replace(asked, latency_ms=round((time.perf_counter() - started) * 1000))
         if isinstance(reply, LLMResponse):
             count_usage("probe", reply)
-            runner.sizing.observe(request.endpoint, estimate, reply)
+            runner.sizing.observe(reply.endpoint or request.endpoint, estimate, reply)
         elif reply.category == "context_length":
             metrics.CONTEXT_LENGTH.labels("provider").inc()
-            runner.sizing.refused(request.endpoint, estimate, reply)
+            runner.sizing.refused(reply.endpoint or request.endpoint, estimate, reply)
         return ModelAnswer(reply, runner.clock.now_ms(), asked)
 
     def _primary(self, call: ModelCall) -> tuple[LLMRequest, int, int | None]:
@@ -203,10 +203,10 @@ class ChatPorts:
                 reply = replace_category(reply, "deadline")
             elif reply.category == "context_length":
                 metrics.CONTEXT_LENGTH.labels("provider").inc()
-                runner.sizing.refused(request.endpoint, estimate, reply)
+                runner.sizing.refused(reply.endpoint or request.endpoint, estimate, reply)
         else:
             count_usage("primary", reply)
-            runner.sizing.observe(request.endpoint, estimate, reply)
+            runner.sizing.observe(reply.endpoint or request.endpoint, estimate, reply)
         return ModelAnswer(reply, now, asked)
 
     # -- tools, persistence, interruption ---------------------------------------------------------------

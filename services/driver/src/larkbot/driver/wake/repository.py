@@ -62,6 +62,7 @@ class DriverRepository:
             "sent": record.sent,
             "reacted": record.reacted,
             "pending": record.pending,
+            "fallback_from": ",".join(record.fallback_from) or None,
         }
         key = ("platform", "chat_id", "chain_id", "step")
         # A complete record replaces its pending (write-ahead) version and nothing else; the row keeps its
@@ -248,6 +249,7 @@ def _turn(row: Any) -> TurnRecord:
         sent=bool(row["sent"]),
         reacted=bool(row["reacted"]),
         pending=bool(row["pending"]),
+        fallback_from=tuple(row["fallback_from"].split(",")) if row["fallback_from"] else (),
     )
 
 

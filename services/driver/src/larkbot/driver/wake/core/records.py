@@ -42,6 +42,9 @@ class TurnRecord:
     #: A write-ahead record: the model's answer is stored, its tool calls may or may not have run (see
     #: ``core.turn``). Never part of a prompt; the next wake-up of the chat redoes its calls.
     pending: bool = False
+    #: The endpoints that failed before the one that answered the step's model call (``llm.fallbacks``):
+    #: another model answered, and the provider's prompt cache started over.
+    fallback_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

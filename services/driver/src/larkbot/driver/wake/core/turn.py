@@ -230,12 +230,13 @@ class _Answer:
     message: AssistantMessage
     usage: Usage
     model_identity: str
+    fallback_from: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, pending: TurnRecord) -> _Answer:
         message = pending.entries[0]
         assert isinstance(message, AssistantMessage)
-        return cls(message, pending.usage, pending.model_identity)
+        return cls(message, pending.usage, pending.model_identity, pending.fallback_from)
 
 
 def _ask(call: ModelCall) -> Generator[Command, Feedback, tuple[_Answer, int] | LLMError]:
@@ -255,7 +256,7 @@ def _ask(call: ModelCall) -> Generator[Command, Feedback, tuple[_Answer, int] | 
             break
     assert response is not None
     assert total is not None
-    return _Answer(response.message, total, response.model_identity), now
+    return _Answer(response.message, total, response.model_identity, response.fallback_from), now
 
 
 def _record(
@@ -286,6 +287,7 @@ def _record(
         sent=False,
         reacted=False,
         pending=pending,
+        fallback_from=answer.fallback_from,
     )
 
 
