@@ -11,6 +11,7 @@ published again until it is (:meth:`ResidentChats.publish`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import time
@@ -49,6 +50,12 @@ SEQ_STRIDE = 1024
 #: update committed and not yet published when the previous owner died belongs to such a chat: events
 #: commit within seconds of arriving, or, waiting for their media, within the admission's bounded retries.
 MARK_RECENT_MS = 3_600_000
+#: Partitions loaded at once. Each load holds a database connection while it reads its chats; all 16
+#: partitions of a start-up loading together held more connections than SQLite's pool has (5 + 10
+#: overflow): with 100,000 configured chats the last load waited its 30 s for a connection, failed and
+#: restarted, and the pipeline took 98 s to be ready. A load decodes and reduces as it reads, so on a
+#: few cores more of them at once gain nothing.
+COLD_STARTS = 2
 ChatKey = tuple[str, str]
 
 
@@ -91,6 +98,7 @@ class ResidentChats:
         self.replayed_total = 0
         #: Serialises every change of a projection (batches, cursor moves, identity changes).
         self.lock = asyncio.Lock()
+        self._cold_starts = asyncio.Semaphore(COLD_STARTS)
 
     def is_resident(self, platform: str, chat_id: str) -> bool:
         if (platform, chat_id) in self.chats:
@@ -175,34 +183,36 @@ class ResidentChats:
         full passes over them took ~40 % of a 300k-event replay (measured: 10.4k → 17.7k events/s without
         them). It is paused during the replay, and what was built moves to the permanent generation
         (``gc.freeze``) so that later full collections skip it (reference counting still frees it)."""
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return await self._cold_start(keys)
-        finally:
-            if was_enabled:
-                gc.enable()
-            gc.freeze()
+        async with self._cold_starts:
+            was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                return await self._cold_start(keys)
+            finally:
+                if was_enabled:
+                    gc.enable()
+                gc.freeze()
 
     async def _cold_start(self, keys: list[ChatKey]) -> int:
         started = time.perf_counter()
         cursors = await self.repo.cursors()
+        wanted = [(key, params) for key in keys if (params := self.params_for(Platform(key[0]), key[1]))]
+        # One grouped query per 500 chats finds those with anything after their cursor; only they are
+        # read event by event (a query each: 100,000 configured chats, mostly quiet, took 80 s to load).
+        # The others still continue their update sequence from their last event.
+        lasts = await self.repo.last_event_ids([key for key, _ in wanted])
+        with_events = [key for key, _ in wanted if lasts.get(key, 0) > cursors.get(key, 0)]
+        pending = set(with_events)
         events = 0
-        empty: list[ChatKey] = []
-        async for key, rows in self.repo.chats_events(keys, cursors):
-            platform = Platform(key[0])
-            params = self.params_for(platform, key[1])
-            if params is None:
-                continue
-            cursor = cursors.get(key, 0)
-            await self._build(platform, key[1], params, cursor, rows, rows[-1][0] if rows else 0)
-            events += len(rows)
-            if not rows:
-                empty.append(key)
-        # Chats with nothing after their cursor still continue their update sequence from their last event.
-        for key, last in (await self.repo.last_event_ids(empty)).items():
-            chat = self.chats[key]
-            chat.seq = max(chat.seq, last * SEQ_STRIDE)
+        async with contextlib.aclosing(self.repo.chats_events(with_events, cursors)) as read:
+            for key, params in wanted:
+                rows: list[tuple[int, str]] = []
+                if key in pending:
+                    # chats_events yields the chats in the order asked, which is this loop's.
+                    _key, rows = await anext(read)
+                cursor = cursors.get(key, 0)
+                await self._build(Platform(key[0]), key[1], params, cursor, rows, lasts.get(key, 0))
+                events += len(rows)
         metrics.COLD_REPLAY_SECONDS.set(time.perf_counter() - started)
         metrics.COLD_REPLAY_EVENTS.set(events)
         self.replayed_total += events

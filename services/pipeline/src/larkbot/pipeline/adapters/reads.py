@@ -3,7 +3,7 @@ newest ids, a message's history, aliases and a member's messages."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, tuple_
@@ -54,9 +54,9 @@ class EventReads:
 
     async def chats_events(
         self, keys: Sequence[ChatKey], cursors: Mapping[ChatKey, int], *, chunk: int = 5000
-    ) -> AsyncIterator[tuple[ChatKey, list[tuple[int, str]]]]:
-        """Each chat's ``(id, payload)`` rows after its cursor, in the order of record, chat by chat, over
-        one connection (cold start)."""
+    ) -> AsyncGenerator[tuple[ChatKey, list[tuple[int, str]]], None]:
+        """Each chat's ``(id, payload)`` rows after its cursor, in the order of record, chat by chat (in
+        the order of ``keys``), over one connection (cold start)."""
         async with self.engine.connect() as conn:
             for platform, chat_id in keys:
                 rows: list[tuple[int, str]] = []
