@@ -175,6 +175,10 @@ def test_the_guidance_names_the_level_the_hours_and_a_share_over_the_soft_limit(
     lines = guidance(held, over)
     assert "chatty" in lines[0]
     assert lines[-1].startswith("Over the hard limit")
+    # A one-to-one chat is half the bot's by nature: no share of voice there.
+    direct = Manners(voice=LIMITS, direct_chat=True)
+    found = assess(_chat("bbbh"), since_ms=0, now_ms=T0, utc_offset_min=480, manners=direct)
+    assert (found.outcome, guidance(found, direct)) == ("wake", ())
 
 
 @pytest.mark.parametrize("level", ["reserved", "normal", "chatty"])

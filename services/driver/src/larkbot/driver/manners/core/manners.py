@@ -12,7 +12,8 @@ clock, and its outcome is one of
 A wake-up the gate does not admit ends before the probe (no model call); its input is marked processed,
 so the bot does not come back to it when the hours end or its share drops. A direct address is new input
 that mentions the bot or replies to it, a runtime event (the bot's own background task reporting), or
-any message of a direct chat. Quiet hours are checked first: they name the reason when both apply.
+any message of a direct chat. Quiet hours are checked first: they name the reason when both apply. A direct
+chat has no share of voice: half of a one-to-one conversation is the bot's by nature.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class Assessment:
 def decide(share: Share, quiet: bool, manners: Manners) -> tuple[GateOutcome, HeldReason | None]:
     if quiet and manners.quiet is not None:
         return ("suppressed" if manners.quiet.allow == "none" else "direct_only"), "quiet_hours"
-    if share.over(manners.voice.hard_share, adding=1):
+    if not manners.direct_chat and share.over(manners.voice.hard_share, adding=1):
         return "direct_only", "share_of_voice"
     return "wake", None
 
@@ -121,7 +122,7 @@ def guidance(assessment: Assessment, manners: Manners) -> tuple[str, ...]:
             "addressed to you, and briefly."
         )
     share, voice = assessment.share, manners.voice
-    if not share.reaches(voice.soft_share):
+    if manners.direct_chat or not share.reaches(voice.soft_share):
         return tuple(lines)
     lines.append(
         f"Your share of this chat's recent messages: {share.own} of the last {share.window_messages} "
