@@ -455,6 +455,12 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "ops",
             ),
             panel(
+                "Manners",
+                "Wake-ups held before the probe by a chat's manners: share_of_voice, quiet_hours.",
+                [counter("larkbot_driver_manners_suppressions_total", "reason")],
+                "ops",
+            ),
+            panel(
                 "Turns",
                 "Primary turns by outcome.",
                 [counter("larkbot_driver_turns_total", "outcome")],

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from larkbot.canonical.errors import ConfigError
-from larkbot.runtime.config import load_config, parse_config
+from larkbot.runtime.config import TALK_LEVELS, ChatSettings, load_config, parse_config
 
 ENDPOINT = {"format": "openai-chat", "base_url": "https://api.openai.com/v1", "model": "gpt-5"}
 BASE = {
@@ -359,3 +359,69 @@ def test_a_purpose_naming_no_endpoint_is_refused_naming_its_key(purpose: str) ->
     assert f"llm.{purpose}" in str(caught.value)
     assert "main" in str(caught.value)
     assert parse_config({"llm": {"endpoints": {"main": endpoint}, purpose: "main"}}, {})
+
+
+@pytest.mark.parametrize(
+    ("chats", "path"),
+    [
+        ({"default": {"talk_level": "loud"}}, "chats.default.talk_level"),
+        ({"default": {"share_of_voice": {"soft_share": 0}}}, "chats.default.share_of_voice.soft_share"),
+        (
+            {"default": {"share_of_voice": {"window_messages": 1}}},
+            "chats.default.share_of_voice.window_messages",
+        ),
+        ({"default": {"share_of_voice": {"every": 3}}}, "chats.default.share_of_voice.every"),
+        # Soft above hard, the hard one from the level: refused once resolved.
+        (
+            {"default": {"talk_level": "chatty", "share_of_voice": {"hard_share": 0.25}}},
+            "chats.default.share_of_voice",
+        ),
+        (
+            {"default": {}, "feishu:oc_1": {"quiet_hours": {"start": "24:00", "end": "07:00"}}},
+            "chats.feishu:oc_1.quiet_hours.start",
+        ),
+        ({"default": {"quiet_hours": {"start": "23:00", "end": "7:30"}}}, "chats.default.quiet_hours.end"),
+        ({"default": {"quiet_hours": {"start": "07:00", "end": "07:00"}}}, "chats.default.quiet_hours"),
+        (
+            {"default": {"quiet_hours": {"start": "23:00", "end": "07:00", "allow": "some"}}},
+            "chats.default.quiet_hours.allow",
+        ),
+        ({"default": {"quiet_hours": {"start": "23:00"}}}, "chats.default.quiet_hours.end"),
+    ],
+)
+def test_bad_manners_name_their_keys(chats: dict[str, object], path: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"chats": chats}, {})
+    assert info.value.path == path
+
+
+def test_the_talk_level_supplies_the_share_of_voice_limits_a_chat_does_not_give() -> None:
+    config = parse_config(
+        {
+            "chats": {
+                "default": {"talk_level": "reserved", "quiet_hours": {"start": "23:00", "end": "07:30"}},
+                "feishu:oc_quiet": {},
+                "feishu:oc_fun": {
+                    "talk_level": "chatty",
+                    "share_of_voice": {"hard_share": 0.5},
+                    "quiet_hours": None,
+                },
+            }
+        },
+        {},
+    )
+    quiet, fun = config.chats["feishu:oc_quiet"], config.chats["feishu:oc_fun"]
+    assert quiet.share_of_voice == TALK_LEVELS["reserved"]
+    assert quiet.quiet_hours is not None
+    assert (quiet.quiet_hours.start_min, quiet.quiet_hours.end_min, quiet.quiet_hours.allow) == (
+        1380,
+        450,
+        "direct",
+    )
+    # The chat's own level (not the default's resolved limits), and its explicit value over the level's.
+    chatty = TALK_LEVELS["chatty"]
+    assert fun.share_of_voice == chatty.model_copy(update={"hard_share": 0.5})
+    assert fun.quiet_hours is None
+    assert ChatSettings().share_of_voice == TALK_LEVELS["normal"]
+    levels = [TALK_LEVELS[name] for name in ("reserved", "normal", "chatty")]
+    assert [v.hard_share for v in levels] == sorted(v.hard_share for v in levels)

@@ -17,13 +17,19 @@ TYPING_SIGNALS = Counter(
 )
 WAKEUPS = Counter(
     "larkbot_driver_wakeups_total",
-    "Wake-ups run, by kind (debounced, retry, resume) and path (probe, activation, continuation, braked)",
+    "Wake-ups run, by kind (debounced, retry, resume) and path (probe, activation, continuation, braked, "
+    "held)",
     ["kind", "path"],
 )
 RECOVERED_STEPS = Counter(
     "larkbot_driver_recovered_steps_total",
     "Pending steps left by a process that died during their tool calls, by outcome (redone, abandoned)",
     ["outcome"],
+)
+MANNERS_SUPPRESSIONS = Counter(
+    "larkbot_driver_manners_suppressions_total",
+    "Wake-ups ended before the probe by the chat's manners, by reason (share_of_voice, quiet_hours)",
+    ["reason"],
 )
 PROBE_DECISIONS = Counter(
     "larkbot_driver_probe_decisions_total",

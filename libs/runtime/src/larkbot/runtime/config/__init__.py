@@ -13,9 +13,10 @@ Chats: the keys of ``chats`` other than ``default`` are the residency whitelist,
 
 One private module per section, imported from here only (the names below are the public API):
 ``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``), ``_llm``, ``_chats``,
-``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``),
-``_jetstream`` (``jetstream``); ``_secrets`` says which service receives which secret; ``_root`` is the
-whole file and the checks spanning sections, ``_loading`` reads it.
+``_manners`` (a chat's ``talk_level``, ``share_of_voice``, ``quiet_hours``), ``_driver`` (``memory``,
+``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``), ``_jetstream`` (``jetstream``); ``_secrets``
+says which service receives which secret; ``_root`` is the whole file and the checks spanning sections,
+``_loading`` reads it.
 """
 
 from ._base import UserIds
@@ -35,6 +36,7 @@ from ._llm import (
     family_accepts,
 )
 from ._loading import DEFAULT_CONFIG_PATH, interpolate, load_config, parse_config
+from ._manners import TALK_LEVELS, QuietAllow, QuietHoursSettings, ShareOfVoiceSettings, TalkLevel
 from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServiceSettings, ServicesSettings
 from ._retry import BackoffSettings, RetrySettings
@@ -44,6 +46,7 @@ from ._secrets import WITHHELD
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "PURPOSES",
+    "TALK_LEVELS",
     "WITHHELD",
     "AssetSettings",
     "AuditSettings",
@@ -61,11 +64,15 @@ __all__ = [
     "MaxTokensField",
     "MemorySettings",
     "NatsSettings",
+    "QuietAllow",
+    "QuietHoursSettings",
     "ResolvedAccepts",
     "RetrySettings",
     "ServiceSettings",
     "ServicesSettings",
+    "ShareOfVoiceSettings",
     "ShellSettings",
+    "TalkLevel",
     "TelegramSettings",
     "UserIds",
     "deep_merge",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
 from ._base import UserIds, _Section
+from ._manners import TALK_LEVELS, QuietHoursSettings, ShareOfVoiceSettings, TalkLevel, with_level_defaults
 
 
 class ChatSettings(_Section):
@@ -73,6 +74,16 @@ class ChatSettings(_Section):
     dry_run: bool = False
     #: In a dry run, whether the primary model is called; when not, the turn ends silent unanswered.
     dry_run_call_model: bool = True
+    #: Manners (docs/driver.md "Manners"): the probe's guidance and the share-of-voice limits' defaults;
+    #: the share of the chat's recent messages the bot may take; the hours it keeps quiet (none: never).
+    talk_level: TalkLevel = "normal"
+    share_of_voice: ShareOfVoiceSettings = TALK_LEVELS["normal"]
+    quiet_hours: QuietHoursSettings | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _level_defaults(cls, data: Any) -> Any:
+        return with_level_defaults(data)
 
     @model_validator(mode="after")
     def _windows_consistent(self) -> ChatSettings:

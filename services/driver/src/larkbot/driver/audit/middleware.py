@@ -91,6 +91,7 @@ class AuditTrail:
                 "suppressed"
                 | "probe_omitted"
                 | "braked"
+                | "held"
                 | "recovering"
                 | "recovered"
                 | "recover_failed"

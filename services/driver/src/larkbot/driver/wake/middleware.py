@@ -141,6 +141,8 @@ class Metrics:
                 metrics.INPUTS_CLIPPED.inc()
             case "gate":
                 metrics.SHELL_GATE.labels(detail).inc()
+            case "held":
+                metrics.MANNERS_SUPPRESSIONS.labels(detail).inc()
             case "turn":
                 metrics.TURNS.labels(detail).inc()
                 if self._turn_started is not None:

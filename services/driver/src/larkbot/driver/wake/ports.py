@@ -299,6 +299,8 @@ class ChatPorts:
                 log.warning("probe window omitted %s messages of unprocessed input", detail)
             case "braked":
                 log.info("bot-to-bot exchange reached its cap; not waking")
+            case "held":
+                log.info("held by the chat's manners (%s); not waking", detail)
             case "recovering":
                 log.warning("a step was left pending: %s", detail)
             case "recover_failed":

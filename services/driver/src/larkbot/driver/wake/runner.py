@@ -21,6 +21,7 @@ from larkbot.driver.audit.core.requestlog import blocks_of
 from larkbot.driver.audit.middleware import AuditTrail
 from larkbot.driver.audit.requestlog import RequestStore
 from larkbot.driver.compaction.compactor import Compactor
+from larkbot.driver.manners.settings import manners_of
 from larkbot.driver.memory.core.memory import Visibility
 from larkbot.driver.memory.core.recall import RecallLimits
 from larkbot.driver.memory.memories import MemoryStore
@@ -131,6 +132,9 @@ class WakeRunner:
                     settings.shell_enabled, self.maintainers, settings.maintainer_window_sec * 1000
                 ),
                 blocked_users=chat.blocked,
+                manners=manners_of(
+                    settings, direct_chat=direct_with(chat.platform, chat.chat_id, settings) is not None
+                ),
             ),
             new_chain_id=uuid.uuid4().hex[:16],
             memory=RecallLimits(settings.memory_late_binding_max, settings.memory_late_binding_max_chars)

@@ -85,8 +85,8 @@ class WakeAudit:
     chat_id: str
     wake_id: str
     wake_kind: str
-    #: ``activation``, ``probe``, ``continuation``, ``braked``, ``suppressed``, ``recovery``; a failed
-    #: wake-up keeps the path it had reached (``None`` before one was chosen).
+    #: ``activation``, ``probe``, ``continuation``, ``braked``, ``held``, ``suppressed``, ``recovery``; a
+    #: failed wake-up keeps the path it had reached (``None`` before one was chosen).
     path: str | None
     started_at_ms: int
     ended_at_ms: int

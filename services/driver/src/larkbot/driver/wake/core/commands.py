@@ -30,6 +30,7 @@ from typing import Literal, Protocol
 from larkbot.canonical.context import Segment
 from larkbot.canonical.llm import Message
 from larkbot.driver.compaction.core.compaction import Summary
+from larkbot.driver.manners.core.manners import Manners
 from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import RecallLimits
 from larkbot.driver.shell.core.gate import GateSettings
@@ -42,7 +43,7 @@ from .protocol import Feedback as TurnFeedback
 from .records import Activation, ProbeRecord, TurnRecord
 from .scheduler import Wake
 
-Path = Literal["continuation", "activation", "probe", "braked", "suppressed", "recovery"]
+Path = Literal["continuation", "activation", "probe", "braked", "held", "suppressed", "recovery"]
 
 
 # -- inputs -------------------------------------------------------------------------------------------
@@ -61,6 +62,8 @@ class WakeSettings:
     gate: GateSettings = field(default_factory=GateSettings)
     #: Senders whose messages never wake the bot (the chat's ``blocked_users``).
     blocked_users: frozenset[str] = frozenset()
+    #: The chat's manners: share of voice, quiet hours, talk level (``manners.core``).
+    manners: Manners = field(default_factory=Manners)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +205,7 @@ NoteKind = Literal[
     "suppressed",
     "probe_omitted",
     "braked",
+    "held",
     "recovering",
     "recovered",
     "recover_failed",

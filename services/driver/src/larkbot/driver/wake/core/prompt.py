@@ -246,8 +246,10 @@ def late_binding(
     react_only: bool,
     memory_block: str | None = None,
     active_tasks: Sequence[ActiveTask] = (),
+    guidance: Sequence[str] = (),
 ) -> UserMessage:
-    lines = [f"Current time: {format_time(now_ms, utc_offset_min)}", *_stats_lines(stats)]
+    """``guidance``: the chat's manners (``manners.core``), after the participation signals."""
+    lines = [f"Current time: {format_time(now_ms, utc_offset_min)}", *_stats_lines(stats), *guidance]
     if active_tasks:
         lines.append("Your background tasks still running (their completion arrives as a runtime event):")
         lines.extend(_task_line(t, now_ms) for t in active_tasks)
@@ -274,6 +276,7 @@ def probe_messages(
     utc_offset_min: int,
     stats: Participation,
     summary_max_est_tokens: int = PROBE_SUMMARY_MAX_EST_TOKENS,
+    guidance: Sequence[str] = (),
 ) -> tuple[Message, ...]:
     """The probe's window, preceded by the compaction summary. The summary sits outside the window's
     budget, capped at ``summary_max_est_tokens``; its newest part is kept (a summary runs oldest first)."""
@@ -289,7 +292,7 @@ def probe_messages(
         parts.extend(segment_parts(segment))
     if not parts:
         parts.append(TextPart(text="<chat-log/>"))
-    lines = [f"Current time: {format_time(now_ms, utc_offset_min)}", *_stats_lines(stats)]
+    lines = [f"Current time: {format_time(now_ms, utc_offset_min)}", *_stats_lines(stats), *guidance]
     lines.append("Decide now with the decide tool.")
     body = "\n".join(lines)
     return (

@@ -1,6 +1,8 @@
 """One wake-up of a chat as a sans-I/O generator (SPEC §4): redo a step left pending, pick the path
-(continuation, activation, brake, probe), decide the shell tools' gate once (``core.gate``), run the primary
-turn, keep the request within the model's window, and mark the input processed.
+(continuation, activation, the chat's manners, brake, probe), decide the shell tools' gate once
+(``core.gate``), run the primary turn, keep the request within the model's window, and mark the input
+processed. The manners' guidance (``manners.core``) goes into the probe's and the primary's late-binding
+message only.
 
 :func:`wake_up` yields commands and receives their results; one interpreter
 (``adapters.interpreter.interpret``) drives it for the service, the benchmark and the tests alike. The
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 
 from larkbot.canonical.llm import LLMError, LLMResponse
 from larkbot.driver.compaction.core.compaction import first_unprocessed
+from larkbot.driver.manners.core import manners
 from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import memory_block, people_in
 from larkbot.driver.shell.core import gate
@@ -108,12 +111,27 @@ def wake_up(w: WakeInput) -> Flow:
         state = yield from _load(w)
         if state.view.stopping:
             return WakeDone("recovery")  # handed over: the next holder goes on from the stored turns
+    view = state.view
+    manner = manners.assess(
+        view.segments,
+        since_ms=view.processed_until_ms,
+        now_ms=view.now_ms,
+        utc_offset_min=w.utc_offset_min,
+        manners=w.settings.manners,
+        blocked=w.settings.blocked_users,
+    )
+    guidance = manners.guidance(manner, w.settings.manners)
     activation: Activation | None
     if state.chain:
         path: Path = "continuation"
         activation = None
     elif w.wake.activation is not None:
         path, activation = "activation", w.wake.activation
+    elif (held := manner.held) is not None:
+        yield Note("path", "held")
+        yield Note("held", held)
+        yield MarkProcessed(w.input_until_ms)
+        return WakeDone("held")
     elif not w.settings.probe_enabled:
         path, activation = "activation", Activation("send_message", "probe disabled for this chat")
     elif bot_loop_brake(
@@ -129,7 +147,7 @@ def wake_up(w: WakeInput) -> Flow:
         return WakeDone("braked")
     else:
         path = "probe"
-        probed, state = yield from _probe(w, state)
+        probed, state = yield from _probe(w, state, guidance)
         if isinstance(probed, WakeFailure):
             return probed
         activation = probed
@@ -139,7 +157,7 @@ def wake_up(w: WakeInput) -> Flow:
             return WakeDone("suppressed")
     shell = yield from _gate(w, state)
     yield Note("path", path)
-    result = yield from _primary_within_window(w, state, activation, shell)
+    result = yield from _primary_within_window(w, state, activation, shell, guidance)
     if isinstance(result, WakeFailure):
         return result
     if result.outcome == "failed":
@@ -210,7 +228,7 @@ PROBE_FIT_ATTEMPTS = 4
 
 
 def _probe(
-    w: WakeInput, state: _Loaded
+    w: WakeInput, state: _Loaded, guidance: tuple[str, ...]
 ) -> Generator[WakeCommand, WakeFeedback, tuple[Activation | WakeFailure | None, _Loaded]]:
     """The probe's activation, ``None`` when it suppressed the wake-up, or the failure of its call; and
     the chat as last read (a refusal for length compacts and reads it again)."""
@@ -234,6 +252,7 @@ def _probe(
                 utc_offset_min=w.utc_offset_min,
                 stats=participation(view.segments, now),
                 summary_max_est_tokens=view.limits.probe_summary_max,
+                guidance=guidance,
             ),
             deadline_ms=now + settings.probe_timeout_ms,
         )
@@ -295,6 +314,7 @@ def _plan(
     selected: prompt.Selected | None = None,
     memories: tuple[Memory, ...] = (),
     shell: bool = False,
+    guidance: tuple[str, ...] = (),
 ) -> TurnPlan:
     started = view.now_ms
     segments = view.segments
@@ -333,6 +353,7 @@ def _plan(
             react_only=react_only,
             memory_block=memory_block(memories, w.memory) if w.memory is not None else None,
             active_tasks=view.active_tasks,
+            guidance=guidance,
         ),
         shell_tools_exposed=continuing.shell_tools_exposed if continuing else shell,
         recover=recover,
@@ -384,6 +405,7 @@ def _fitted_plan(
     shell: bool,
     stage: int,
     share: float = CLIP_SHARE,
+    guidance: tuple[str, ...] = (),
 ) -> Generator[WakeCommand, WakeFeedback, TurnPlan]:
     """The primary's plan at ``stage``: the history whole, trimmed (sticky, keeping the input and the
     open chain), or with the unhandled input clipped to what the window leaves (``core.fit``)."""
@@ -400,7 +422,7 @@ def _fitted_plan(
         if selected.omitted:
             yield Note("trimmed", str(selected.omitted))
         yield Remember(trim_from_ms=selected.from_ms)
-    plan = yield from _plan_with_memories(w, state, activation, shell, selected)
+    plan = yield from _plan_with_memories(w, state, activation, shell, selected, guidance)
     if stage < _CLIPPED or selected is None:
         return plan
     start = first_unprocessed(selected.segments, view.processed_until_ms, w.settings.blocked_users)
@@ -414,7 +436,7 @@ def _fitted_plan(
     yield Note(
         "clipped", f"{clipped.omitted} messages before the input, {sum(n for _i, n in clipped.gaps)} in it"
     )
-    return (yield from _plan_with_memories(w, state, activation, shell, clipped))
+    return (yield from _plan_with_memories(w, state, activation, shell, clipped, guidance))
 
 
 def _plan_with_memories(
@@ -423,6 +445,7 @@ def _plan_with_memories(
     activation: Activation | None,
     shell: bool,
     selected: prompt.Selected | None,
+    guidance: tuple[str, ...] = (),
 ) -> Generator[WakeCommand, WakeFeedback, TurnPlan]:
     memories: tuple[Memory, ...] = ()
     if w.memory is not None and w.memory.max_count:
@@ -432,12 +455,20 @@ def _plan_with_memories(
             assert isinstance(loaded, Recalled)
             memories = loaded.memories
     return _plan(
-        w, state.view, state.turns, state.chain, activation, selected=selected, memories=memories, shell=shell
+        w,
+        state.view,
+        state.turns,
+        state.chain,
+        activation,
+        selected=selected,
+        memories=memories,
+        shell=shell,
+        guidance=guidance,
     )
 
 
 def _primary_within_window(
-    w: WakeInput, state: _Loaded, activation: Activation | None, shell: bool
+    w: WakeInput, state: _Loaded, activation: Activation | None, shell: bool, guidance: tuple[str, ...]
 ) -> Generator[WakeCommand, WakeFeedback, TurnResult | WakeFailure]:
     """The primary turn within the model's window. A request that does not fit — by its estimate, before
     it is sent, or by the provider's refusal — goes one stage further (compact, trim, clip) and is asked
@@ -448,7 +479,7 @@ def _primary_within_window(
     typing_shown = False
     while True:
         share = CLIP_SHARE / 2**clips
-        plan = yield from _fitted_plan(w, state, activation, shell, stage, share)
+        plan = yield from _fitted_plan(w, state, activation, shell, stage, share, guidance)
         limit = state.view.limits.request_limit
         if limit is not None and first_request_tokens(plan) > limit:
             if stage == _CLIPPED:

@@ -1,0 +1,100 @@
+"""A chat's manners (``chats.<key>.talk_level``, ``share_of_voice``, ``quiet_hours``; docs/driver.md
+"Manners"): how much of a chat's conversation the bot may take, and when it keeps quiet.
+
+The talk level supplies the share-of-voice limits a chat does not give; a value given explicitly (in
+``chats.default`` or the chat's own mapping, deep-merged) overrides its level's. The limits are checked
+once resolved, so a soft share above the hard one is refused whichever side set it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ._base import _Section
+
+TalkLevel = Literal["reserved", "normal", "chatty"]
+QuietAllow = Literal["direct", "none"]
+
+_TIME: Final = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
+
+
+class ShareOfVoiceSettings(_Section):
+    """The bot's messages among the chat's last ``window_messages`` messages received within
+    ``window_s``, as a share of ``window_messages``. At ``soft_share`` the probe is told; a wake-up that
+    is not a direct address is held when one more message would take the share above ``hard_share``."""
+
+    window_messages: int = Field(ge=2, le=500)
+    window_s: float = Field(gt=0)
+    soft_share: float = Field(gt=0, le=1)
+    hard_share: float = Field(gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _soft_below_hard(self) -> ShareOfVoiceSettings:
+        if self.soft_share > self.hard_share:
+            raise ValueError(
+                f"soft_share ({self.soft_share}) must be at most hard_share ({self.hard_share}); a value "
+                "not given comes from the chat's talk_level"
+            )
+        return self
+
+
+#: The share-of-voice limits of each talk level (docs/driver.md "Manners" gives the reasoning).
+TALK_LEVELS: Final[Mapping[str, ShareOfVoiceSettings]] = {
+    "reserved": ShareOfVoiceSettings(window_messages=20, window_s=1800, soft_share=0.10, hard_share=0.20),
+    "normal": ShareOfVoiceSettings(window_messages=20, window_s=900, soft_share=0.20, hard_share=0.30),
+    "chatty": ShareOfVoiceSettings(window_messages=20, window_s=600, soft_share=0.30, hard_share=0.45),
+}
+
+
+def _minute_of_day(value: str) -> int:
+    found = _TIME.fullmatch(value)
+    if found is None:
+        raise ValueError(f"{value!r} is not a time of day written HH:MM (00:00 to 23:59)")
+    return int(found[1]) * 60 + int(found[2])
+
+
+class QuietHoursSettings(_Section):
+    """Local times (the chat's ``utc_offset_min``, else the deployment's) from ``start`` up to ``end``,
+    past midnight when ``end`` comes first. ``allow``: what still wakes the bot then — ``direct``
+    addresses only, or ``none``."""
+
+    start: str
+    end: str
+    allow: QuietAllow = "direct"
+
+    @field_validator("start", "end")
+    @classmethod
+    def _time_of_day(cls, value: str) -> str:
+        _minute_of_day(value)
+        return value
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> QuietHoursSettings:
+        if self.start == self.end:
+            raise ValueError("start and end are the same time: quiet hours would be empty")
+        return self
+
+    @property
+    def start_min(self) -> int:
+        return _minute_of_day(self.start)
+
+    @property
+    def end_min(self) -> int:
+        return _minute_of_day(self.end)
+
+
+def with_level_defaults(chat: Any) -> Any:
+    """A chat's raw settings with ``share_of_voice`` completed from its talk level (an unknown level
+    completes from ``normal`` and is refused under its own key)."""
+    if not isinstance(chat, Mapping):
+        return chat
+    voice = chat.get("share_of_voice", {})
+    if not isinstance(voice, Mapping):
+        return chat  # refused under its key
+    level = chat.get("talk_level", "normal")
+    defaults = TALK_LEVELS.get(level if isinstance(level, str) else "normal", TALK_LEVELS["normal"])
+    return {**chat, "share_of_voice": {**defaults.model_dump(), **voice}}
