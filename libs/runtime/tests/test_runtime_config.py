@@ -422,6 +422,8 @@ def test_the_talk_level_supplies_the_share_of_voice_limits_a_chat_does_not_give(
     chatty = TALK_LEVELS["chatty"]
     assert fun.share_of_voice == chatty.model_copy(update={"hard_share": 0.5})
     assert fun.quiet_hours is None
-    assert ChatSettings().share_of_voice == TALK_LEVELS["normal"]
+    # Manners are opt-in: a chat that names neither a talk level nor share-of-voice limits has none.
+    assert ChatSettings().share_of_voice is None
+    assert ChatSettings(talk_level="normal").share_of_voice == TALK_LEVELS["normal"]
     levels = [TALK_LEVELS[name] for name in ("reserved", "normal", "chatty")]
     assert [v.hard_share for v in levels] == sorted(v.hard_share for v in levels)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from ._base import UserIds, _Section
-from ._manners import TALK_LEVELS, QuietHoursSettings, ShareOfVoiceSettings, TalkLevel, with_level_defaults
+from ._manners import QuietHoursSettings, ShareOfVoiceSettings, TalkLevel, with_level_defaults
 
 
 class ChatSettings(_Section):
@@ -77,7 +77,8 @@ class ChatSettings(_Section):
     #: Manners (docs/driver.md "Manners"): the probe's guidance and the share-of-voice limits' defaults;
     #: the share of the chat's recent messages the bot may take; the hours it keeps quiet (none: never).
     talk_level: TalkLevel = "normal"
-    share_of_voice: ShareOfVoiceSettings = TALK_LEVELS["normal"]
+    #: ``None``: no limits (neither ``talk_level`` nor ``share_of_voice`` is configured).
+    share_of_voice: ShareOfVoiceSettings | None = None
     quiet_hours: QuietHoursSettings | None = None
 
     @model_validator(mode="before")

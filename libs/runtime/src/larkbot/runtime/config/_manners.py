@@ -92,6 +92,10 @@ def with_level_defaults(chat: Any) -> Any:
     completes from ``normal`` and is refused under its own key)."""
     if not isinstance(chat, Mapping):
         return chat
+    if "talk_level" not in chat and "share_of_voice" not in chat:
+        # Manners are the operator's to turn on (for every chat: in chats.default): without either key
+        # a chat has no share-of-voice limits and its prompts carry no guidance.
+        return chat
     voice = chat.get("share_of_voice", {})
     if not isinstance(voice, Mapping):
         return chat  # refused under its key

@@ -14,7 +14,9 @@ def manners_of(settings: ChatSettings, *, direct_chat: bool) -> Manners:
     quiet = settings.quiet_hours
     return Manners(
         talk_level=settings.talk_level,
-        voice=VoiceLimits(
+        voice=None
+        if voice is None
+        else VoiceLimits(
             window_messages=voice.window_messages,
             window_ms=round(voice.window_s * 1000),
             soft_share=voice.soft_share,

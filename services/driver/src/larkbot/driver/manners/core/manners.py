@@ -19,7 +19,7 @@ chat has no share of voice: half of a one-to-one conversation is the bot's by na
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final, Literal
 
 from larkbot.canonical.context import Segment
@@ -53,7 +53,8 @@ class Manners:
     """A chat's manners as the wake-up uses them."""
 
     talk_level: TalkLevel = "normal"
-    voice: VoiceLimits = field(default_factory=VoiceLimits)
+    #: ``None``: the chat has no share-of-voice limits (none configured).
+    voice: VoiceLimits | None = None
     quiet: QuietHours | None = None
     #: A direct (one-to-one) chat: every message in it is a direct address.
     direct_chat: bool = False
@@ -80,7 +81,8 @@ class Assessment:
 def decide(share: Share, quiet: bool, manners: Manners) -> tuple[GateOutcome, HeldReason | None]:
     if quiet and manners.quiet is not None:
         return ("suppressed" if manners.quiet.allow == "none" else "direct_only"), "quiet_hours"
-    if not manners.direct_chat and share.over(manners.voice.hard_share, adding=1):
+    voice = manners.voice
+    if voice is not None and not manners.direct_chat and share.over(voice.hard_share, adding=1):
         return "direct_only", "share_of_voice"
     return "wake", None
 
@@ -103,7 +105,7 @@ def assess(
     manners: Manners,
     blocked: frozenset[str] = frozenset(),
 ) -> Assessment:
-    share = share_of_voice(segments, now_ms, manners.voice)
+    share = share_of_voice(segments, now_ms, manners.voice or VoiceLimits())
     quiet = manners.quiet is not None and in_quiet_hours(manners.quiet, now_ms, utc_offset_min)
     outcome, reason = decide(share, quiet, manners)
     return Assessment(share, quiet, outcome, reason, addressed(segments, since_ms, manners, blocked))
@@ -122,7 +124,7 @@ def guidance(assessment: Assessment, manners: Manners) -> tuple[str, ...]:
             "addressed to you, and briefly."
         )
     share, voice = assessment.share, manners.voice
-    if manners.direct_chat or not share.reaches(voice.soft_share):
+    if voice is None or manners.direct_chat or not share.reaches(voice.soft_share):
         return tuple(lines)
     lines.append(
         f"Your share of this chat's recent messages: {share.own} of the last {share.window_messages} "
