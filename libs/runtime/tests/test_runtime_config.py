@@ -72,6 +72,12 @@ def test_env_fallback_syntax() -> None:
             "chats.default.probe_summary_max_est_tokens",
         ),
         ({"services": {"pipeline": {"http_port": 70000}}}, {}, "services.pipeline.http_port"),
+        (
+            {"services": {"pipeline": {"resident_budget_mb": 0}}},
+            {},
+            "services.pipeline.resident_budget_mb",
+        ),
+        ({"services": {"driver": {"resident_budget_mb": 64}}}, {}, "services.driver.resident_budget_mb"),
         ({"nats": {"urls": "nats://x"}}, {}, "nats.urls"),  # unknown key: never silently ignored
         (
             {"llm": {"endpoints": {"main": {"format": "gpt", "base_url": "u", "model": "m"}}}},

@@ -38,7 +38,7 @@ from ._llm import (
 from ._loading import DEFAULT_CONFIG_PATH, interpolate, load_config, parse_config
 from ._manners import TALK_LEVELS, QuietAllow, QuietHoursSettings, ShareOfVoiceSettings, TalkLevel
 from ._platforms import FeishuSettings, TelegramSettings
-from ._process import NatsSettings, ServiceSettings, ServicesSettings
+from ._process import NatsSettings, PipelineServiceSettings, ServiceSettings, ServicesSettings
 from ._retry import BackoffSettings, RetrySettings
 from ._root import LarkbotConfig, deep_merge
 from ._secrets import WITHHELD
@@ -64,6 +64,7 @@ __all__ = [
     "MaxTokensField",
     "MemorySettings",
     "NatsSettings",
+    "PipelineServiceSettings",
     "QuietAllow",
     "QuietHoursSettings",
     "ResolvedAccepts",
