@@ -15,8 +15,9 @@ from larkbot.testkit.pipeline import synthetic as s
 from .test_pipeline_service import TIMEOUT, pipeline, publish, snapshot, watching
 
 CHATS = [f"oc_lru_{n}" for n in range(5)]
-#: Messages per chat: each chat is estimated at ~300 KB, so a 1 MiB budget holds three of the five.
-PER_CHAT = 70
+#: Messages per chat: each chat is estimated at ~300 KB (3 KB a node), so a 1 MiB budget holds three of
+#: the five.
+PER_CHAT = 100
 
 
 def _sample(name: str) -> float:

@@ -64,10 +64,11 @@ MARK_RECENT_MS = 3_600_000
 #: few cores more of them at once gain nothing.
 COLD_STARTS = 2
 #: Estimated bytes of a resident chat: a projection's fixed part, and each of its IC nodes with the
-#: canonical event data it keeps. Measured with tracemalloc over the pipeline bench's traffic: 81 KB at
-#: 18 nodes, 728 KB at 182 (~4 KB a node); 100,000 chats without events took ~1.9 KB each of RSS.
+#: canonical event data it keeps and its segment. Measured with tracemalloc over the pipeline bench's
+#: traffic: 58 KB at 18 nodes, 503 KB at 182 (~2.8 KB a node); 100,000 chats without events took ~1.9 KB
+#: each of RSS.
 CHAT_BYTES = 2 * 1024
-NODE_BYTES = 4 * 1024
+NODE_BYTES = 3 * 1024
 ChatKey = tuple[str, str]
 
 
