@@ -1,8 +1,8 @@
 """One wake-up of a chat as a sans-I/O generator (SPEC §4): redo a step left pending, pick the path
-(continuation, activation, the chat's manners, brake, probe), decide the shell tools' gate once
-(``core.gate``), run the primary turn, keep the request within the model's window, and mark the input
-processed. The manners' guidance (``manners.core``) goes into the probe's and the primary's late-binding
-message only.
+(continuation, activation, the chat's manners and rate limits, brake, probe), decide the shell tools'
+gate once (``core.gate``), run the primary turn, keep the request within the model's window, and mark the
+input processed. The manners' guidance (``manners.core``) and who is rate-limited (``ratelimit.core``)
+go into the probe's and the primary's late-binding message only.
 
 :func:`wake_up` yields commands and receives their results; one interpreter
 (``adapters.interpreter.interpret``) drives it for the service, the benchmark and the tests alike. The
@@ -31,17 +31,21 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.llm import LLMError, LLMResponse
 from larkbot.driver.compaction.core.compaction import first_unprocessed
 from larkbot.driver.manners.core import manners
 from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import memory_block, people_in
+from larkbot.driver.ratelimit.core import rates
+from larkbot.driver.ratelimit.core.window import Verdict
 from larkbot.driver.shell.core import gate
 from larkbot.driver.tools.core import tools
 
 from . import fit, prompt
 from .actions import action_segments, with_actions
 from .commands import (
+    AskRates,
     ChatView,
     Compact,
     FinalFailure,
@@ -55,6 +59,7 @@ from .commands import (
     NoteKind,
     Path,
     ProbeCall,
+    Rated,
     ReadChat,
     Recalled,
     Remember,
@@ -128,13 +133,8 @@ def wake_up(w: WakeInput) -> Flow:
     elif w.wake.activation is not None:
         path, activation = "activation", w.wake.activation
     elif (held := manner.held) is not None:
-        yield Note("path", "held")
-        yield Note("held", held)
-        yield MarkProcessed(w.input_until_ms)
-        return WakeDone("held")
-    elif not w.settings.probe_enabled:
-        path, activation = "activation", Activation("send_message", "probe disabled for this chat")
-    elif bot_loop_brake(
+        return (yield from _held(w, held))
+    elif w.settings.probe_enabled and bot_loop_brake(
         state.view.segments,
         state.view.processed_until_ms,
         state.view.now_ms,
@@ -146,16 +146,31 @@ def wake_up(w: WakeInput) -> Flow:
         yield MarkProcessed(w.input_until_ms)
         return WakeDone("braked")
     else:
-        path = "probe"
-        probed, state = yield from _probe(w, state, guidance)
-        if isinstance(probed, WakeFailure):
-            return probed
-        activation = probed
-        if activation is None:
-            yield Note("path", "probe")
-            yield MarkProcessed(w.input_until_ms)
-            return WakeDone("suppressed")
+        limited = yield from _rate_limits(w, view)
+        if isinstance(limited, TransientFailure):
+            return limited
+        if limited.held:
+            return (yield from _held(w, "rate_limit"))
+        guidance = (*guidance, *limited.lines)
+        if not w.settings.probe_enabled:
+            path, activation = "activation", Activation("send_message", "probe disabled for this chat")
+        else:
+            path = "probe"
+            probed, state = yield from _probe(w, state, guidance)
+            if isinstance(probed, WakeFailure):
+                return probed
+            activation = probed
+            if activation is None:
+                yield Note("path", "probe")
+                yield MarkProcessed(w.input_until_ms)
+                return WakeDone("suppressed")
     shell = yield from _gate(w, state)
+    turn_limit = w.settings.rate_limits.chat
+    if turn_limit is not None and path != "continuation":
+        ask = rates.chat_ask(w.platform, w.chat_id, turn_limit, w.input_until_ms, "record")
+        counted = yield from _ask((ask,), state.view.now_ms, activation)
+        if isinstance(counted, TransientFailure):
+            return counted
     yield Note("path", path)
     result = yield from _primary_within_window(w, state, activation, shell, guidance)
     if isinstance(result, WakeFailure):
@@ -168,6 +183,87 @@ def wake_up(w: WakeInput) -> Flow:
         return failed(f"primary failed: {error.category if error else 'unknown'}", activation)
     yield MarkProcessed(w.input_until_ms)
     return WakeDone(path)
+
+
+def _held(w: WakeInput, reason: str) -> Generator[WakeCommand, WakeFeedback, WakeOutcome]:
+    yield Note("path", "held")
+    yield Note("held", reason)
+    yield MarkProcessed(w.input_until_ms)
+    return WakeDone("held")
+
+
+@dataclass(frozen=True, slots=True)
+class _Limited:
+    """What the rate limits say of a wake-up: held, or going on with these late-binding lines."""
+
+    held: bool = False
+    lines: tuple[str, ...] = ()
+
+
+def _ask(
+    asks: tuple[rates.RateAsk, ...], now_ms: int, activation: Activation | None = None
+) -> Generator[WakeCommand, WakeFeedback, tuple[Verdict, ...] | TransientFailure]:
+    """The verdicts on ``asks``; a store that does not answer makes the wake-up fail for now (retried,
+    carrying ``activation``; its hits are counted once)."""
+    try:
+        rated = yield AskRates(asks, now_ms)
+    except RetryableError as exc:
+        return TransientFailure(f"rate limits: {exc}", activation)
+    assert isinstance(rated, Rated)
+    return rated.verdicts
+
+
+def _rate_limits(
+    w: WakeInput, view: ChatView
+) -> Generator[WakeCommand, WakeFeedback, _Limited | TransientFailure]:
+    """The chat's window first (a full one holds the wake-up and counts no person), then each member
+    whose input the wake-up carries (``ratelimit.core.rates``)."""
+    limits = w.settings.rate_limits
+    if not limits.on:
+        return _Limited()
+    found = rates.triggers(
+        view.segments, view.processed_until_ms, w.settings.gate.maintainers, w.settings.blocked_users
+    )
+    if found.bypass or not found.persons:
+        return _Limited()
+    if limits.chat is not None:
+        ask = rates.chat_ask(w.platform, w.chat_id, limits.chat, w.input_until_ms, "check")
+        checked = yield from _ask((ask,), view.now_ms)
+        if isinstance(checked, TransientFailure):
+            return checked
+        (verdict,) = checked
+        if verdict.reason is not None:
+            yield Note("rate_limited", f"chat:{verdict.reason}")
+            return _Limited(held=True)
+    if limits.person is None:
+        return _Limited()
+    asks = rates.person_asks(w.platform, found, limits.person)
+    verdicts = yield from _ask(asks, view.now_ms)
+    if isinstance(verdicts, TransientFailure):
+        return verdicts
+    refused = tuple((a.subject, v) for a, v in zip(asks, verdicts, strict=True) if v.reason is not None)
+    for _subject, v in refused:
+        yield Note("rate_limited", f"person:{v.reason}")
+    if len(refused) == len(asks):
+        return _Limited(held=True)
+    peeks = rates.peek_asks(
+        w.platform,
+        view.segments,
+        found,
+        since_ms=view.last_action_ms,
+        now_ms=view.now_ms,
+        limit=limits.person,
+        maintainers=w.settings.gate.maintainers,
+        blocked=w.settings.blocked_users,
+    )
+    looked: tuple[Verdict, ...] | TransientFailure = ()
+    if peeks:
+        looked = yield from _ask(peeks, view.now_ms)
+    if isinstance(looked, TransientFailure):
+        return looked
+    others = tuple((a.subject, v) for a, v in zip(peeks, looked, strict=True) if v.reason is not None)
+    line = rates.limited_line((*refused, *others), w.utc_offset_min)
+    return _Limited(lines=() if line is None else (line,))
 
 
 def _recover(
@@ -520,6 +616,7 @@ def _primary_within_window(
 
 
 __all__ = [
+    "AskRates",
     "ChatView",
     "Compact",
     "FinalFailure",
@@ -533,6 +630,7 @@ __all__ = [
     "NoteKind",
     "Path",
     "ProbeCall",
+    "Rated",
     "ReadChat",
     "Recalled",
     "Remember",
