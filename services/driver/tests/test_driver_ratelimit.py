@@ -4,10 +4,13 @@ configuration read into the core and its bounds matching the record's and the bu
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+
 import pytest
 
 from larkbot.canonical.names import KEY_VALUES, KV_RATE_LIMITS
-from larkbot.driver.ratelimit.core.rates import key, limited_line, triggers
+from larkbot.driver.ratelimit.core.rates import RateAsk, key, limited_line, triggers
 from larkbot.driver.ratelimit.core.window import (
     ADMITTED,
     MAX_HITS,
@@ -19,6 +22,7 @@ from larkbot.driver.ratelimit.core.window import (
     record,
     retained,
 )
+from larkbot.driver.ratelimit.limiter import MemoryWindows, RateLimiter
 from larkbot.driver.ratelimit.settings import rate_limits_of
 from larkbot.runtime.config import RATE_MAX_COUNT, RATE_WINDOW_MAX_S, ChatSettings
 from larkbot.testkit.driver.synthetic import segment
@@ -153,3 +157,20 @@ def test_a_chats_configuration_reads_into_the_core() -> None:
     assert limits.person == Limit(10, 600_000, 300_000)
     assert limits.chat is None
     assert limits.on
+
+
+class Racing(MemoryWindows):
+    """A store whose every read yields to the other asks, as a bus round trip would."""
+
+    async def get(self, key: str) -> tuple[Window | None, int]:
+        await asyncio.sleep(0)
+        return await super().get(key)
+
+
+async def test_asks_of_one_record_within_a_replica_wait_for_each_other() -> None:
+    store = Racing()
+    limiter = RateLimiter(store, attempts=1)  # no compare-and-set may be lost
+    ask = RateAsk("person", key("person", "feishu", "ou_a"), "ou_a", COOLING, T0, "admit")
+    verdicts = await asyncio.gather(*(limiter.ask(replace(ask, hit_ms=T0 + n), T0 + 100) for n in range(20)))
+    assert [v.reason for v in verdicts] == [None] * 3 + ["window"] + ["cooldown"] * 16
+    assert limiter._locks == {}  # dropped with the last ask

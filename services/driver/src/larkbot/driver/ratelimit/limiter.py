@@ -15,6 +15,7 @@ raises :class:`RateLimitsUnavailable` (retryable: the wake-up is retried after t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Final, Protocol
@@ -106,11 +107,27 @@ class MemoryWindows:
 
 
 class RateLimiter:
+    """Asks of one replica. Those of one record wait for each other here (one member writing in several
+    chats this replica drives), so the compare-and-set is contended only by other replicas."""
+
     def __init__(self, store: WindowStore, *, attempts: int = CAS_ATTEMPTS) -> None:
         self.store = store
         self.attempts = attempts
+        #: key → its lock and how many asks hold or wait for it (dropped with the last).
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
 
     async def ask(self, ask: RateAsk, now_ms: int) -> Verdict:
+        lock, users = self._locks.setdefault(ask.key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                return await self._ask(ask, now_ms)
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[ask.key]
+
+    async def _ask(self, ask: RateAsk, now_ms: int) -> Verdict:
         for _attempt in range(self.attempts):
             stored, revision = await self.store.get(ask.key)
             current = stored if stored is not None else Window()
