@@ -31,14 +31,12 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.llm import LLMError, LLMResponse
 from larkbot.driver.compaction.core.compaction import first_unprocessed
 from larkbot.driver.manners.core import manners
 from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import memory_block, people_in
-from larkbot.driver.ratelimit.core import rates
-from larkbot.driver.ratelimit.core.window import Verdict
+from larkbot.driver.ratelimit.core import admission
 from larkbot.driver.shell.core import gate
 from larkbot.driver.tools.core import tools
 
@@ -146,7 +144,7 @@ def wake_up(w: WakeInput) -> Flow:
         yield MarkProcessed(w.input_until_ms)
         return WakeDone("braked")
     else:
-        limited = yield from _rate_limits(w, view)
+        limited = yield from admission.admit(w, view)
         if isinstance(limited, TransientFailure):
             return limited
         if limited.held:
@@ -165,11 +163,9 @@ def wake_up(w: WakeInput) -> Flow:
                 yield MarkProcessed(w.input_until_ms)
                 return WakeDone("suppressed")
     shell = yield from _gate(w, state)
-    turn_limit = w.settings.rate_limits.chat
-    if turn_limit is not None and path != "continuation":
-        ask = rates.chat_ask(w.platform, w.chat_id, turn_limit, w.input_until_ms, "record")
-        counted = yield from _ask((ask,), state.view.now_ms, activation)
-        if isinstance(counted, TransientFailure):
+    if path != "continuation":
+        counted = yield from admission.count_turn(w, state.view.now_ms, activation)
+        if counted is not None:
             return counted
     yield Note("path", path)
     result = yield from _primary_within_window(w, state, activation, shell, guidance)
@@ -190,80 +186,6 @@ def _held(w: WakeInput, reason: str) -> Generator[WakeCommand, WakeFeedback, Wak
     yield Note("held", reason)
     yield MarkProcessed(w.input_until_ms)
     return WakeDone("held")
-
-
-@dataclass(frozen=True, slots=True)
-class _Limited:
-    """What the rate limits say of a wake-up: held, or going on with these late-binding lines."""
-
-    held: bool = False
-    lines: tuple[str, ...] = ()
-
-
-def _ask(
-    asks: tuple[rates.RateAsk, ...], now_ms: int, activation: Activation | None = None
-) -> Generator[WakeCommand, WakeFeedback, tuple[Verdict, ...] | TransientFailure]:
-    """The verdicts on ``asks``; a store that does not answer makes the wake-up fail for now (retried,
-    carrying ``activation``; its hits are counted once)."""
-    try:
-        rated = yield AskRates(asks, now_ms)
-    except RetryableError as exc:
-        return TransientFailure(f"rate limits: {exc}", activation)
-    assert isinstance(rated, Rated)
-    return rated.verdicts
-
-
-def _rate_limits(
-    w: WakeInput, view: ChatView
-) -> Generator[WakeCommand, WakeFeedback, _Limited | TransientFailure]:
-    """The chat's window first (a full one holds the wake-up and counts no person), then each member
-    whose input the wake-up carries (``ratelimit.core.rates``)."""
-    limits = w.settings.rate_limits
-    if not limits.on:
-        return _Limited()
-    found = rates.triggers(
-        view.segments, view.processed_until_ms, w.settings.gate.maintainers, w.settings.blocked_users
-    )
-    if found.bypass or not found.persons:
-        return _Limited()
-    if limits.chat is not None:
-        ask = rates.chat_ask(w.platform, w.chat_id, limits.chat, w.input_until_ms, "check")
-        checked = yield from _ask((ask,), view.now_ms)
-        if isinstance(checked, TransientFailure):
-            return checked
-        (verdict,) = checked
-        if verdict.reason is not None:
-            yield Note("rate_limited", f"chat:{verdict.reason}")
-            return _Limited(held=True)
-    if limits.person is None:
-        return _Limited()
-    asks = rates.person_asks(w.platform, found, limits.person)
-    verdicts = yield from _ask(asks, view.now_ms)
-    if isinstance(verdicts, TransientFailure):
-        return verdicts
-    refused = tuple((a.subject, v) for a, v in zip(asks, verdicts, strict=True) if v.reason is not None)
-    for _subject, v in refused:
-        yield Note("rate_limited", f"person:{v.reason}")
-    if len(refused) == len(asks):
-        return _Limited(held=True)
-    peeks = rates.peek_asks(
-        w.platform,
-        view.segments,
-        found,
-        since_ms=view.last_action_ms,
-        now_ms=view.now_ms,
-        limit=limits.person,
-        maintainers=w.settings.gate.maintainers,
-        blocked=w.settings.blocked_users,
-    )
-    looked: tuple[Verdict, ...] | TransientFailure = ()
-    if peeks:
-        looked = yield from _ask(peeks, view.now_ms)
-    if isinstance(looked, TransientFailure):
-        return looked
-    others = tuple((a.subject, v) for a, v in zip(peeks, looked, strict=True) if v.reason is not None)
-    line = rates.limited_line((*refused, *others), w.utc_offset_min)
-    return _Limited(lines=() if line is None else (line,))
 
 
 def _recover(
