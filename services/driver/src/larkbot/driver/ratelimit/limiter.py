@@ -145,7 +145,8 @@ class RateLimiter:
         raise RateLimitsUnavailable(f"rate-limit record {ask.key} contended {self.attempts} times")
 
     async def ask_all(self, asks: tuple[RateAsk, ...], now_ms: int) -> tuple[Verdict, ...]:
-        return tuple([await self.ask(a, now_ms) for a in asks])
+        """The verdicts in the order asked; the records are asked at once (a round trip each)."""
+        return tuple(await asyncio.gather(*(self.ask(a, now_ms) for a in asks)))
 
 
 __all__ = [
