@@ -12,6 +12,7 @@ wake-ups that rebuilt a chat.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import subprocess
@@ -24,6 +25,7 @@ from typing import Any
 from larkbot.canonical.names import Platform
 from larkbot.pipeline.adapters.chats import ResidentChats
 from larkbot.pipeline.adapters.repository import EventRepository
+from larkbot.pipeline.app import GC_THRESHOLDS
 from larkbot.runtime.db import create_engine
 from larkbot.runtime.retry import RetryPolicy
 
@@ -49,6 +51,7 @@ def _chats(configured: int, active: int) -> tuple[list[str], list[str]]:
 async def _child(configured: int, active: int, budget_mb: int, database_url: str) -> dict[str, Any]:
     from .limits import quantiles  # limits builds on the pipeline bench's set-up
 
+    gc.set_threshold(*GC_THRESHOLDS)  # as the service sets them
     chats, busy = _chats(configured, active)
     config = bench_config(chats, database_url)
     params = chat_params(config)
