@@ -153,6 +153,10 @@ class IC:
     #: The latest platform time (whole seconds) of a message node so far.
     latest_sec: int | None = None
     title: str | None = None
+    #: One ``Sender`` per distinct value: a message node keeps the shared one, not the copy its event
+    #: decoded (a decoded model with its ``__dict__`` and fields set is ~600 bytes, and most of a chat's
+    #: messages come from a few members).
+    senders: dict[Sender, Sender] = field(default_factory=dict)
     #: forum topic (thread id) → its name as last seen.
     topics: dict[str, str] = field(default_factory=dict)
 

@@ -60,6 +60,7 @@ from .model import (
     SystemPayload,
     TopicNote,
 )
+from .shared import share_fields_sets
 
 PREVIEW_CHARS = 80
 QUOTE_CHARS = 200
@@ -148,7 +149,7 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
         node = ic.nodes[index]
         assert isinstance(node, MessageNode)
         if node.synthetic and not event.is_self_sent:
-            node.sender = event.sender
+            node.sender = _shared(ic, event.sender)
             learn(ic, event.sender)
             node.content = resolve(event.content, ic.usernames)
             node.attachments = event.attachments
@@ -168,7 +169,7 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
         MessageNode(
             event_seq=event_seq,
             message_id=event.message_id,
-            sender=event.sender,
+            sender=_shared(ic, event.sender),
             content=event.content,
             attachments=event.attachments,
             reply=_reply(ic, event),
@@ -182,6 +183,10 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
         ),
         change,
     )
+
+
+def _shared(ic: IC, sender: Sender) -> Sender:
+    return ic.senders.setdefault(sender, sender)
 
 
 def _new_message(ic: IC, node: MessageNode, change: Change) -> None:
@@ -270,17 +275,24 @@ def reduce(ic: IC, event: CanonicalEvent, event_seq: int) -> Change:
     """Apply ``event`` (committed with order-of-record sequence ``event_seq``) to ``ic`` in place."""
     change = Change()
     match event:
-        case MessageEvent():
-            _message(ic, event, event_seq, change)
-        case EditEvent():
-            _edit(ic, event, event_seq, change)
+        case MessageEvent() | EditEvent():
+            # What the IC keeps of the event holds no fields set of its own (``shared``).
+            share_fields_sets(event.content)
+            for attachment in event.attachments:
+                share_fields_sets(attachment)
+            if isinstance(event, MessageEvent):
+                _message(ic, event, event_seq, change)
+            else:
+                _edit(ic, event, event_seq, change)
         case DeleteEvent():
             _delete(ic, event, change)
         case ReactionEvent():
+            share_fields_sets(event)  # kept whole by its node
             at = (event.received_at_ms, event.timestamp_sec, event.utc_offset_min)
             _append(ic, SystemNode(event_seq, "", event, *at), change)
         case ServiceEvent():
             action = event.action
+            share_fields_sets(action)  # kept by its node
             payload: SystemPayload
             match action:
                 case MessagePinned():

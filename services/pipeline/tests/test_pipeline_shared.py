@@ -1,0 +1,52 @@
+"""What resident chats share instead of copying: senders by value, and the fields sets of the decoded
+models their nodes keep — without changing a model's value, equality or wire form."""
+
+from __future__ import annotations
+
+from larkbot.canonical.codec import encode
+from larkbot.canonical.content import Content, Text
+from larkbot.canonical.names import Platform
+from larkbot.pipeline.adapters.writes import decode_event
+from larkbot.pipeline.core import MessageNode, Projection, RenderParams
+from larkbot.pipeline.core.shared import share_fields_sets
+from larkbot.testkit.pipeline import synthetic as s
+
+
+def _decoded(*events: object) -> list[object]:
+    out = []
+    for event in events:
+        data = encode(event)  # type: ignore[arg-type]
+        out.append(decode_event(data.decode() if isinstance(data, bytes) else data))
+    return out
+
+
+def test_nodes_share_their_sender_and_the_fields_sets_of_what_they_keep() -> None:
+    alice = s.person("ou_alice", "Alice")
+    first, second = _decoded(
+        s.message("om_1", "hello", sender=alice), s.message("om_2", "again", sender=alice, at=s.BASE_SEC + 1)
+    )
+    assert first.sender is not second.sender  # type: ignore[attr-defined]
+    projection = Projection(RenderParams(platform=Platform.FEISHU, chat_id="oc_chat"))
+    projection.apply(first, 1)  # type: ignore[arg-type]
+    projection.apply(second, 2)  # type: ignore[arg-type]
+    a, b = (node for node in projection.ic.nodes if isinstance(node, MessageNode))
+    assert a.sender is b.sender
+    assert a.content.__pydantic_fields_set__ is b.content.__pydantic_fields_set__
+    assert a.content.nodes[0].__pydantic_fields_set__ is b.content.nodes[0].__pydantic_fields_set__
+    assert a.content == Content.from_text("hello")
+    # A copy with an update gets a set of its own; the shared one is untouched.
+    shared = set(a.content.__pydantic_fields_set__)
+    copied = a.content.model_copy(update={"nodes": (Text(text="changed"),)})
+    assert copied.__pydantic_fields_set__ is not a.content.__pydantic_fields_set__
+    assert a.content.__pydantic_fields_set__ == shared
+
+
+def test_sharing_changes_no_value_and_no_wire_form() -> None:
+    (event,) = _decoded(s.message("om_1", "hello <world>", sender=s.person("ou_bob", "Bob")))
+    before = encode(event)  # type: ignore[arg-type]
+    twin = event.model_copy(deep=True)  # type: ignore[attr-defined]
+    share_fields_sets(event)  # type: ignore[arg-type]
+    share_fields_sets(twin)
+    assert event.content.__pydantic_fields_set__ is twin.content.__pydantic_fields_set__  # type: ignore[attr-defined]
+    assert encode(event) == before  # type: ignore[arg-type]
+    assert event == twin
