@@ -34,6 +34,8 @@ __all__ = [
     "KV_INGRESS_DEDUP",
     "KV_LEASES",
     "KV_MEDIA_ALT_TEXTS",
+    "KV_PLATFORM_BUDGET_CALLS",
+    "KV_PLATFORM_BUDGET_MINUTES",
     "KV_TELEGRAM_CHAT_MIGRATIONS",
     "KV_TELEGRAM_SENT_LEDGER",
     "OBJECT_STORES",
@@ -256,6 +258,8 @@ KV_FEISHU_CONTACT_NAMES: Final = "feishu-contact-names"
 KV_MEDIA_ALT_TEXTS: Final = "media-alt-texts"
 KV_TELEGRAM_CHAT_MIGRATIONS: Final = "telegram-chat-migrations"
 KV_TELEGRAM_SENT_LEDGER: Final = "telegram-sent-ledger"
+KV_PLATFORM_BUDGET_MINUTES: Final = "platform-budget-minutes"
+KV_PLATFORM_BUDGET_CALLS: Final = "platform-budget-calls"
 OBJECT_STORE_BLOBS: Final = "blobs"
 
 
@@ -343,6 +347,13 @@ KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
     # The sent-ledger of Telegram sends, shared by ingress-telegram's replicas: a record matters until
     # the driver stops asking about its action (minutes); a week is the retention.
     KeyValueSpec(KV_TELEGRAM_SENT_LEDGER, ttl_s=7 * _DAY),
+    # Platform budgets (larkbot.runtime.budgets), written by the ingress replicas with compare-and-set and
+    # read by the driver. A chat's sends of the last minute: a key not written for two minutes holds
+    # nothing that still counts.
+    KeyValueSpec(KV_PLATFORM_BUDGET_MINUTES, ttl_s=120.0),
+    # A platform's API calls of the current UTC day and month, one key: written at least once in a month
+    # it counts, so 32 days outlive the longest month.
+    KeyValueSpec(KV_PLATFORM_BUDGET_CALLS, ttl_s=32 * _DAY),
 )
 #: Media bytes by content hash. Bounded in age and size: a picture older than the events that show it
 #: is not asked for again, and one gone is described as unavailable (docs/media.md).

@@ -80,6 +80,9 @@ class ChatSettings(_Section):
     #: ``None``: no limits (neither ``talk_level`` nor ``share_of_voice`` is configured).
     share_of_voice: ShareOfVoiceSettings | None = None
     quiet_hours: QuietHoursSettings | None = None
+    #: Platform budget (docs/budgets.md): the bot's messages per minute in this chat, across ingress
+    #: replicas; ``None``: the platform's ``budgets.messages_per_minute``; ``0``: unlimited.
+    messages_per_minute: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="before")
     @classmethod
