@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from larkbot.canonical.actions import ActionRequest, ActionResult
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform, Service
+from larkbot.runtime.budgets.store import BudgetPlan, Budgets
 from larkbot.runtime.config import FeishuSettings, LarkbotConfig
 from larkbot.runtime.deadletter import DeadLetters
 from larkbot.runtime.http import Check
@@ -148,12 +149,14 @@ class IngressFeishuService:
             return IdleFeishu(endpoint)
         opts = self.options
         pacer = SendPacer()
+        budgets = await Budgets.open(ctx.bus.js, BudgetPlan.of(self.config, Platform.FEISHU.value))
         rest = FeishuRest(
             feishu.domain,
             feishu.app_id,
             feishu.app_secret,
             timeout_s=opts.api_timeout_s,
             on_rate_limit=lambda reset: pacer.back_off(time.monotonic() + reset),
+            budgets=budgets,
         )
         api = FeishuApi(rest)
         info = await api.bot_info()
@@ -191,6 +194,7 @@ class IngressFeishuService:
             BotSelf(info.open_id, info.name),
             offset,
             pacer,
+            budgets=budgets,
             send_attempts=opts.send_attempts,
             backoff=Backoff.of(self.config.retry.platform_send),
         )
