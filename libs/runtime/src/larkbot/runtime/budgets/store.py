@@ -99,11 +99,9 @@ _UNITS: Final = {"minute": "messages a minute in this chat", "day": "API calls a
 
 
 def _describe(platform: str, refused: Refused) -> str:
+    """The budget, for the model and the logs; when it allows more is ``retry_after_s``."""
     unit = _UNITS.get(refused.scope, "API calls a UTC month")
-    return (
-        f"the {platform} budget of {refused.limit} {unit} is spent; "
-        f"it allows more in {refused.retry_after_s:.0f} s"
-    )
+    return f"the {platform} budget of {refused.limit} {unit} is spent"
 
 
 def budget_refusal(idempotency_key: str, exc: BudgetSpent, message_ids: tuple[str, ...] = ()) -> ActionResult:
