@@ -31,6 +31,7 @@ __all__ = [
     "MinuteWindow",
     "Refused",
     "Scope",
+    "SpeakingBudget",
     "calls_remaining",
     "minute_remaining",
     "period_of",
@@ -211,3 +212,29 @@ def spend_calls(
             return Refused("month", limits.per_month, seconds_to_reset("month", now_ms))
     left = calls_remaining(booked, limits, now_ms)
     return booked, Granted(min(left.values()) if left else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class SpeakingBudget:
+    """What the bot has left to say in a chat, as the ingress last booked it (``None``: unlimited or not
+    counted yet): its messages this minute, the platform's API calls today and this month."""
+
+    minute: int | None = None
+    minute_limit: int | None = None
+    day: int | None = None
+    day_limit: int | None = None
+    month: int | None = None
+    month_limit: int | None = None
+
+    def lowest_share(self) -> float | None:
+        """The smallest remaining share of a counted budget (0 = spent), or ``None``."""
+        shares = [
+            left / limit
+            for left, limit in (
+                (self.minute, self.minute_limit),
+                (self.day, self.day_limit),
+                (self.month, self.month_limit),
+            )
+            if left is not None and limit
+        ]
+        return min(shares) if shares else None

@@ -45,6 +45,7 @@ from .core import (
     Granted,
     MinuteWindow,
     Refused,
+    SpeakingBudget,
     calls_remaining,
     minute_remaining,
     spend_calls,
@@ -56,7 +57,6 @@ __all__ = [
     "BudgetSpent",
     "BudgetUnavailable",
     "Budgets",
-    "SpeakingBudget",
     "budget_refusal",
     "calls_key",
     "minute_key",
@@ -266,32 +266,6 @@ class Budgets:
                 raise BudgetUnavailable(f"budget key {key} write: {type(exc).__name__}") from None
             return result
         raise BudgetUnavailable(f"budget key {key}: compare-and-set lost {MAX_ROUNDS} times")
-
-
-@dataclass(frozen=True, slots=True)
-class SpeakingBudget:
-    """What the bot has left to say in a chat, as the ingress last booked it (``None``: unlimited or not
-    counted yet): its messages this minute, the platform's API calls today and this month."""
-
-    minute: int | None = None
-    minute_limit: int | None = None
-    day: int | None = None
-    day_limit: int | None = None
-    month: int | None = None
-    month_limit: int | None = None
-
-    def lowest_share(self) -> float | None:
-        """The smallest remaining share of a counted budget (0 = spent), or ``None``."""
-        shares = [
-            left / limit
-            for left, limit in (
-                (self.minute, self.minute_limit),
-                (self.day, self.day_limit),
-                (self.month, self.month_limit),
-            )
-            if left is not None and limit
-        ]
-        return min(shares) if shares else None
 
 
 async def read_speaking_budget(

@@ -31,6 +31,7 @@ from larkbot.driver.wake.core.wake import (
     wake_up,
 )
 from larkbot.driver.wake.interpreter import interpret
+from larkbot.runtime.budgets.core import SpeakingBudget
 
 Answer = LLMResponse | LLMError
 
@@ -119,6 +120,8 @@ class ScriptedPorts:
     memory_loads: list[tuple[str, ...]] = field(default_factory=list)
     #: What ``read_chat`` answers as the chat's limits (a script may change them, as a refusal would).
     limits: Limits = DEFAULT_LIMITS
+    #: What ``read_chat`` answers as the chat's speaking budget (``driver.budgets``).
+    speaking_budget: SpeakingBudget | None = None
 
     async def read_chat(self) -> ChatView:
         externals = [s.received_at_ms for s in self.segments if not s.is_myself and s.node_type != "event"]
@@ -135,6 +138,7 @@ class ScriptedPorts:
             stopping=False,
             now_ms=self.now_ms,
             limits=self.limits,
+            speaking_budget=self.speaking_budget,
         )
 
     async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:

@@ -34,6 +34,7 @@ from larkbot.driver.manners.core.manners import Manners
 from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import RecallLimits
 from larkbot.driver.shell.core.gate import GateSettings
+from larkbot.runtime.budgets.core import SpeakingBudget
 
 from . import prompt
 from .budget import TurnBudget
@@ -105,6 +106,8 @@ class ChatView:
     limits: Limits
     #: The chat's background shell tasks still running (shown in the late-binding message).
     active_tasks: tuple[prompt.ActiveTask, ...] = ()
+    #: What the platform budgets leave the bot to say here (``driver.budgets``); ``None``: unknown.
+    speaking_budget: SpeakingBudget | None = None
 
     @property
     def turns_from_ms(self) -> int:
