@@ -277,6 +277,19 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "ops",
             ),
             panel(
+                "Platform budgets",
+                "Share of the app-wide budgets left (API calls per day, per month) and actions a spent "
+                "budget refused, both platforms (docs/budgets.md).",
+                [
+                    (
+                        f"min by (platform, scope) (larkbot_ingress_budget_remaining{sel()}"
+                        f" / larkbot_ingress_budget_limit{sel()})",
+                        "{{platform}} {{scope}} left",
+                    ),
+                    counter("larkbot_ingress_budget_refusals_total", "platform, scope"),
+                ],
+            ),
+            panel(
                 "Send pacing wait",
                 "Time a message waited for its pacing slot.",
                 quantiles("larkbot_telegram_send_wait_seconds", qs=(0.5, 0.95)),

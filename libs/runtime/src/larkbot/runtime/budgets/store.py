@@ -53,6 +53,7 @@ from .core import (
 )
 
 __all__ = [
+    "MAX_ROUNDS",
     "BudgetPlan",
     "BudgetSpent",
     "BudgetUnavailable",
