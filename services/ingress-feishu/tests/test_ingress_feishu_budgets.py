@@ -4,6 +4,7 @@ alerts read, a chat's messages per minute."""
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,9 +20,15 @@ from larkbot.canonical.actions import (
     ReactAction,
     SendMessageAction,
 )
-from larkbot.canonical.names import KV_PLATFORM_BUDGET_CALLS, Platform, Service, actions_subject
+from larkbot.canonical.names import (
+    KV_PLATFORM_BUDGET_CALLS,
+    STREAM_EVENTS,
+    Platform,
+    Service,
+    actions_subject,
+)
 from larkbot.ingress_feishu.app import FeishuOptions, IngressFeishuService
-from larkbot.ingress_feishu.fake.samples import ALICE, CHAT, FIRST_MESSAGE
+from larkbot.ingress_feishu.fake.samples import ALICE, CHAT, FIRST_MESSAGE, payload
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.runtime.budgets.core import Calls
 from larkbot.runtime.budgets.store import calls_key, read_speaking_budget
@@ -133,3 +140,33 @@ async def test_a_chats_messages_per_minute_on_feishu(fake: FakeFeishu, bus: Bus,
     kv = await bus.js.key_value(KV_PLATFORM_BUDGET_CALLS)
     with pytest.raises(NoKeysError):
         await kv.keys()
+
+
+async def test_a_spent_budget_spends_nothing_on_the_inbound_path(
+    fake: FakeFeishu, bus: Bus, nats_url: str
+) -> None:
+    """Start-up books the token and the bot's info (2); with a day of 2 nothing is left. A message from
+    someone nobody has named is still published (its name looked up later), and a reaction on a message
+    this process has not seen is dropped rather than re-pushed for hours — no call leaves."""
+    section = {
+        "app_id": fake.app_id,
+        "app_secret": fake.app_secret,
+        "domain": fake.url,
+        "budgets": {"api_calls_per_day": 2},
+    }
+    config = parse_config({"feishu": section, "chats": {f"feishu:{CHAT}": {}}}, env={})
+    recipe = IngressFeishuService(config, FeishuOptions(api_timeout_s=5.0, ack_timeout_s=10.0))
+    dropped = "larkbot_ingress_feishu_events_total"
+    labels = {"event_type": "im.message.reaction.created_v1", "outcome": "dropped_budget_spent"}
+    async with built(Service.INGRESS_FEISHU, recipe, config, nats_url=nats_url):
+        await fake.long_connection.wait_connected()
+        before = REGISTRY.get_sample_value(dropped, labels) or 0.0
+        requests = len(fake.requests)
+        assert await fake.long_connection.push(payload("message_text")) == 200
+        reaction = copy.deepcopy(payload("reaction_created"))
+        reaction["event"]["message_id"] = "om_000000000000000000000000000000cc"
+        assert await fake.long_connection.push(reaction) == 200
+        assert (REGISTRY.get_sample_value(dropped, labels) or 0.0) == before + 1
+        assert len(fake.requests) == requests  # nothing reached Feishu
+        info = await bus.js.stream_info(STREAM_EVENTS)
+        assert info.state.messages == 1  # the message, named by its open_id for now
