@@ -277,6 +277,19 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "ops",
             ),
             panel(
+                "Platform budgets",
+                "Share of the app-wide budgets left (API calls per day, per month) and actions a spent "
+                "budget refused, both platforms (docs/budgets.md).",
+                [
+                    (
+                        f"min by (platform, scope) (larkbot_ingress_budget_remaining{sel()}"
+                        f" / larkbot_ingress_budget_limit{sel()})",
+                        "{{platform}} {{scope}} left",
+                    ),
+                    counter("larkbot_ingress_budget_refusals_total", "platform, scope"),
+                ],
+            ),
+            panel(
                 "Send pacing wait",
                 "Time a message waited for its pacing slot.",
                 quantiles("larkbot_telegram_send_wait_seconds", qs=(0.5, 0.95)),
@@ -410,6 +423,21 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "A chat's rendered context when (re)loaded.",
                 quantiles("larkbot_pipeline_rc_bytes", qs=(0.5, 0.95)),
                 "bytes",
+            ),
+            panel(
+                "Resident budget",
+                "What the resident chats hold, estimated (kept under services.pipeline.resident_budget_mb).",
+                [(gauge("larkbot_pipeline_resident_bytes", "instance"), "{{instance}}")],
+                "bytes",
+            ),
+            panel(
+                "Evicted chats rebuilt",
+                "Rebuilding an evicted chat from the database (p50, p99), and chats evicted per second.",
+                [
+                    *quantiles("larkbot_pipeline_chat_reload_seconds", qs=(0.5, 0.99)),
+                    (rate("larkbot_pipeline_chat_evictions_total"), "evictions/s"),
+                ],
+                "s",
             ),
             panel(
                 "Media in the pipeline",

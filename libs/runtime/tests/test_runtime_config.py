@@ -483,3 +483,53 @@ def test_rate_limits_are_off_unless_configured_and_a_chat_may_turn_a_part_off() 
     assert free is not None
     assert free.person is None
     assert free.chat is None
+
+
+FEISHU = {"app_id": "cli_a1b2", "app_secret": "s3cr3t-value"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        (
+            {"telegram": {"bot_token": "t0ken-1234", "budgets": {"messages_per_minute": -1}}},
+            "telegram.budgets.messages_per_minute",
+        ),
+        (
+            {"telegram": {"bot_token": "t0ken-1234", "budgets": {"per_minute": 20}}},
+            "telegram.budgets.per_minute",
+        ),
+        (
+            {"feishu": {**FEISHU, "budgets": {"api_calls_per_month": -5}}},
+            "feishu.budgets.api_calls_per_month",
+        ),
+        (
+            {"feishu": {**FEISHU, "budgets": {"messages_per_minute": "lots"}}},
+            "feishu.budgets.messages_per_minute",
+        ),
+        # A day allowed more than its month could never be spent: refused at the day's key.
+        (
+            {"feishu": {**FEISHU, "budgets": {"api_calls_per_day": 500, "api_calls_per_month": 100}}},
+            "feishu.budgets.api_calls_per_day",
+        ),
+        (
+            {"chats": {"default": {}, "telegram:-1001": {"messages_per_minute": -2}}},
+            "chats.telegram:-1001.messages_per_minute",
+        ),
+        ({"chats": {"default": {"messages_per_minute": 1.5}}}, "chats.default.messages_per_minute"),
+    ],
+)
+def test_bad_budgets_name_their_keys(raw: dict[str, Any], path: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, {})
+    assert info.value.path == path
+
+
+def test_budget_defaults_telegram_twenty_a_minute_feishu_unlimited() -> None:
+    config = parse_config({"telegram": {"bot_token": "t0ken-1234"}, "feishu": FEISHU}, {})
+    assert config.telegram is not None
+    assert config.feishu is not None
+    assert config.telegram.budgets.messages_per_minute == 20
+    feishu = config.feishu.budgets
+    assert (feishu.messages_per_minute, feishu.api_calls_per_day, feishu.api_calls_per_month) == (0, 0, 0)
+    assert ChatSettings().messages_per_minute is None

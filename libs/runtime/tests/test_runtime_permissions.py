@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from larkbot.canonical.names import KV_RATE_LIMITS, STREAM_EVENTS
+from larkbot.canonical.names import KV_PLATFORM_BUDGET_MINUTES, KV_RATE_LIMITS, STREAM_EVENTS
 from larkbot.runtime.bootstrap import bootstrap
+from larkbot.runtime.budgets.store import BudgetPlan, Budgets, read_speaking_budget
 from larkbot.runtime.natsserver import EmbeddedNats
 from larkbot.runtime.permissions import PERMISSIONS, authorization_conf, users_conf
 
@@ -171,6 +173,28 @@ async def test_a_service_answers_the_requests_it_serves(server: EmbeddedNats) ->
     finally:
         await gateway.nc.close()
         await driver.nc.close()
+
+
+async def test_only_the_ingress_services_book_budgets_and_the_driver_reads_them(server: EmbeddedNats) -> None:
+    boot = await connect_as(server, "bootstrap")
+    telegram, driver = await connect_as(server, "ingress-telegram"), await connect_as(server, "driver")
+    try:
+        await bootstrap(boot.nc.jetstream())
+        plan = BudgetPlan("telegram", messages_per_minute=20, groups_only=True)
+        budgets = await Budgets.open(telegram.nc.jetstream(), plan)
+        await budgets.spend_messages("-1001")
+        assert not telegram.errors
+        seen = await read_speaking_budget(
+            driver.nc.jetstream(), "telegram", "-1001", time.time_ns() // 1_000_000
+        )
+        assert seen.minute == 19
+        kv = await driver.nc.jetstream().key_value(KV_PLATFORM_BUDGET_MINUTES)
+        with pytest.raises((nats.errors.NoRespondersError, nats.errors.TimeoutError)):
+            await kv.put("telegram.-1001", b"{}")
+        assert f'publish to "$kv.{KV_PLATFORM_BUDGET_MINUTES}' in await permission_error(driver)
+    finally:
+        for user in (boot, telegram, driver):
+            await user.nc.close()
 
 
 def test_every_service_has_a_user_and_the_shipped_file_is_the_generated_one() -> None:

@@ -206,11 +206,30 @@ def test_the_model_is_told_plainly_what_is_known(
     assert settled_text(result, kind, "telegram", delivered) == text
 
 
-def test_each_result_settles_as_one_of_four_kinds() -> None:
+def test_each_result_settles_as_one_of_five_kinds() -> None:
     assert settlement(LOST) == settlement(IN_PROGRESS) == "unknown"
+    assert settlement(SPENT) == "budget"
     assert settlement(failed("deadline", False, "the deadline passed before execution")) == "deadline"
     assert settlement(failed("unavailable", True, "Internal Server Error")) == "exhausted"
     assert settlement(failed("forbidden", False, "Forbidden")) == "refused"
+
+
+SPENT = failed(
+    "budget_spent",
+    True,
+    "the telegram budget of 20 messages a minute in this chat is spent",
+    wait=34.2,
+)
+
+
+def test_a_spent_budget_tells_the_model_it_cannot_speak_now_and_when() -> None:
+    assert settled_text(SPENT, "send_message", "telegram") == (
+        "not sent: the speaking budget for Telegram is spent (the telegram budget of 20 messages a minute "
+        "in this chat is spent); nothing was delivered. You cannot speak here now: it allows more in about "
+        "34 s. Stay silent until then — do not try again in this turn"
+    )
+    daily = failed("budget_spent", True, "the feishu budget of 5000 API calls a UTC day is spent", wait=7200)
+    assert "it allows more in about 2 h" in settled_text(daily, "send_message", "feishu")
 
 
 def test_a_refusal_quotes_only_the_start_of_the_platforms_reason() -> None:
@@ -229,8 +248,13 @@ class _Answering(BusClients):
 
 @pytest.mark.parametrize(
     ("result", "final"),
-    [(LOST, True), (failed("unavailable", True), False), (failed("forbidden", False), False)],
-    ids=["unknown-closes-the-call", "failed-may-be-followed-up", "refused-may-be-followed-up"],
+    [(LOST, True), (SPENT, True), (failed("unavailable", True), False), (failed("forbidden", False), False)],
+    ids=[
+        "unknown-closes-the-call",
+        "a-spent-budget-closes-the-call",
+        "failed-may-be-followed-up",
+        "refused-may-be-followed-up",
+    ],
 )
 async def test_only_an_unknown_send_closes_the_call(result: ActionResult, final: bool) -> None:
     ex = ToolExecutor(_Answering(result), ManualClock(T0), "telegram", "-100", (), max_segment_tokens=4000)

@@ -25,11 +25,15 @@ Decisions:
   ``<mention uid="ID">@name</mention>``; the ingress turns it into the platform's mention (Feishu
   ``<at user_id>``, Telegram a ``tg://user?id=`` link). ``mentions`` lists those uids so the ingress need
   not trust text for whom to notify.
+- A spent platform budget (the operator's, ``larkbot.runtime.budgets``: a chat's messages per minute, the
+  platform's API calls per day or month) refuses before anything reaches the platform: ``failed`` with
+  code :data:`BUDGET_SPENT`, retryable, ``retry_after_s`` when the budget allows the action again, and a
+  message naming the budget. The bot cannot speak there until then.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, TypeAdapter, model_validator
 
@@ -39,6 +43,7 @@ from .names import Platform
 
 __all__ = [
     "ACTION_ADAPTER",
+    "BUDGET_SPENT",
     "ActionError",
     "ActionRequest",
     "ActionResult",
@@ -150,10 +155,14 @@ ActionRequest = Annotated[
 ]
 ACTION_ADAPTER: TypeAdapter[ActionRequest] = TypeAdapter(ActionRequest)
 
+#: The :class:`ActionError` code of an action refused because a platform budget is spent.
+BUDGET_SPENT: Final = "budget_spent"
+
 
 class ActionError(WireModel):
     """Why an action failed. ``code`` is a short stable token (``rate_limited``, ``not_found``,
-    ``forbidden``, ``too_large``, ``deadline``, ``platform``); ``message`` is redacted, for humans."""
+    ``forbidden``, ``too_large``, ``deadline``, ``platform``, ``budget_spent``); ``message`` is redacted,
+    for humans."""
 
     code: Id
     message: str

@@ -34,6 +34,8 @@ __all__ = [
     "KV_INGRESS_DEDUP",
     "KV_LEASES",
     "KV_MEDIA_ALT_TEXTS",
+    "KV_PLATFORM_BUDGET_CALLS",
+    "KV_PLATFORM_BUDGET_MINUTES",
     "KV_RATE_LIMITS",
     "KV_TELEGRAM_CHAT_MIGRATIONS",
     "KV_TELEGRAM_SENT_LEDGER",
@@ -258,6 +260,8 @@ KV_MEDIA_ALT_TEXTS: Final = "media-alt-texts"
 KV_TELEGRAM_CHAT_MIGRATIONS: Final = "telegram-chat-migrations"
 KV_TELEGRAM_SENT_LEDGER: Final = "telegram-sent-ledger"
 KV_RATE_LIMITS: Final = "rate-limits"
+KV_PLATFORM_BUDGET_MINUTES: Final = "platform-budget-minutes"
+KV_PLATFORM_BUDGET_CALLS: Final = "platform-budget-calls"
 OBJECT_STORE_BLOBS: Final = "blobs"
 
 
@@ -349,6 +353,13 @@ KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
     # kept across restarts. A record matters for at most its longest window plus its cooldown (each at
     # most a day, ``runtime.config.RATE_WINDOW_MAX_S``) after its last write; two days is the retention.
     KeyValueSpec(KV_RATE_LIMITS, ttl_s=2 * _DAY),
+    # Platform budgets (larkbot.runtime.budgets), written by the ingress replicas with compare-and-set and
+    # read by the driver. A chat's sends of the last minute: a key not written for two minutes holds
+    # nothing that still counts.
+    KeyValueSpec(KV_PLATFORM_BUDGET_MINUTES, ttl_s=120.0),
+    # A platform's API calls of the current UTC day and month, one key: written at least once in a month
+    # it counts, so 32 days outlive the longest month.
+    KeyValueSpec(KV_PLATFORM_BUDGET_CALLS, ttl_s=32 * _DAY),
 )
 #: Media bytes by content hash. Bounded in age and size: a picture older than the events that show it
 #: is not asked for again, and one gone is described as unavailable (docs/media.md).

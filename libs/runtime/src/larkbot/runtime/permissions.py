@@ -37,6 +37,8 @@ from larkbot.canonical.names import (
     KV_INGRESS_DEDUP,
     KV_LEASES,
     KV_MEDIA_ALT_TEXTS,
+    KV_PLATFORM_BUDGET_CALLS,
+    KV_PLATFORM_BUDGET_MINUTES,
     KV_RATE_LIMITS,
     KV_TELEGRAM_CHAT_MIGRATIONS,
     KV_TELEGRAM_SENT_LEDGER,
@@ -95,6 +97,10 @@ class Permissions:
 #: Writing to the blob store: its subjects, and purging an object's old chunks (nats-py's ``put``).
 _BLOBS: Final = (_objects(OBJECT_STORE_BLOBS), f"$JS.API.STREAM.PURGE.OBJ_{OBJECT_STORE_BLOBS}")
 
+#: Booking platform budgets (``larkbot.runtime.budgets``): the ingress services only; the driver reads
+#: them through the direct get every service may.
+_BUDGETS: Final = (_kv(KV_PLATFORM_BUDGET_MINUTES), _kv(KV_PLATFORM_BUDGET_CALLS))
+
 #: Each service's own subjects, by user name (the service's name; ``bootstrap`` for the init job).
 PERMISSIONS: Final[dict[str, Permissions]] = {
     Service.INGRESS_FEISHU.value: Permissions(
@@ -104,6 +110,7 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
             _kv(KV_INGRESS_DEDUP),
             _kv(KV_FEISHU_CONTACT_NAMES),
             _kv(KV_IDENTITY),
+            *_BUDGETS,
             *_BLOBS,
         ),
         subscribe=("actions.feishu",),
@@ -118,6 +125,7 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
             _kv(KV_TELEGRAM_SENT_LEDGER),
             _kv(KV_TELEGRAM_CHAT_MIGRATIONS),
             _kv(KV_IDENTITY),
+            *_BUDGETS,
             *_BLOBS,
         ),
         subscribe=("actions.telegram",),

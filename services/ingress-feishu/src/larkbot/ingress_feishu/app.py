@@ -16,10 +16,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import Final
 
 from larkbot.canonical.actions import ActionRequest, ActionResult
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform, Service
+from larkbot.runtime.budgets.store import BudgetPlan, Budgets
+from larkbot.runtime.bus import BusUnavailable
 from larkbot.runtime.config import FeishuSettings, LarkbotConfig
 from larkbot.runtime.deadletter import DeadLetters
 from larkbot.runtime.http import Check
@@ -41,6 +44,9 @@ from .core.adapter import FeishuAdapter
 from .core.pacing import SendPacer
 
 log = logging.getLogger(__name__)
+
+#: How often the API-call budget's remaining counts are read back for the metrics.
+BUDGET_REFRESH_S: Final = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,12 +154,17 @@ class IngressFeishuService:
             return IdleFeishu(endpoint)
         opts = self.options
         pacer = SendPacer()
+        budgets = await Budgets.open(ctx.bus.js, BudgetPlan.of(self.config, Platform.FEISHU.value))
+        if not budgets.plan.calls.unlimited:
+            # What is left is exported after each request; this shows a new day on an idle replica too.
+            ctx.every(BUDGET_REFRESH_S, budgets.refresh, "feishu-budget-refresh", tolerate=(BusUnavailable,))
         rest = FeishuRest(
             feishu.domain,
             feishu.app_id,
             feishu.app_secret,
             timeout_s=opts.api_timeout_s,
             on_rate_limit=lambda reset: pacer.back_off(time.monotonic() + reset),
+            budgets=budgets,
         )
         api = FeishuApi(rest)
         info = await api.bot_info()
@@ -191,6 +202,7 @@ class IngressFeishuService:
             BotSelf(info.open_id, info.name),
             offset,
             pacer,
+            budgets=budgets,
             send_attempts=opts.send_attempts,
             backoff=Backoff.of(self.config.retry.platform_send),
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from larkbot.canonical.actions import ActionRequest, ActionResult
 from larkbot.canonical.names import Platform, Service
+from larkbot.runtime.budgets.store import BudgetPlan
 from larkbot.runtime.config import LarkbotConfig, TelegramSettings
 from larkbot.runtime.http import Check
 from larkbot.runtime.ingress import actions_endpoint, failed
@@ -124,6 +125,7 @@ class IngressTelegramService:
                 webhook_port=opts.webhook_port,
                 webhook_url=opts.webhook_url,
                 polling_timeout_s=opts.polling_timeout_s,
+                budgets=BudgetPlan.of(self.config, Platform.TELEGRAM.value),
             )
         )
         endpoint = actions_endpoint(ctx.bus, Platform.TELEGRAM.value, link.act)

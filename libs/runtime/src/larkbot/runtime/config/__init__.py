@@ -12,11 +12,11 @@ Chats: the keys of ``chats`` other than ``default`` are the residency whitelist,
 ``<platform>:<chat_id>``; each is ``chats.default`` deep-merged with its own mapping.
 
 One private module per section, imported from here only (the names below are the public API):
-``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``), ``_llm``, ``_chats``,
-``_manners`` (a chat's ``talk_level``, ``share_of_voice``, ``quiet_hours``, ``rate_limit``), ``_driver``
-(``memory``, ``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``), ``_jetstream`` (``jetstream``);
-``_secrets`` says which service receives which secret; ``_root`` is the whole file and the checks spanning
-sections, ``_loading`` reads it.
+``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``, their ``budgets``),
+``_llm``, ``_chats``, ``_manners`` (a chat's ``talk_level``, ``share_of_voice``, ``quiet_hours``,
+``rate_limit``), ``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``),
+``_jetstream`` (``jetstream``); ``_secrets`` says which service receives which secret; ``_root`` is the
+whole file and the checks spanning sections, ``_loading`` reads it.
 """
 
 from ._base import UserIds
@@ -48,7 +48,7 @@ from ._manners import (
     ShareOfVoiceSettings,
     TalkLevel,
 )
-from ._platforms import FeishuSettings, TelegramSettings
+from ._platforms import FeishuBudgets, FeishuSettings, TelegramBudgets, TelegramSettings
 from ._process import NatsSettings, PipelineServiceSettings, ServiceSettings, ServicesSettings
 from ._retry import BackoffSettings, RetrySettings
 from ._root import LarkbotConfig, deep_merge
@@ -66,6 +66,7 @@ __all__ = [
     "BackoffSettings",
     "ChatRateLimit",
     "ChatSettings",
+    "FeishuBudgets",
     "FeishuSettings",
     "InspectorSettings",
     "JetStreamSettings",
@@ -90,6 +91,7 @@ __all__ = [
     "ShareOfVoiceSettings",
     "ShellSettings",
     "TalkLevel",
+    "TelegramBudgets",
     "TelegramSettings",
     "UserIds",
     "deep_merge",

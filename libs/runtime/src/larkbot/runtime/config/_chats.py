@@ -89,6 +89,9 @@ class ChatSettings(_Section):
     #: How often one person may wake the bot, and how many primary turns it may take here (docs/driver.md
     #: "Rate limits"). ``None``: no limits.
     rate_limit: RateLimitSettings | None = None
+    #: Platform budget (docs/budgets.md): the bot's messages per minute in this chat, across ingress
+    #: replicas; ``None``: the platform's ``budgets.messages_per_minute``; ``0``: unlimited.
+    messages_per_minute: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="before")
     @classmethod

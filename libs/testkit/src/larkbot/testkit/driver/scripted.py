@@ -34,6 +34,7 @@ from larkbot.driver.wake.core.wake import (
     wake_up,
 )
 from larkbot.driver.wake.interpreter import interpret
+from larkbot.runtime.budgets.core import SpeakingBudget
 
 Answer = LLMResponse | LLMError
 
@@ -125,6 +126,8 @@ class ScriptedPorts:
     #: The rate limits' records (shared by the ports of several chats when given the same store).
     rates: RateLimiter = field(default_factory=lambda: RateLimiter(MemoryWindows()))
     rate_asks: list[AskRates] = field(default_factory=list)
+    #: What ``read_chat`` answers as the chat's speaking budget (``driver.budgets``).
+    speaking_budget: SpeakingBudget | None = None
 
     async def read_chat(self) -> ChatView:
         externals = [s.received_at_ms for s in self.segments if not s.is_myself and s.node_type != "event"]
@@ -141,6 +144,7 @@ class ScriptedPorts:
             stopping=False,
             now_ms=self.now_ms,
             limits=self.limits,
+            speaking_budget=self.speaking_budget,
         )
 
     async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:

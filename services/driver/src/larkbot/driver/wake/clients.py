@@ -42,6 +42,8 @@ from larkbot.canonical.names import (
     actions_subject,
     identity_key,
 )
+from larkbot.driver.budgets.reader import speaking_budget
+from larkbot.runtime.budgets.core import SpeakingBudget
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.retry import Backoff, Failure, RetryPolicy, retrying
 
@@ -88,6 +90,10 @@ class BusClients:
         self.lookup_timeout_s = lookup_timeout_s
         self.typing_timeout_s = typing_timeout_s
         self._identity: dict[str, BotIdentity] = {}
+
+    async def speaking_budget(self, platform: str, chat_id: str, now_ms: int) -> SpeakingBudget | None:
+        """What the platform budgets leave the bot to say in the chat (``driver.budgets``)."""
+        return await speaking_budget(self.bus, platform, chat_id, now_ms)
 
     async def generate(self, request: LLMRequest, timeout_s: float) -> LLMReply:
         try:

@@ -48,7 +48,7 @@ from .core import tools as wake_tools
 from .core.clip import clip_xml
 from .core.estimate import CHARS_PER_TOKEN
 from .core.ids import alias_table, mentioned_uids
-from .core.outcomes import settled_text
+from .core.outcomes import settled_text, settlement
 from .core.turn import ToolDone, ToolRun
 
 #: Attachment types a media worker renders as a picture; any other type must say ``image/*`` in its mime.
@@ -228,8 +228,9 @@ class ToolExecutor:
         # Parts of a long text delivered before it stopped are messages the members see (and may recall).
         delivered = [self._sent(m) for m in result.message_ids] if kind == "send_message" else []
         told = settled_text(result, kind, self.platform.value, delivered)
-        # An unknown outcome closes the call: a follow-up could only repeat what may have been done.
-        return False, text(told), result.outcome == "unknown"
+        # An unknown outcome closes the call: a follow-up could only repeat what may have been done. So
+        # does a spent platform budget: every follow-up action would be refused the same way.
+        return False, text(told), settlement(result) in ("unknown", "budget")
 
     async def read_old(self, call: ToolRun, args: dict[str, Any]) -> Result:
         ids = tuple(args["message_ids"])

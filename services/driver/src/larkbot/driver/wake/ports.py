@@ -87,6 +87,7 @@ class ChatPorts:
             if chat.settings.shell_enabled
             else ()
         )
+        now_ms = self.runner.clock.now_ms()
         return ChatView(
             segments=chat.shown_segments(),
             summary=chat.summary,
@@ -97,9 +98,10 @@ class ChatPorts:
             trim_from_ms=chat.trim_from_ms,
             recovery_failures=chat.recovery_failures,
             stopping=chat.stopping,
-            now_ms=self.runner.clock.now_ms(),
+            now_ms=now_ms,
             limits=self.limits(),
             active_tasks=tuple(ActiveTask(t.task_id, t.intention, t.started_at_ms) for t in running),
+            speaking_budget=await self.runner.clients.speaking_budget(chat.platform, chat.chat_id, now_ms),
         )
 
     def limits(self) -> Limits:

@@ -14,6 +14,10 @@ Decisions:
   429 out — takes that slot.
 - After each confirmed send a synthetic self-sent ``message`` event with Feishu's final message id is
   published (dedup key = that id); recalls publish the ``delete`` event Feishu would (``recall:<id>``).
+- Budgets (``larkbot.runtime.budgets``): a send first books its parts in the chat's messages per minute
+  (``feishu.budgets.messages_per_minute``, none by default), and every OpenAPI request is booked in the
+  app's calls per day and month by the REST client; a spent budget answers ``failed`` with code
+  ``budget_spent`` (with the ids of parts already sent), before the request leaves.
 - Downloads go to the ``blobs`` object store under ``sha256:<hex>`` of the bytes.
 - ``moderate`` (``ban_spammer``) is :mod:`.moderation`'s: removal, recalls, and a per-message report.
 """
@@ -46,6 +50,7 @@ from larkbot.canonical.content import Attachment, AttachmentType, Content
 from larkbot.canonical.errors import PermanentError
 from larkbot.canonical.events import DeleteEvent, MessageEvent, Sender
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform
+from larkbot.runtime.budgets.store import Budgets, BudgetSpent, budget_refusal
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.ingress import OncePerKey, failed, report_done
 from larkbot.runtime.retry import Backoff, Failure, retrying
@@ -88,6 +93,15 @@ class SendOutcomeUnknown(PermanentError):
         self.message_ids = message_ids
 
 
+class SendStopped(PermanentError):
+    """A spent budget stopped a send after ``message_ids`` were confirmed."""
+
+    def __init__(self, spent: BudgetSpent, message_ids: tuple[str, ...]) -> None:
+        super().__init__(str(spent))
+        self.spent = spent
+        self.message_ids = message_ids
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -103,6 +117,7 @@ class Actions:
         utc_offset_min: int,
         pacer: SendPacer,
         *,
+        budgets: Budgets | None = None,
         send_attempts: int = 8,
         backoff: Backoff = BACKOFF,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -116,6 +131,7 @@ class Actions:
         self.me = me
         self.utc_offset_min = utc_offset_min
         self.pacer = pacer
+        self.budgets = budgets
         self.retry = send_policy(send_attempts, backoff)
         self.sleep = sleep
         self.clock = clock
@@ -144,6 +160,10 @@ class Actions:
             return ActionResult(
                 idempotency_key=key, ok=False, outcome="unknown", message_ids=exc.message_ids, error=error
             )
+        except SendStopped as exc:
+            return budget_refusal(key, exc.spent, exc.message_ids)
+        except BudgetSpent as exc:
+            return budget_refusal(key, exc)
         except UnsupportedEmoji as exc:
             return failed(key, exc.code, str(exc))
         except RateLimited as exc:
@@ -197,7 +217,9 @@ class Actions:
     async def _send_text(self, action: SendMessageAction) -> tuple[str, ...]:
         allowed = frozenset(action.mentions)
         ids: list[str] = []
-        for i, part in enumerate(split_text(action.text)):
+        parts = split_text(action.text)
+        await self._spend(action.chat_id, len(parts))
+        for i, part in enumerate(parts):
             reply_to = action.reply_to_message_id if i == 0 else None
             content = post_content(to_feishu_markdown(part, allowed))
             uuid = feishu_uuid(action.idempotency_key, i)
@@ -208,7 +230,13 @@ class Actions:
             await self._self_event(action.chat_id, sent, self_content(part, allowed), (), reply_to)
         return tuple(ids)
 
+    async def _spend(self, chat_id: str, messages: int) -> None:
+        """Book ``messages`` in the chat's minute (raises ``BudgetSpent`` when it is spent)."""
+        if self.budgets is not None:
+            await self.budgets.spend_messages(chat_id, messages)
+
     async def _send_image(self, action: SendImageAction) -> tuple[str, ...]:
+        await self._spend(action.chat_id, 2 if action.caption else 1)
         store = await self.bus.js.object_store(OBJECT_STORE_BLOBS)
         blob = await store.get(action.blob_key)
         data = bytes(blob.data or b"")
@@ -303,6 +331,11 @@ class Actions:
             if lost:
                 raise SendOutcomeUnknown(tuple(done)) from last
             raise
+        except BudgetSpent as spent:
+            # A retry the budget refused after an attempt lost its answer: the message may exist.
+            if lost:
+                raise SendOutcomeUnknown(tuple(done)) from spent
+            raise SendStopped(spent, tuple(done)) from None
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _self_event(

@@ -41,6 +41,7 @@ from larkbot.canonical.errors import PermanentError
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import KV_INGRESS_DEDUP, Platform, events_subject
 from larkbot.runtime import tracing
+from larkbot.runtime.budgets.store import BudgetSpent, BudgetUnavailable
 from larkbot.runtime.bus import Bus, PayloadTooLarge
 from larkbot.runtime.deadletter import DeadLetter, DeadLetters
 from larkbot.runtime.logs import log_context
@@ -220,7 +221,7 @@ class Inbound:
                 continue
             try:
                 name = await self.api.chat_name(chat_id)
-            except (FeishuApiError, TimeoutError) as exc:
+            except (FeishuApiError, TimeoutError, BudgetSpent, BudgetUnavailable) as exc:
                 log.info("shared group %s not named: %s", chat_id, type(exc).__name__)
                 name = None
             self._chat_names[chat_id] = (name, now)
@@ -236,6 +237,9 @@ class Inbound:
             chat_id = await self.api.message_chat(needs.message_id) if self.api is not None else None
         except ApiTransient:
             raise
+        except BudgetSpent:
+            # The quota is spent: a re-push would be refused the same way until the budget resets.
+            return Dropped(needs.event_type, needs.event_id, "budget_spent")
         except FeishuApiError as exc:
             # Final: a re-push would meet the same answer for hours (core.apierrors).
             raise EventRefused(f"lookup_{exc.kind.value}", str(exc), needs.event_type) from None

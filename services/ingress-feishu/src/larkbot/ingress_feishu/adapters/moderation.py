@@ -24,12 +24,14 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from larkbot.canonical.actions import (
+    BUDGET_SPENT,
     ActionError,
     ActionResult,
     MessageDeletion,
     ModerateAction,
     ModerationReport,
 )
+from larkbot.runtime.budgets.store import BudgetSpent
 from larkbot.runtime.bus import BusUnavailable
 from larkbot.runtime.ingress import OncePerKey, failed
 
@@ -101,6 +103,11 @@ class FeishuModeration:
         except (FeishuApiError, RateLimited, PlatformTimeout, PlatformUnavailable) as exc:
             metrics.MODERATION_DELETIONS.labels("failed").inc()
             return MessageDeletion(message_id=message_id, outcome="failed", error=_error(exc))
+        except BudgetSpent as exc:
+            # The member is already removed: the report says so, with this recall refused.
+            metrics.MODERATION_DELETIONS.labels("failed").inc()
+            error = ActionError(code=BUDGET_SPENT, message=str(exc), retryable=True)
+            return MessageDeletion(message_id=message_id, outcome="failed", error=error)
         metrics.MODERATION_DELETIONS.labels("deleted").inc()
         try:
             await self.publish_recall(chat_id, message_id)

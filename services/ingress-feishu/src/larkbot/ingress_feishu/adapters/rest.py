@@ -15,6 +15,12 @@ the token asynchronously under a lock, and maps Feishu's answers once, here:
   :class:`FeishuApiError` whose type says what it means (:func:`api_error`, ``core.apierrors``):
   :class:`ApiNotFound`, :class:`ApiForbidden`, :class:`ApiRefused` (permanent), :class:`ApiTransient`.
 
+Every HTTP request is first booked in the platform's API-call budget (``budgets``, the
+``feishu.budgets.api_calls_per_day`` / ``_per_month`` of ``larkbot.runtime.budgets``): a spent budget
+raises :class:`~larkbot.runtime.budgets.store.BudgetSpent` before anything leaves. The tenant token and
+the bot's own info (:data:`ESSENTIAL_ROUTES`) are booked but never refused: without them the service
+cannot start or resume once the budget resets.
+
 The app secret travels only in the token request body; it is never part of a message or an exception.
 """
 
@@ -30,6 +36,7 @@ import httpx
 from pydantic import SecretStr
 
 from larkbot.canonical.errors import LarkbotError, PermanentError, RetryableError
+from larkbot.runtime.budgets.store import Budgets
 
 from .. import metrics
 from ..core.apierrors import ApiFailure, classify
@@ -42,6 +49,8 @@ RATE_LIMITED: Final = 99991400
 #: Refresh this long before Feishu's stated expiry (tokens live 2 h).
 TOKEN_MARGIN_S: Final = 300.0
 #: Failures before any byte of the request left: the connection was never made or never handed out.
+#: Booked in the budget but never refused by it (the module docstring).
+ESSENTIAL_ROUTES: Final = frozenset({"auth.token", "bot.info"})
 _NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 
 
@@ -123,8 +132,10 @@ class FeishuRest:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         on_rate_limit: Callable[[float], None] | None = None,
+        budgets: Budgets | None = None,
     ) -> None:
         self.app_id = app_id
+        self.budgets = budgets
         self._secret = app_secret
         self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, trust_env=False)
         self._sleep = sleep
@@ -138,11 +149,17 @@ class FeishuRest:
     async def close(self) -> None:
         await self._http.aclose()
 
+    async def _book(self, route: str) -> None:
+        """Book one request in the API-call budget (raises ``BudgetSpent`` when it is spent)."""
+        if self.budgets is not None:
+            await self.budgets.spend_calls(force=route in ESSENTIAL_ROUTES)
+
     async def _tenant_token(self, *, refresh: bool = False) -> str:
         async with self._token_lock:
             if not refresh and self._token is not None and self._clock() < self._token_expiry:
                 return self._token
             body = {"app_id": self.app_id, "app_secret": self._secret.get_secret_value()}
+            await self._book("auth.token")
             try:
                 resp = await self._http.post(TOKEN_PATH, json=body)
             except httpx.TransportError as exc:
@@ -208,6 +225,7 @@ class FeishuRest:
     ) -> bytes | None:
         """Stream a binary resource; ``None`` when it is larger than ``max_bytes``."""
         token = await self._tenant_token()
+        await self._book(route)
         started = time.perf_counter()
         try:
             async with self._http.stream(
@@ -248,6 +266,7 @@ class FeishuRest:
         timeout_s: float | None,
     ) -> httpx.Response:
         token = await self._tenant_token()
+        await self._book(route)
         started = time.perf_counter()
         extra: dict[str, Any] = {}
         if timeout_s is not None:

@@ -70,7 +70,8 @@ class Dropped:
     event_id: str
     #: ``private_chat`` (a direct chat the configuration does not name) | ``unconfigured_chat`` (a group it
     #: does not name) | ``not_direct`` (a chat configured with ``direct_with`` that is not a direct chat
-    #: with that person) | ``no_canonical_form``
+    #: with that person) | ``no_canonical_form`` | ``budget_spent`` (the lookup it needs was refused by
+    #: the API-call budget)
     reason: str
     chat_id: str | None = None
     #: The sender of a dropped message, when the payload names one (the person of a direct chat).

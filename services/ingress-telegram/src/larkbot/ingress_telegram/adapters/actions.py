@@ -6,6 +6,10 @@ Error mapping, once, here: ``BotApiError`` 429 → ``rate_limited`` (retryable, 
 ``platform``; ``NotSent`` → ``network`` (retryable: nothing left); ``OutcomeUnknown`` → outcome
 ``unknown`` for sends (never repeated blindly), ``network`` for the idempotent actions.
 
+A send first books its parts in the chat's messages-per-minute budget (``larkbot.runtime.budgets``,
+shared by the replicas): a spent budget answers ``failed`` with code ``budget_spent`` before anything
+reaches Telegram, under a ``failed`` record so that a repeat later resumes.
+
 A send has one retry layer, :meth:`ActionExecutor._deliver`: the pacing slot, a 429's ``retry_after`` and
 the backoff after a 5xx answer or a connection that never opened are one loop (``core.retries``), bounded
 by the action's deadline, under the one ledger record the attempt holds. A lost answer ends it: the
@@ -44,6 +48,7 @@ from larkbot.canonical.actions import (
 from larkbot.canonical.events import DeleteEvent, MessageEvent
 from larkbot.canonical.fingerprint import event_msg_id
 from larkbot.canonical.names import Platform, events_subject
+from larkbot.runtime.budgets.store import Budgets, BudgetSpent, budget_refusal
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.ingress import failed, report_done
 from larkbot.runtime.logs import mask
@@ -84,6 +89,7 @@ class ActionExecutor:
         *,
         migrations: ChatMigrations | None = None,
         pacer: Pacer | None = None,
+        budgets: Budgets | None = None,
         retry: RetryPolicy = SEND_RETRY,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -95,6 +101,7 @@ class ActionExecutor:
         self.adapter = adapter
         self.migrations = migrations
         self.pacer = pacer or Pacer()
+        self.budgets = budgets
         self.retry = retry
         self.clock = clock
         self.sleep = sleep
@@ -141,6 +148,11 @@ class ActionExecutor:
         if isinstance(held, ActionResult):
             return held
         revision, confirmed = held
+        refused = await self._spend(action, len(parts) - len(confirmed))
+        if refused is not None:
+            record = Record(State.FAILED, tuple(confirmed), len(parts), now_ms())
+            await self.records.record(key, record, revision, action.deadline_ms)
+            return refused.model_copy(update={"message_ids": tuple(confirmed)})
         thread = self.adapter.threads.for_send(action.chat_id, action.reply_to_message_id)
         for index in range(len(confirmed), len(parts)):
             params: dict[str, Any] = {
@@ -189,6 +201,20 @@ class ActionExecutor:
             )
             await self._publish(sent, "self-sent event")
         return ActionResult(idempotency_key=key, ok=True, outcome="done", message_ids=tuple(confirmed))
+
+    async def _spend(self, action: SendMessageAction, parts: int) -> ActionResult | None:
+        """Book the parts still to send in the chat's budget (all or none); the refusal when it is spent
+        or cannot be counted now (the record then says ``failed``: a repeat resumes)."""
+        if self.budgets is None:
+            return None
+        try:
+            await self.budgets.spend_messages(action.chat_id, parts)
+        except BudgetSpent as exc:
+            log.info("send refused in chat %s: %s", action.chat_id, exc)
+            return budget_refusal(action.idempotency_key, exc)
+        except BusUnavailable as exc:
+            return failed(action.idempotency_key, "unavailable", str(exc), retryable=True)
+        return None
 
     async def _deliver(self, chat_id: str, params: dict[str, Any], deadline_ms: int | None) -> Any:
         """Send one message: wait for its pacing slot, and try again after a 429 (its ``retry_after``) or

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final, Literal
 
@@ -22,6 +22,7 @@ from larkbot.canonical.actions import ActionRequest, ActionResult
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.names import Platform
+from larkbot.runtime.budgets.store import BudgetPlan, Budgets
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.deadletter import DeadLetters
 from larkbot.runtime.http import Check
@@ -75,6 +76,8 @@ class Wiring:
     #: The public URL registered with ``setWebhook``; empty: not registered by the service.
     webhook_url: str
     polling_timeout_s: int
+    #: The platform budgets (``telegram.budgets``, ``chats.<key>.messages_per_minute``).
+    budgets: BudgetPlan = field(default_factory=lambda: BudgetPlan(Platform.TELEGRAM.value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +137,10 @@ class TelegramLink:
         # Upgrades known before any update is taken: a supergroup's first update must already map.
         migrations = await ChatMigrations.open(w.bus, adapter)
         spawn(migrations.follow(), "telegram-chat-migrations")
-        executor = ActionExecutor(w.api, w.bus, ledger, adapter, migrations=migrations, retry=w.send_retry)
+        budgets = await Budgets.open(w.bus.js, w.budgets)
+        executor = ActionExecutor(
+            w.api, w.bus, ledger, adapter, migrations=migrations, budgets=budgets, retry=w.send_retry
+        )
         inbound = Inbound(w.bus, adapter, DeadLetters(w.bus.js), migrations=migrations, retry=w.store_retry)
         receiver = await self._receive(inbound)
         self.state = Receiving(identity, privacy_mode, executor, migrations, receiver)

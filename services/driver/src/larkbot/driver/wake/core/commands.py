@@ -37,6 +37,7 @@ from larkbot.driver.memory.core.recall import RecallLimits
 from larkbot.driver.ratelimit.core.rates import RateAsk, RateLimits
 from larkbot.driver.ratelimit.core.window import Verdict
 from larkbot.driver.shell.core.gate import GateSettings
+from larkbot.runtime.budgets.core import SpeakingBudget
 
 from . import prompt
 from .budget import TurnBudget
@@ -110,6 +111,8 @@ class ChatView:
     limits: Limits
     #: The chat's background shell tasks still running (shown in the late-binding message).
     active_tasks: tuple[prompt.ActiveTask, ...] = ()
+    #: What the platform budgets leave the bot to say here (``driver.budgets``); ``None``: unknown.
+    speaking_budget: SpeakingBudget | None = None
 
     @property
     def turns_from_ms(self) -> int:

@@ -9,6 +9,9 @@ so a result that reaches the model is settled as far as anyone can know. Three c
   message twice); the result needs no follow-up.
 - ``failed``, retryable — the platform failed every attempt (a 5xx, a rate limit, no connection): nothing
   was done. A new attempt is the model's choice, in a later turn.
+- ``failed``, ``budget_spent`` — the operator's platform budget (a chat's messages per minute, the
+  platform's API calls per day or month) is spent: nothing was done, and the bot cannot speak there
+  until it resets; the model is told so, and when.
 - ``failed``, final — the platform refused it (the bot was removed, the target is gone, …): nothing was
   done, and repeating it cannot help; the platform's reason is quoted, shortened.
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, assert_never
 
-from larkbot.canonical.actions import ActionResult
+from larkbot.canonical.actions import BUDGET_SPENT, ActionResult
 
 PLATFORM_NAMES = {"feishu": "Feishu", "telegram": "Telegram"}
 #: The platform's own reason, at most this long, for a final refusal.
@@ -32,17 +35,20 @@ _NOT_DONE = {"send_message": "not sent", "delete_message": "not recalled"}
 
 
 #: How an action that did not simply succeed settled: the closed set :func:`settled_text` words.
-Settlement = Literal["unknown", "deadline", "exhausted", "refused"]
+Settlement = Literal["unknown", "deadline", "budget", "exhausted", "refused"]
 
 
 def settlement(result: ActionResult) -> Settlement:
-    """``unknown``: it may have happened; ``deadline``: it never ran; ``exhausted``: every attempt failed
-    for now (the error is retryable); ``refused``: the platform said no for good."""
+    """``unknown``: it may have happened; ``deadline``: it never ran; ``budget``: a platform budget is
+    spent; ``exhausted``: every attempt failed for now (the error is retryable); ``refused``: the platform
+    said no for good."""
     error = result.error
     if result.outcome == "unknown":
         return "unknown"
     if error is not None and error.code == "deadline":
         return "deadline"
+    if error is not None and error.code == BUDGET_SPENT:
+        return "budget"
     if error is not None and error.retryable:
         return "exhausted"
     return "refused"
@@ -72,6 +78,14 @@ def settled_text(result: ActionResult, kind: str, platform: str, delivered: Sequ
             return f"delivery unknown: {why}, so it may or may not have happened{known}; do not repeat it"
         case "deadline":
             return f"{head}the turn's deadline passed before it could run; {rest}"
+        case "budget":
+            after = error.retry_after_s if error is not None else None
+            when = f"it allows more in about {_duration(after)}" if after else "it resets later"
+            return (
+                f"{head}the speaking budget for {name} is spent ({error.message if error else code}); "
+                f"{rest}. You cannot speak here now: {when}. Stay silent until then — do not try again "
+                "in this turn"
+            )
         case "exhausted":
             after = error.retry_after_s if error is not None else None
             wait = f", asking to wait {after:g} s" if after else ""
@@ -81,6 +95,14 @@ def settled_text(result: ActionResult, kind: str, platform: str, delivered: Sequ
             return f"{head}{name} refused it ({code}{': ' + reason if reason else ''}); {rest}"
         case _:
             assert_never(settled)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds / 3600)} h"
 
 
 def _delivered(ids: Sequence[str]) -> str:

@@ -1,8 +1,9 @@
 """One wake-up of a chat as a sans-I/O generator (SPEC §4): redo a step left pending, pick the path
 (continuation, activation, the chat's manners and rate limits, brake, probe), decide the shell tools'
 gate once (``core.gate``), run the primary turn, keep the request within the model's window, and mark the
-input processed. The manners' guidance (``manners.core``) and who is rate-limited (``ratelimit.core``)
-go into the probe's and the primary's late-binding message only.
+input processed. The manners' guidance (``manners.core``), who is rate-limited (``ratelimit.core``) and
+the speaking budget when it runs low (``budgets.core``) go into the probe's and the primary's
+late-binding message only.
 
 :func:`wake_up` yields commands and receives their results; one interpreter
 (``adapters.interpreter.interpret``) drives it for the service, the benchmark and the tests alike. The
@@ -32,6 +33,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 
 from larkbot.canonical.llm import LLMError, LLMResponse
+from larkbot.driver.budgets.core import speaking
 from larkbot.driver.compaction.core.compaction import first_unprocessed
 from larkbot.driver.manners.core import manners
 from larkbot.driver.memory.core.memory import Memory
@@ -123,7 +125,7 @@ def wake_up(w: WakeInput) -> Flow:
         manners=w.settings.manners,
         blocked=w.settings.blocked_users,
     )
-    guidance = manners.guidance(manner, w.settings.manners)
+    guidance = (*manners.guidance(manner, w.settings.manners), *speaking.guidance(view.speaking_budget))
     activation: Activation | None
     if state.chain:
         path: Path = "continuation"

@@ -1,0 +1,303 @@
+"""The budgets on the bus: spends booked with compare-and-set in the budget buckets, shared by every
+replica of an ingress service.
+
+- A spend reads the key, applies :mod:`.core` and writes with ``update(key, value, last=revision)``
+  (``create`` for a key not there); a replica that lost the race (wrong last sequence) reads again and
+  decides again, so the booked sends of two replicas never exceed the limit. A key the bucket's TTL
+  removed holds nothing that still counts.
+- A bucket that does not answer raises :class:`BudgetUnavailable` (retryable): nothing was spent and
+  the action did not run — a budget that cannot be counted is not spent blindly.
+- A refusal raises :class:`BudgetSpent`; :func:`budget_refusal` is the action result the driver
+  understands (code ``budget_spent``). Every refusal and every remaining count is exported
+  (:mod:`.metrics`).
+
+Keys: ``<platform>.<chat>`` in ``platform-budget-minutes`` (:func:`minute_key`; a chat id outside the
+characters KV keys allow becomes its SHA-256) and ``<platform>`` in ``platform-budget-calls``. The driver
+reads both (:func:`read_speaking_budget`); only the ingress services may write them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final, TypeVar
+
+import nats.errors
+from nats.js import JetStreamContext
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from larkbot.canonical.actions import BUDGET_SPENT, ActionError, ActionResult
+from larkbot.canonical.errors import LarkbotError
+from larkbot.canonical.names import KV_PLATFORM_BUDGET_CALLS, KV_PLATFORM_BUDGET_MINUTES, Platform
+
+from ..bus import BusUnavailable
+from ..config import LarkbotConfig
+from . import metrics
+from .core import (
+    SCOPES,
+    CallLimits,
+    Calls,
+    Granted,
+    MinuteWindow,
+    Refused,
+    SpeakingBudget,
+    calls_remaining,
+    minute_remaining,
+    spend_calls,
+    spend_minute,
+)
+
+__all__ = [
+    "MAX_ROUNDS",
+    "BudgetPlan",
+    "BudgetSpent",
+    "BudgetUnavailable",
+    "Budgets",
+    "budget_refusal",
+    "calls_key",
+    "minute_key",
+    "read_speaking_budget",
+]
+
+T = TypeVar("T")
+
+_PLAIN_KEY: Final = re.compile(r"[-_=a-zA-Z0-9]{1,200}")
+#: Compare-and-set rounds one spend may lose before it gives up (retryable): replicas race only while
+#: they spend on the same key at the same moment, so losing this often means the bucket misbehaves.
+MAX_ROUNDS: Final = 50
+
+
+class BudgetSpent(LarkbotError):
+    """A budget cannot take the spend: ``refused`` says which one and until when."""
+
+    def __init__(self, platform: str, refused: Refused) -> None:
+        self.platform = platform
+        self.refused = refused
+        super().__init__(_describe(platform, refused))
+
+
+class BudgetUnavailable(BusUnavailable):
+    """A budget bucket did not answer (or kept losing compare-and-set): nothing was spent."""
+
+
+def minute_key(platform: str, chat_id: str) -> str:
+    token = (
+        chat_id if _PLAIN_KEY.fullmatch(chat_id) else "sha256-" + hashlib.sha256(chat_id.encode()).hexdigest()
+    )
+    return f"{platform}.{token}"
+
+
+def calls_key(platform: str) -> str:
+    return platform
+
+
+_UNITS: Final = {"minute": "messages a minute in this chat", "day": "API calls a UTC day"}
+
+
+def _describe(platform: str, refused: Refused) -> str:
+    """The budget, for the model and the logs; when it allows more is ``retry_after_s``."""
+    unit = _UNITS.get(refused.scope, "API calls a UTC month")
+    return f"the {platform} budget of {refused.limit} {unit} is spent"
+
+
+def budget_refusal(idempotency_key: str, exc: BudgetSpent, message_ids: tuple[str, ...] = ()) -> ActionResult:
+    """The typed result of an action a spent budget refused (``message_ids``: parts sent before)."""
+    error = ActionError(
+        code=BUDGET_SPENT, message=str(exc), retryable=True, retry_after_s=exc.refused.retry_after_s
+    )
+    return ActionResult(
+        idempotency_key=idempotency_key, ok=False, outcome="failed", message_ids=message_ids, error=error
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetPlan:
+    """A platform's budgets as configured: ``messages_per_minute`` for a chat unless ``chats`` names
+    its own (``0``: unlimited), and the platform's API calls per day and month."""
+
+    platform: str
+    messages_per_minute: int = 0
+    chats: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    calls: CallLimits = field(default_factory=CallLimits)
+    #: Telegram's limit is per group: its private chats (positive ids) have none.
+    groups_only: bool = False
+
+    @classmethod
+    def of(cls, config: LarkbotConfig, platform: str) -> BudgetPlan:
+        chats = {
+            key.partition(":")[2]: chat.messages_per_minute
+            for key, chat in config.chats.items()
+            if key.startswith(f"{platform}:") and chat.messages_per_minute is not None
+        }
+        if platform == Platform.TELEGRAM.value:
+            per_minute = config.telegram.budgets.messages_per_minute if config.telegram else 0
+            return cls(platform, per_minute, MappingProxyType(chats), groups_only=True)
+        if config.feishu is None:
+            return cls(platform, 0, MappingProxyType(chats))
+        budgets = config.feishu.budgets
+        calls = CallLimits(budgets.api_calls_per_day, budgets.api_calls_per_month)
+        return cls(platform, budgets.messages_per_minute, MappingProxyType(chats), calls)
+
+    def minute_limit(self, chat_id: str) -> int:
+        """The chat's messages per minute; ``0``: unlimited."""
+        if chat_id in self.chats:
+            return self.chats[chat_id]
+        if self.groups_only and not chat_id.startswith("-"):
+            return 0
+        return self.messages_per_minute
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Budgets:
+    """A platform's budgets, spent by one ingress replica on the shared buckets."""
+
+    def __init__(
+        self,
+        plan: BudgetPlan,
+        minutes: KeyValue,
+        calls: KeyValue,
+        *,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.plan = plan
+        self._minutes = minutes
+        self._calls = calls
+        self._clock_ms = clock_ms
+        platform = plan.platform
+        for scope in SCOPES:
+            metrics.REFUSALS.labels(platform, scope)
+        for scope, limit in (("day", plan.calls.per_day), ("month", plan.calls.per_month)):
+            if limit:
+                metrics.LIMIT.labels(platform, scope).set(limit)
+
+    @classmethod
+    async def open(
+        cls, js: JetStreamContext, plan: BudgetPlan, *, clock_ms: Callable[[], int] = _now_ms
+    ) -> Budgets:
+        budgets = cls(
+            plan,
+            await js.key_value(KV_PLATFORM_BUDGET_MINUTES),
+            await js.key_value(KV_PLATFORM_BUDGET_CALLS),
+            clock_ms=clock_ms,
+        )
+        await budgets.refresh()
+        return budgets
+
+    async def spend_messages(self, chat_id: str, cost: int = 1) -> None:
+        """Book ``cost`` messages in ``chat_id``'s minute, or raise :class:`BudgetSpent`."""
+        limit = self.plan.minute_limit(chat_id)
+        if limit <= 0 or cost <= 0:
+            return
+
+        def step(value: bytes | None, now_ms: int) -> tuple[bytes, Granted] | Refused:
+            window = MinuteWindow.decode(value) if value else None
+            outcome = spend_minute(window, limit, now_ms, cost)
+            if isinstance(outcome, Refused):
+                return outcome
+            booked, granted = outcome
+            return booked.encode(), granted
+
+        await self._spend(self._minutes, minute_key(self.plan.platform, chat_id), step)
+
+    async def spend_calls(self, cost: int = 1, *, force: bool = False) -> None:
+        """Book ``cost`` API calls of the day and the month, or raise :class:`BudgetSpent`; ``force``
+        books them past a spent budget (see :func:`.core.spend_calls`)."""
+        limits = self.plan.calls
+        if limits.unlimited:
+            return
+
+        def step(value: bytes | None, now_ms: int) -> tuple[bytes, Granted] | Refused:
+            calls = Calls.decode(value) if value else None
+            outcome = spend_calls(calls, limits, now_ms, cost, force=force)
+            if isinstance(outcome, Refused):
+                self._export(calls, now_ms)
+                return outcome
+            booked, granted = outcome
+            self._export(booked, now_ms)
+            return booked.encode(), granted
+
+        await self._spend(self._calls, calls_key(self.plan.platform), step)
+
+    async def refresh(self) -> None:
+        """Export what the platform-wide budgets have left now (a new day shows without a spend)."""
+        if self.plan.calls.unlimited:
+            return
+        value, _ = await self._read(self._calls, calls_key(self.plan.platform))
+        self._export(Calls.decode(value) if value else None, self._clock_ms())
+
+    def _export(self, calls: Calls | None, now_ms: int) -> None:
+        for scope, left in calls_remaining(calls, self.plan.calls, now_ms).items():
+            metrics.REMAINING.labels(self.plan.platform, scope).set(left)
+
+    async def _read(self, kv: KeyValue, key: str) -> tuple[bytes | None, int | None]:
+        try:
+            entry = await kv.get(key)
+        except KeyNotFoundError:
+            return None, None
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise BudgetUnavailable(f"budget key {key} read: {type(exc).__name__}") from None
+        return entry.value or None, entry.revision
+
+    async def _spend(
+        self, kv: KeyValue, key: str, step: Callable[[bytes | None, int], tuple[bytes, T] | Refused]
+    ) -> T:
+        for _ in range(MAX_ROUNDS):
+            value, revision = await self._read(kv, key)
+            outcome = step(value, self._clock_ms())
+            if isinstance(outcome, Refused):
+                metrics.REFUSALS.labels(self.plan.platform, outcome.scope).inc()
+                raise BudgetSpent(self.plan.platform, outcome)
+            data, result = outcome
+            try:
+                if revision is None:
+                    await kv.create(key, data)
+                else:
+                    await kv.update(key, data, last=revision)
+            except KeyWrongLastSequenceError:
+                continue  # another replica spent first: decide again on what it wrote
+            except (nats.errors.Error, TimeoutError) as exc:
+                raise BudgetUnavailable(f"budget key {key} write: {type(exc).__name__}") from None
+            return result
+        raise BudgetUnavailable(f"budget key {key}: compare-and-set lost {MAX_ROUNDS} times")
+
+
+async def read_speaking_budget(
+    js: JetStreamContext, platform: str, chat_id: str, now_ms: int
+) -> SpeakingBudget:
+    """The speaking budget of a chat from the buckets the ingress writes (read-only for the driver)."""
+
+    async def get(bucket: str, key: str) -> bytes | None:
+        try:
+            entry = await (await js.key_value(bucket)).get(key)
+        except KeyNotFoundError:
+            return None
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise BudgetUnavailable(f"budget bucket {bucket} read: {type(exc).__name__}") from None
+        return entry.value or None
+
+    minute_raw = await get(KV_PLATFORM_BUDGET_MINUTES, minute_key(platform, chat_id))
+    calls_raw = await get(KV_PLATFORM_BUDGET_CALLS, calls_key(platform))
+    window = MinuteWindow.decode(minute_raw) if minute_raw else None
+    minute = minute_remaining(window, now_ms)
+    day = month = day_limit = month_limit = None
+    if calls_raw:
+        calls = Calls.decode(calls_raw)
+        left = calls_remaining(calls, calls.limits, now_ms)
+        day, month = left.get("day"), left.get("month")
+        day_limit, month_limit = calls.limits.per_day or None, calls.limits.per_month or None
+    return SpeakingBudget(
+        minute=minute,
+        minute_limit=window.limit if window is not None else None,
+        day=day,
+        day_limit=day_limit,
+        month=month,
+        month_limit=month_limit,
+    )

@@ -1,0 +1,150 @@
+"""Budgets on the real bus: two replicas racing on the same keys never spend more than the budget."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from prometheus_client import REGISTRY
+
+from larkbot.canonical.actions import BUDGET_SPENT
+from larkbot.canonical.names import KV_PLATFORM_BUDGET_MINUTES
+from larkbot.runtime.budgets.core import CallLimits, MinuteWindow
+from larkbot.runtime.budgets.store import (
+    BudgetPlan,
+    Budgets,
+    BudgetSpent,
+    budget_refusal,
+    minute_key,
+    read_speaking_budget,
+)
+from larkbot.runtime.bus import Bus, connect
+from larkbot.runtime.config import NatsSettings, parse_config
+
+WAIT = 30.0
+GROUP = "-1001234"
+
+
+@pytest.fixture
+async def other(bus: Bus, nats_url: str) -> AsyncIterator[Bus]:
+    """A second connection: the other replica."""
+    second = await connect(NatsSettings(), "test-2", url=nats_url, give_up_after_s=30)
+    try:
+        yield second
+    finally:
+        await second.close(drain_timeout_s=5)
+
+
+def refusals(platform: str, scope: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "larkbot_ingress_budget_refusals_total", {"platform": platform, "scope": scope}
+    )
+    assert value is not None, "refusals are initialised at 0"
+    return value
+
+
+async def spend_all(budgets: Budgets, spend: str, n: int) -> list[bool]:
+    async def one() -> bool:
+        try:
+            if spend == "messages":
+                await budgets.spend_messages(GROUP)
+            else:
+                await budgets.spend_calls()
+        except BudgetSpent:
+            return False
+        return True
+
+    return list(await asyncio.gather(*(one() for _ in range(n))))
+
+
+async def test_a_groups_minute_holds_across_two_replicas(bus: Bus, other: Bus) -> None:
+    plan = BudgetPlan("telegram", messages_per_minute=20, groups_only=True)
+    first, second = await Budgets.open(bus.js, plan), await Budgets.open(other.js, plan)
+    before = refusals("telegram", "minute")
+    async with asyncio.timeout(WAIT):
+        granted = await asyncio.gather(spend_all(first, "messages", 30), spend_all(second, "messages", 30))
+    assert sum(sum(g) for g in granted) == 20
+    assert all(any(g) for g in granted), "both replicas got a share"
+    assert refusals("telegram", "minute") - before == 40
+    kv = await bus.js.key_value(KV_PLATFORM_BUDGET_MINUTES)
+    window = MinuteWindow.decode((await kv.get(minute_key("telegram", GROUP))).value or b"")
+    assert (window.limit, len(window.sent_ms)) == (20, 20)
+    # What the driver reads for the chat: nothing left this minute.
+    seen = await read_speaking_budget(bus.js, "telegram", GROUP, max(window.sent_ms))
+    assert (seen.minute, seen.minute_limit, seen.lowest_share()) == (0, 20, 0.0)
+
+
+async def test_private_chats_and_unlimited_chats_spend_nothing(bus: Bus) -> None:
+    plan = BudgetPlan("telegram", messages_per_minute=1, chats={"-42": 0}, groups_only=True)
+    budgets = await Budgets.open(bus.js, plan)
+    for _ in range(3):
+        await budgets.spend_messages("4242")  # a private chat
+        await budgets.spend_messages("-42")  # a group the operator set unlimited
+    await budgets.spend_messages(GROUP)
+    with pytest.raises(BudgetSpent) as spent:
+        await budgets.spend_messages(GROUP)
+    assert spent.value.refused.scope == "minute"
+    assert 0 < spent.value.refused.retry_after_s <= 60
+
+
+async def test_the_days_calls_hold_across_two_replicas_and_the_refusal_is_typed(bus: Bus, other: Bus) -> None:
+    plan = BudgetPlan("feishu", calls=CallLimits(per_day=25, per_month=1000))
+    first, second = await Budgets.open(bus.js, plan), await Budgets.open(other.js, plan)
+    async with asyncio.timeout(WAIT):
+        granted = await asyncio.gather(spend_all(first, "calls", 20), spend_all(second, "calls", 20))
+    assert sum(sum(g) for g in granted) == 25
+    remaining = REGISTRY.get_sample_value(
+        "larkbot_ingress_budget_remaining", {"platform": "feishu", "scope": "day"}
+    )
+    assert remaining == 0
+    assert (
+        REGISTRY.get_sample_value("larkbot_ingress_budget_limit", {"platform": "feishu", "scope": "day"})
+        == 25
+    )
+    with pytest.raises(BudgetSpent) as spent:
+        await first.spend_calls()
+    result = budget_refusal("k1", spent.value)
+    assert result.outcome == "failed"
+    assert result.error is not None
+    assert result.error.code == BUDGET_SPENT
+    assert result.error.retryable
+    assert result.error.retry_after_s == spent.value.refused.retry_after_s
+    assert "25 API calls a UTC day" in result.error.message
+    # Forced calls (the tenant token) still go, and are counted.
+    await first.spend_calls(force=True)
+    seen = await read_speaking_budget(bus.js, "feishu", "oc_x", 0)
+    assert seen.day_limit == 25
+
+
+def test_the_plan_reads_platform_and_chat_settings() -> None:
+    config = parse_config(
+        {
+            "telegram": {"bot_token": "t0ken-123456", "budgets": {"messages_per_minute": 15}},
+            "feishu": {
+                "app_id": "cli_1",
+                "app_secret": "s3cret-1234",
+                "budgets": {"api_calls_per_day": 300, "api_calls_per_month": 9000},
+            },
+            "chats": {
+                "default": {},
+                "telegram:-100": {"messages_per_minute": 5},
+                "telegram:-200": {},
+                "feishu:oc_1": {"messages_per_minute": 10},
+            },
+        },
+        {},
+    )
+    telegram = BudgetPlan.of(config, "telegram")
+    assert [telegram.minute_limit(c) for c in ("-100", "-200", "-300", "777")] == [5, 15, 15, 0]
+    feishu = BudgetPlan.of(config, "feishu")
+    assert (feishu.minute_limit("oc_1"), feishu.minute_limit("oc_2")) == (10, 0)
+    assert feishu.calls == CallLimits(300, 9000)
+    # Defaults: Telegram 20 a minute per group; Feishu unlimited.
+    defaults = parse_config(
+        {"telegram": {"bot_token": "t0ken-123456"}, "feishu": {"app_id": "a", "app_secret": "s3cret-1234"}},
+        {},
+    )
+    assert BudgetPlan.of(defaults, "telegram").minute_limit("-1") == 20
+    assert BudgetPlan.of(defaults, "feishu").calls.unlimited
+    assert BudgetPlan.of(defaults, "feishu").minute_limit("oc_1") == 0

@@ -1,0 +1,1 @@
+"""Pure speaking budget: when a budget is low enough to mention, and the words."""
