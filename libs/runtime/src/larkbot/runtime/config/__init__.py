@@ -13,10 +13,10 @@ Chats: the keys of ``chats`` other than ``default`` are the residency whitelist,
 
 One private module per section, imported from here only (the names below are the public API):
 ``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``), ``_llm``, ``_chats``,
-``_manners`` (a chat's ``talk_level``, ``share_of_voice``, ``quiet_hours``), ``_driver`` (``memory``,
-``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``), ``_jetstream`` (``jetstream``); ``_secrets``
-says which service receives which secret; ``_root`` is the whole file and the checks spanning sections,
-``_loading`` reads it.
+``_manners`` (a chat's ``talk_level``, ``share_of_voice``, ``quiet_hours``), ``_reminders`` (a chat's
+``reminders`` and the deployment's), ``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``,
+``_retry`` (``retry``), ``_jetstream`` (``jetstream``); ``_secrets`` says which service receives which
+secret; ``_root`` is the whole file and the checks spanning sections, ``_loading`` reads it.
 """
 
 from ._base import UserIds
@@ -39,6 +39,7 @@ from ._loading import DEFAULT_CONFIG_PATH, interpolate, load_config, parse_confi
 from ._manners import TALK_LEVELS, QuietAllow, QuietHoursSettings, ShareOfVoiceSettings, TalkLevel
 from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServiceSettings, ServicesSettings
+from ._reminders import ChatRemindersSettings, RemindersSettings
 from ._retry import BackoffSettings, RetrySettings
 from ._root import LarkbotConfig, deep_merge
 from ._secrets import WITHHELD
@@ -51,6 +52,7 @@ __all__ = [
     "AssetSettings",
     "AuditSettings",
     "BackoffSettings",
+    "ChatRemindersSettings",
     "ChatSettings",
     "FeishuSettings",
     "InspectorSettings",
@@ -66,6 +68,7 @@ __all__ = [
     "NatsSettings",
     "QuietAllow",
     "QuietHoursSettings",
+    "RemindersSettings",
     "ResolvedAccepts",
     "RetrySettings",
     "ServiceSettings",

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from ._base import UserIds, _Section
 from ._manners import QuietHoursSettings, ShareOfVoiceSettings, TalkLevel, with_level_defaults
+from ._reminders import ChatRemindersSettings
 
 
 class ChatSettings(_Section):
@@ -80,6 +81,9 @@ class ChatSettings(_Section):
     #: ``None``: no limits (neither ``talk_level`` nor ``share_of_voice`` is configured).
     share_of_voice: ShareOfVoiceSettings | None = None
     quiet_hours: QuietHoursSettings | None = None
+    #: Reminders (docs/driver.md "Reminders"): the tools ``set_reminder``, ``cancel_reminder`` and
+    #: ``list_reminders``, and the chat's limits.
+    reminders: ChatRemindersSettings = ChatRemindersSettings()
 
     @model_validator(mode="before")
     @classmethod
