@@ -25,6 +25,7 @@ from larkbot.driver.manners.settings import manners_of
 from larkbot.driver.memory.core.memory import Visibility
 from larkbot.driver.memory.core.recall import RecallLimits
 from larkbot.driver.memory.memories import MemoryStore
+from larkbot.driver.reminders.store import ReminderStore
 from larkbot.driver.shell.core.gate import GateSettings
 from larkbot.driver.shell.shell import ShellTasks
 from larkbot.runtime import tracing
@@ -66,6 +67,7 @@ class WakeStores:
     #: trail is on).
     audit: AuditStore
     requests: RequestStore
+    reminders: ReminderStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,7 @@ class WakeRunner:
         self.dry_run = policy.dry_run
         self.maintainers = policy.maintainers
         self.shell = stores.shell
+        self.reminders = stores.reminders
         self.memories = stores.memories
         self.memory_settings = policy.memory
         self.repo = repo
@@ -141,6 +144,7 @@ class WakeRunner:
             if self.memory_on(settings)
             else None,
             ban_spammer=settings.ban_spammer_enabled,
+            reminders=settings.reminders.enabled,
         )
 
     def reasoning_replay(self, chat: ChatState) -> int:

@@ -29,19 +29,21 @@ from larkbot.driver.wake.core.records import StepMode
 Kind = Literal["participation", "work", "end"]
 #: Where a tool is offered: ``every_step`` (``react_only``, ``wrap_up`` and normal steps), ``speaking``
 #: (``wrap_up`` and normal steps), ``normal`` (normal steps), and normal steps of the chats whose switch
-#: is on: ``memory`` (memory on), ``ban_spammer`` (``ban_spammer_enabled``), ``shell`` (the maintainer
-#: gate open).
-Offer = Literal["every_step", "speaking", "normal", "memory", "ban_spammer", "shell"]
+#: is on: ``memory`` (memory on), ``ban_spammer`` (``ban_spammer_enabled``), ``reminders``
+#: (``reminders.enabled``), ``shell`` (the maintainer gate open).
+Offer = Literal["every_step", "speaking", "normal", "memory", "ban_spammer", "reminders", "shell"]
 #: The schema of an id argument (a message, file or task id as the chat log shows it).
 ID: Mapping[str, Any] = {"type": "string", "minLength": 1, "maxLength": 128}
 
 
 @dataclass(frozen=True, slots=True)
 class Switches:
-    """The per-chat (``memory``, ``ban_spammer``) and per-wake-up (``shell``) switches of a step."""
+    """The per-chat (``memory``, ``ban_spammer``, ``reminders``) and per-wake-up (``shell``) switches of a
+    step."""
 
     memory: bool = False
     ban_spammer: bool = False
+    reminders: bool = False
     shell: bool = False
 
 
@@ -65,6 +67,8 @@ def offered(offer: Offer, mode: StepMode, switches: Switches) -> bool:
             return switches.memory
         case "ban_spammer":
             return switches.ban_spammer
+        case "reminders":
+            return switches.reminders
         case "shell":
             return switches.shell
         case _:

@@ -33,6 +33,7 @@ from larkbot.driver.compaction.core.compaction import Summary
 from larkbot.driver.manners.core.manners import Manners
 from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import RecallLimits
+from larkbot.driver.reminders.core.reminders import Reminder
 from larkbot.driver.shell.core.gate import GateSettings
 
 from . import prompt
@@ -84,6 +85,8 @@ class WakeInput:
     memory: RecallLimits | None = None
     #: ``ban_spammer`` offered in this chat (``ban_spammer_enabled``).
     ban_spammer: bool = False
+    #: The reminder tools offered in this chat (``reminders.enabled``).
+    reminders: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,8 @@ class ChatView:
     limits: Limits
     #: The chat's background shell tasks still running (shown in the late-binding message).
     active_tasks: tuple[prompt.ActiveTask, ...] = ()
+    #: The chat's pending reminders, soonest first (shown in the late-binding message).
+    reminders: tuple[Reminder, ...] = ()
 
     @property
     def turns_from_ms(self) -> int:

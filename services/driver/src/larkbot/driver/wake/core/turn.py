@@ -138,7 +138,11 @@ def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
         )
         wrapped_up = wrapped_up or mode == "wrap_up"
         offered = tools.exposed(
-            mode, memory=plan.memory_tools, ban_spammer=plan.ban_spammer, shell=plan.shell_tools_exposed
+            mode,
+            memory=plan.memory_tools,
+            ban_spammer=plan.ban_spammer,
+            reminders=plan.reminders,
+            shell=plan.shell_tools_exposed,
         )
         if recovered is not None:
             step, call_at, answer = recovered.step, recovered.requested_at_ms, _Answer.of(recovered)
