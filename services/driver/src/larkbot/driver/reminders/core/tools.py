@@ -38,6 +38,9 @@ router = Router(
         kind="work",
         offer="reminders",
         dry_run=(False, "dry run: no reminder was set"),
+        # A reminder is kept under its call's key: a step lost before it was stored would otherwise be
+        # asked again of the model and set the reminder a second time.
+        write_ahead=True,
     ),
     Tool(
         CANCEL_REMINDER,

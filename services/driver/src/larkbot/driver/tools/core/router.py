@@ -85,6 +85,10 @@ class Tool:
     #: What a dry run answers instead of running it (``ok``, text; ``{id}`` becomes a made-up message
     #: id); ``None``: the tool runs in a dry run too (it only reads).
     dry_run: tuple[bool, str] | None = None
+    #: Its step is persisted (pending) before it runs, as a participation tool's always is: its effect
+    #: is kept under the call's idempotency key, so a process dying before the step is stored must leave
+    #: the step for recovery (same call, same key) rather than a new model call under a new key.
+    write_ahead: bool = False
     spec: ToolSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -121,6 +125,10 @@ class Registry:
 
     def of_kind(self, kind: Kind) -> frozenset[str]:
         return frozenset(name for name, t in self.tools.items() if t.kind == kind)
+
+    def written_ahead(self) -> frozenset[str]:
+        """The tools whose step is persisted before they run: participation tools and those declaring it."""
+        return frozenset(n for n, t in self.tools.items() if t.kind == "participation" or t.write_ahead)
 
     def exposed(self, mode: StepMode, switches: Switches) -> tuple[ToolSpec, ...]:
         return tuple(t.spec for t in self.tools.values() if offered(t.offer, mode, switches))

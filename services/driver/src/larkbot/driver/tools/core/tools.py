@@ -45,6 +45,7 @@ REGISTRY: Final = Registry(
 SPECS: Final = REGISTRY.specs
 PARTICIPATION_TOOLS: Final = REGISTRY.of_kind("participation")
 WORK_TOOLS: Final = REGISTRY.of_kind("work")
+WRITE_AHEAD_TOOLS: Final = REGISTRY.written_ahead()
 MEMORY_TOOLS: Final = memory.router.names
 SHELL_TOOLS: Final = shell.router.names
 REMINDER_TOOLS: Final = reminders.router.names
@@ -100,6 +101,7 @@ __all__ = [
     "SHELL_TOOLS",
     "SPECS",
     "WORK_TOOLS",
+    "WRITE_AHEAD_TOOLS",
     "Invalid",
     "exposed",
     "kind",
