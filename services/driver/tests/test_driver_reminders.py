@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
+from sqlalchemy import delete
 
 from larkbot.canonical.events import RuntimeEvent
 from larkbot.canonical.llm import LLMRequest, TextPart, ToolResultMessage, UserMessage
@@ -21,9 +23,11 @@ from larkbot.driver.reminders.core import reminders as core
 from larkbot.driver.reminders.core.reminders import Reminder
 from larkbot.driver.reminders.reminders import ReminderAccess, ReminderDelivery
 from larkbot.driver.reminders.store import ReminderStore
+from larkbot.driver.tables import turn_responses
 from larkbot.driver.tools.core import tools
 from larkbot.driver.wake.clock import ManualClock
 from larkbot.driver.wake.core.protocol import ToolRun
+from larkbot.driver.wake.repository import ChatMarks, DriverRepository
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import ChatRemindersSettings, RemindersSettings
 from larkbot.runtime.db import create_engine, migrate
@@ -429,3 +433,47 @@ async def test_a_reminder_set_by_the_model_comes_back_to_the_chat(
         assert f'reminder_id="{standup}"' in _texts(reminding)
         assert "Pending reminders" not in _late(reminding)  # delivered: no longer pending
         assert [e.dedup_key for e in w.pipeline.runtime_published] == [f"reminder:{standup}"]
+
+
+async def test_a_driver_dying_before_the_step_is_stored_sets_the_reminder_once(
+    bus: Bus, nats_url: str, tmp_path: Any
+) -> None:
+    db = f"sqlite+aiosqlite:///{tmp_path / 'driver.db'}"
+    async with world(bus, nats_url, db, reminders={"enabled": True}) as w:
+        w.probe_answers.append(decide("send_message", "asked for a reminder"))
+        w.primary_answers.extend(
+            [response(tool_call(tools.SET_REMINDER, "s", when="in 2 hours", text="stand-up")), end_turn()]
+        )
+        await w.say(1, 0, mentions_me=True, text="@Lark remind me")
+        await w.tick(1000)
+        await w.stop_replica("a")
+        # What a driver killed between the reminder's insert and the step's complete record leaves: the
+        # reminder, and the step written ahead (its answer, no results).
+        engine = create_engine(db)
+        try:
+            repo = DriverRepository(engine)
+            first = (await repo.turns("feishu", w.chat_id))[0]
+            async with engine.begin() as conn:
+                await conn.execute(delete(turn_responses))
+            await repo.add_turn(
+                replace(first, entries=first.entries[:1], pending=True, requires_follow_up=False)
+            )
+            await repo.save_marks("feishu", w.chat_id, ChatMarks(0, 0))
+        finally:
+            await engine.dispose()
+        set_before = counted("set")
+        await w.start_replica("b")
+        await w.balanced()
+        await w.tick(2000)
+        store = w.driver.runner.reminders
+        (kept,) = await store.pending("feishu", w.chat_id)
+        assert kept.text == "stand-up"
+        assert counted("set") == set_before
+        redone = (await w.driver.repo.turns("feishu", w.chat_id))[0]
+        assert not redone.pending
+        results = [m for m in redone.entries if isinstance(m, ToolResultMessage)]
+        assert len(results) == 1
+        assert isinstance(results[0].parts[0], TextPart)
+        assert results[0].parts[0].text.startswith(f"reminder {kept.reminder_id} set for")
+        # Redone from the stored step (its call, its key), not asked of the model again.
+        assert redone.entries[0] == first.entries[0]
