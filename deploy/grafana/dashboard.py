@@ -456,8 +456,12 @@ ROWS: list[tuple[str, list[Panel]]] = [
             ),
             panel(
                 "Manners",
-                "Wake-ups held before the probe by a chat's manners: share_of_voice, quiet_hours.",
-                [counter("larkbot_driver_manners_suppressions_total", "reason")],
+                "Wake-ups held before the probe by a chat's manners (share_of_voice, quiet_hours, "
+                "rate_limit), and the rate limits' refusals by scope and reason.",
+                [
+                    counter("larkbot_driver_manners_suppressions_total", "reason"),
+                    counter("larkbot_driver_rate_limited_total", "scope, reason"),
+                ],
                 "ops",
             ),
             panel(

@@ -13,6 +13,7 @@ from tests.harness.payloads import telegram_text
 from tests.harness.script import BotScript
 from tests.harness.world import SERVICES, World, until, world
 
+from larkbot.canonical.names import KV_RATE_LIMITS
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings
 from larkbot.runtime.natsserver import EmbeddedNats
@@ -49,7 +50,9 @@ async def users_world(
     own = {
         name: {"NATS_USER": name, "NATS_PASSWORD": password(name)} for name in SERVICES if name in PERMISSIONS
     }
-    chats: dict[str, dict[str, Any]] = {f"telegram:{CHAT}": {}}
+    # Rate limits on, so the driver counts the member in its rate-limits bucket under its own user.
+    limit = {"person": {"max_wakeups": 5, "window_s": 60}, "chat": {"max_turns": 5, "window_s": 60}}
+    chats: dict[str, dict[str, Any]] = {f"telegram:{CHAT}": {"rate_limit": limit}}
     try:
         async with world(
             tmp_path_factory.mktemp("e2e-nats-users"),
@@ -87,4 +90,6 @@ async def test_each_service_works_within_its_own_permissions(users_world: World)
     await until(lambda: bool(replies()), "the reply through services with their own users", REPLY_WAIT_S)
     assert "tokusers" in replies()[0]["text"]
     assert len(w.tap.of_kind("send_message", str(CHAT))) == 1
+    counted = await w.bus.js.stream_info(f"KV_{KV_RATE_LIMITS}")
+    assert counted.state.messages == 2  # the member's window and the chat's
     assert violations(w) == {}

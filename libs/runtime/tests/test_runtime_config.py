@@ -72,6 +72,12 @@ def test_env_fallback_syntax() -> None:
             "chats.default.probe_summary_max_est_tokens",
         ),
         ({"services": {"pipeline": {"http_port": 70000}}}, {}, "services.pipeline.http_port"),
+        (
+            {"services": {"pipeline": {"resident_budget_mb": 0}}},
+            {},
+            "services.pipeline.resident_budget_mb",
+        ),
+        ({"services": {"driver": {"resident_budget_mb": 64}}}, {}, "services.driver.resident_budget_mb"),
         ({"nats": {"urls": "nats://x"}}, {}, "nats.urls"),  # unknown key: never silently ignored
         (
             {"llm": {"endpoints": {"main": {"format": "gpt", "base_url": "u", "model": "m"}}}},
@@ -387,6 +393,32 @@ def test_a_purpose_naming_no_endpoint_is_refused_naming_its_key(purpose: str) ->
             "chats.default.quiet_hours.allow",
         ),
         ({"default": {"quiet_hours": {"start": "23:00"}}}, "chats.default.quiet_hours.end"),
+        (
+            {"default": {"rate_limit": {"person": {"max_wakeups": 0, "window_s": 60}}}},
+            "chats.default.rate_limit.person.max_wakeups",
+        ),
+        (
+            {"default": {}, "telegram:-100": {"rate_limit": {"person": {"max_wakeups": 5}}}},
+            "chats.telegram:-100.rate_limit.person.window_s",
+        ),
+        (
+            {"default": {"rate_limit": {"person": {"max_wakeups": 5, "window_s": 90_000}}}},
+            "chats.default.rate_limit.person.window_s",
+        ),
+        (
+            {"default": {"rate_limit": {"chat": {"max_turns": 101, "window_s": 60}}}},
+            "chats.default.rate_limit.chat.max_turns",
+        ),
+        (
+            {"default": {"rate_limit": {"chat": {"max_turns": 5, "window_s": 60, "cooldown_s": -1}}}},
+            "chats.default.rate_limit.chat.cooldown_s",
+        ),
+        ({"default": {"rate_limit": {"persons": {}}}}, "chats.default.rate_limit.persons"),
+        (
+            {"default": {"rate_limit": {"chat": {"max_turns": 3, "window_s": 60, "max_wakeups": 3}}}},
+            "chats.default.rate_limit.chat.max_wakeups",
+        ),
+        ({"default": {"rate_limit": 10}}, "chats.default.rate_limit"),
     ],
 )
 def test_bad_manners_name_their_keys(chats: dict[str, object], path: str) -> None:
@@ -427,6 +459,30 @@ def test_the_talk_level_supplies_the_share_of_voice_limits_a_chat_does_not_give(
     assert ChatSettings(talk_level="normal").share_of_voice == TALK_LEVELS["normal"]
     levels = [TALK_LEVELS[name] for name in ("reserved", "normal", "chatty")]
     assert [v.hard_share for v in levels] == sorted(v.hard_share for v in levels)
+
+
+def test_rate_limits_are_off_unless_configured_and_a_chat_may_turn_a_part_off() -> None:
+    person = {"max_wakeups": 10, "window_s": 600, "cooldown_s": 600}
+    config = parse_config(
+        {
+            "chats": {
+                "default": {"rate_limit": {"person": person}},
+                "feishu:oc_busy": {"rate_limit": {"chat": {"max_turns": 30, "window_s": 3600}}},
+                "feishu:oc_free": {"rate_limit": {"person": None}},
+            }
+        },
+        {},
+    )
+    busy, free = config.chats["feishu:oc_busy"].rate_limit, config.chats["feishu:oc_free"].rate_limit
+    assert ChatSettings().rate_limit is None
+    assert busy is not None
+    assert busy.person is not None
+    assert busy.chat is not None
+    assert (busy.person.max_wakeups, busy.person.window_s, busy.person.cooldown_s) == (10, 600, 600)
+    assert (busy.chat.max_turns, busy.chat.window_s, busy.chat.cooldown_s) == (30, 3600, 0)
+    assert free is not None
+    assert free.person is None
+    assert free.chat is None
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from larkbot.canonical.names import STREAM_EVENTS
+from larkbot.canonical.names import KV_RATE_LIMITS, STREAM_EVENTS
 from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.natsserver import EmbeddedNats
 from larkbot.runtime.permissions import PERMISSIONS, authorization_conf, users_conf
@@ -124,6 +124,25 @@ async def test_a_service_cannot_delete_or_purge_a_stream(server: EmbeddedNats) -
         assert (await js.stream_info(STREAM_EVENTS)).config.name == STREAM_EVENTS
     finally:
         await media.nc.close()
+        await boot.nc.close()
+
+
+async def test_only_the_driver_writes_the_rate_limits(server: EmbeddedNats) -> None:
+    boot = await connect_as(server, "bootstrap")
+    driver, pipeline = await connect_as(server, "driver"), await connect_as(server, "pipeline")
+    try:
+        await bootstrap(boot.nc.jetstream())
+        kv = await driver.nc.jetstream().key_value(KV_RATE_LIMITS)
+        revision = await kv.create("person.abc", b"{}")
+        assert await kv.update("person.abc", b"{}", last=revision) > revision
+        assert not driver.errors
+        other = await pipeline.nc.jetstream().key_value(KV_RATE_LIMITS)
+        with pytest.raises((nats.errors.NoRespondersError, nats.errors.TimeoutError)):
+            await other.put("person.abc", b"{}")
+        assert f'publish to "$kv.{KV_RATE_LIMITS}.person.abc"' in await permission_error(pipeline)
+    finally:
+        await pipeline.nc.close()
+        await driver.nc.close()
         await boot.nc.close()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -10,7 +11,7 @@ import pytest
 from larkbot.canonical.names import Service
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.http import Check
-from larkbot.runtime.service import Buildable, ServiceContext, built
+from larkbot.runtime.service import Buildable, ServiceContext, built, serve
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +106,45 @@ async def test_a_recipe_whose_build_fails_does_not_start(nats_url: str) -> None:
     with pytest.raises(RuntimeError, match="the database is gone"):
         async with built(Service.MEDIA, _Broken(), LarkbotConfig(), nats_url=nats_url):
             pass
+
+
+async def test_readyz_says_starting_until_the_build_returns(nats_url: str) -> None:
+    """A replica whose build is still wiring (its own checks not registered yet) is not ready, though
+    the bus is up: a restarted driver used to answer 200 before it held a single partition."""
+    building: asyncio.Future[ServiceContext] = asyncio.get_running_loop().create_future()
+    proceed = asyncio.Event()
+
+    class _Slow:
+        async def build(self, ctx: ServiceContext) -> _Parts:
+            building.set_result(ctx)
+            await proceed.wait()
+            return _Parts(ctx.bus.name, "things.slow", [])
+
+    stopping = asyncio.Event()
+    task = asyncio.create_task(
+        serve(Service.MEDIA, _Slow(), LarkbotConfig(), stopping=stopping, nats_url=nats_url, port=0)
+    )
+    try:
+        ctx = await asyncio.wait_for(building, 60)
+        url = f"http://127.0.0.1:{ctx.ops.bound_port}/readyz"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url) as resp:
+                body = await resp.json()
+                assert resp.status == 503
+                assert body["checks"]["start"] == {"ok": False, "detail": "starting"}
+                assert body["checks"]["nats"]["ok"] is True
+            proceed.set()
+            ready = False
+            for _ in range(600):  # the build returns on the service's loop, soon after ``proceed``
+                ready, _ = await ctx.ops.readiness()
+                if ready:
+                    break
+                await asyncio.sleep(0.05)
+            assert ready
+            async with http.get(url) as resp:
+                assert resp.status == 200
+                assert (await resp.json())["checks"]["start"] == {"ok": True, "detail": "built"}
+    finally:
+        proceed.set()
+        stopping.set()
+        assert await asyncio.wait_for(task, 60) == 0

@@ -13,6 +13,9 @@ async def test_bench_reports_service_rate_cold_replay_and_memory(bus: Bus, nats_
     assert report["cold_replay_1m_events_s"] is None  # not measured at that size
     assert report["cold_replay_events_per_s"] > 0
     assert report["resident_bytes_per_chat"] > 0
+    reload = report["chat_reload_ms"]
+    assert reload["n"] == 20
+    assert 0 < reload["p50"] <= reload["p99"]
     detail = report["pipeline"]
     assert 500 < detail["service"]["events"] <= 600  # redeliveries within the duplicate window are dropped
     assert detail["cold_replay"]["events"] == detail["cold_replay"]["stored"] == 2000

@@ -34,6 +34,7 @@ __all__ = [
     "KV_INGRESS_DEDUP",
     "KV_LEASES",
     "KV_MEDIA_ALT_TEXTS",
+    "KV_RATE_LIMITS",
     "KV_TELEGRAM_CHAT_MIGRATIONS",
     "KV_TELEGRAM_SENT_LEDGER",
     "OBJECT_STORES",
@@ -256,6 +257,7 @@ KV_FEISHU_CONTACT_NAMES: Final = "feishu-contact-names"
 KV_MEDIA_ALT_TEXTS: Final = "media-alt-texts"
 KV_TELEGRAM_CHAT_MIGRATIONS: Final = "telegram-chat-migrations"
 KV_TELEGRAM_SENT_LEDGER: Final = "telegram-sent-ledger"
+KV_RATE_LIMITS: Final = "rate-limits"
 OBJECT_STORE_BLOBS: Final = "blobs"
 
 
@@ -343,6 +345,10 @@ KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
     # The sent-ledger of Telegram sends, shared by ingress-telegram's replicas: a record matters until
     # the driver stops asking about its action (minutes); a week is the retention.
     KeyValueSpec(KV_TELEGRAM_SENT_LEDGER, ttl_s=7 * _DAY),
+    # The driver's rate-limit windows (a person's wake-ups, a chat's turns), shared by its replicas and
+    # kept across restarts. A record matters for at most its longest window plus its cooldown (each at
+    # most a day, ``runtime.config.RATE_WINDOW_MAX_S``) after its last write; two days is the retention.
+    KeyValueSpec(KV_RATE_LIMITS, ttl_s=2 * _DAY),
 )
 #: Media bytes by content hash. Bounded in age and size: a picture older than the events that show it
 #: is not asked for again, and one gone is described as unavailable (docs/media.md).

@@ -9,7 +9,8 @@ everything else:
 1. load and validate ``config.yaml`` — a bad configuration exits with status 2 and the key path;
 2. JSON logging with every configured secret masked; traces exported when the environment names an
    OTLP endpoint (:mod:`.tracing`); uvloop;
-3. ``/healthz`` (alive at once), ``/readyz`` (bus connected + the service's own checks), ``/metrics``;
+3. ``/healthz`` (alive at once), ``/readyz`` (``build`` done, bus connected, the service's own checks),
+   ``/metrics``;
 4. connect to NATS with backoff and apply the idempotent bootstrap;
 5. ``build``; wait for SIGTERM/SIGINT or a crashed background task;
 6. ``stop``, drain NATS, close the operations endpoint; exit 0 (1 if a task crashed).
@@ -206,6 +207,15 @@ async def serve(
             bus_holder[0].connected, "connected" if bus_holder[0].connected else "NATS connection lost"
         )
 
+    # Ready only once ``build`` has returned: until then the service's own checks (partitions held,
+    # consumers running) are not registered yet, and a readiness made of the bus alone would admit
+    # traffic (or a rollout's next pod) to a replica that has not taken over anything.
+    started_up: list[bool] = []
+
+    async def build_done() -> Check:
+        return Check(True, "built") if started_up else Check(False, "starting")
+
+    ops.add_check("start", build_done)
     ops.add_check("nats", bus_ready)
     await ops.start()
     async with AsyncExitStack() as stack:
@@ -239,6 +249,7 @@ async def serve(
         stop: Callable[[], Awaitable[None]]
         components = await app.build(ctx)
         stop = components.stop
+        started_up.append(True)
         if built is not None:
             built(components)
 

@@ -6,7 +6,7 @@ Partitions are leased in the ``leases`` bucket (group ``driver``, :mod:`larkbot.
 held partition is consumed through its own durable consumer ``driver-pNN`` (see
 :mod:`.wake.ownership`). Typing arrives on core ``typing.>`` at every replica (a
 ``runtime.subscribe.Subscription``); only the holder of the chat uses it. Owns the ``driver_*`` tables,
-shared by all replicas.
+shared by all replicas, and the ``rate-limits`` bucket (:mod:`.ratelimit.limiter`).
 
 :class:`DriverService` is the recipe (``runtime.service.Buildable``): the configuration and the replica's
 :class:`DriverOptions`; its ``build(ctx)`` wires one frozen :class:`Driver` whose ``stop()`` hands the
@@ -46,6 +46,7 @@ from .audit.requestlog import RequestStore
 from .memory.consolidator import Consolidator
 from .memory.memories import MemoryStore
 from .observer import UNOBSERVED, DriverObserver
+from .ratelimit.limiter import KvWindows, RateLimiter
 from .reminders.reminders import ReminderDelivery
 from .reminders.store import ReminderStore
 from .shell.shell import ShellTasks, check_settings, shell_dirs
@@ -204,7 +205,14 @@ class DriverService:
             clients,
             repo,
             options.clock,
-            WakeStores(memories=memories, shell=shell, audit=audit, requests=requests, reminders=reminders),
+            WakeStores(
+                memories=memories,
+                shell=shell,
+                audit=audit,
+                requests=requests,
+                rates=RateLimiter(await KvWindows.open(ctx.bus.js)),
+                reminders=reminders,
+            ),
             WakePolicy(
                 llm=config.llm,
                 memory=config.memory,

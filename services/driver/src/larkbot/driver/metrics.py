@@ -6,6 +6,8 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 from .audit.core import cachebreak
+from .ratelimit.core.rates import SCOPES
+from .ratelimit.core.window import REASONS
 
 CONTEXT_UPDATES = Counter(
     "larkbot_driver_context_updates_total",
@@ -28,9 +30,21 @@ RECOVERED_STEPS = Counter(
 )
 MANNERS_SUPPRESSIONS = Counter(
     "larkbot_driver_manners_suppressions_total",
-    "Wake-ups ended before the probe by the chat's manners, by reason (share_of_voice, quiet_hours)",
+    "Wake-ups ended before the probe by the chat's manners, by reason (share_of_voice, quiet_hours, "
+    "rate_limit)",
     ["reason"],
 )
+for _held in ("share_of_voice", "quiet_hours", "rate_limit"):
+    MANNERS_SUPPRESSIONS.labels(_held)
+RATE_LIMITED = Counter(
+    "larkbot_driver_rate_limited_total",
+    "Rejections by the rate limits, by scope (person: a member's trigger of a wake-up; chat: a wake-up "
+    "that would take one more primary turn) and reason (window: the one that filled it; cooldown)",
+    ["scope", "reason"],
+)
+for _scope in SCOPES:
+    for _limited in REASONS:
+        RATE_LIMITED.labels(_scope, _limited)
 PROBE_DECISIONS = Counter(
     "larkbot_driver_probe_decisions_total",
     "Probe outcomes (send_message, react_only, no_action, failed_closed, error)",

@@ -177,7 +177,7 @@ def endpoints(bus: Bus, replica: str, chats: ResidentChats, router: Router) -> t
 
     async def snapshot(request: SnapshotRequest) -> ContextSnapshot:
         router.check_local(request.platform, request.chat_id)
-        return chats.snapshot(request.platform, request.chat_id)
+        return await chats.snapshot(request.platform, request.chat_id)
 
     async def history(request: HistoryRequest) -> HistoryResponse:
         router.check_local(request.platform, request.chat_id)
@@ -240,7 +240,14 @@ class PipelineService:
         repo = EventRepository(engine)
         current: dict[Platform, BotIdentity] = {}
         params_for = ChatParams(config, current, deployment_offset_min(config.utc_offset_min))
-        chats = ResidentChats(ctx.bus, repo, params_for, {}, forever(Backoff.of(config.retry.background)))
+        chats = ResidentChats(
+            ctx.bus,
+            repo,
+            params_for,
+            {},
+            forever(Backoff.of(config.retry.background)),
+            budget_bytes=config.services.pipeline.resident_budget_mb * 1024 * 1024,
+        )
         identities = Identities(ctx.bus, current, chats.rerender_platform)
         intake = Intake(
             ctx.bus,

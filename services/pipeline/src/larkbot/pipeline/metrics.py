@@ -39,6 +39,18 @@ BATCH_EVENTS = Histogram(
     buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500),
 )
 RESIDENT_CHATS = Gauge("larkbot_pipeline_resident_chats", "Chats projected in memory")
+RESIDENT_BYTES = Gauge(
+    "larkbot_pipeline_resident_bytes",
+    "Estimated bytes the resident chats hold (kept under services.pipeline.resident_budget_mb)",
+)
+CHAT_EVICTIONS = Counter(
+    "larkbot_pipeline_chat_evictions_total", "Resident chats evicted to keep within the budget"
+)
+CHAT_RELOAD_SECONDS = Histogram(
+    "larkbot_pipeline_chat_reload_seconds",
+    "Rebuilding an evicted (or never loaded) chat from the database",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+)
 RC_SEGMENTS = Gauge("larkbot_pipeline_rc_segments", "Rendered segments held in memory, all resident chats")
 RC_BYTES = Histogram(
     "larkbot_pipeline_rc_bytes",

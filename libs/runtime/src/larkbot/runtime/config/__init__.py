@@ -13,10 +13,11 @@ Chats: the keys of ``chats`` other than ``default`` are the residency whitelist,
 
 One private module per section, imported from here only (the names below are the public API):
 ``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``), ``_llm``, ``_chats``,
-``_manners`` (a chat's ``talk_level``, ``share_of_voice``, ``quiet_hours``), ``_reminders`` (a chat's
-``reminders`` and the deployment's), ``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``,
-``_retry`` (``retry``), ``_jetstream`` (``jetstream``); ``_secrets`` says which service receives which
-secret; ``_root`` is the whole file and the checks spanning sections, ``_loading`` reads it.
+``_manners`` (a chat's ``talk_level``, ``share_of_voice``, ``quiet_hours``, ``rate_limit``),
+``_reminders`` (a chat's ``reminders`` and the deployment's), ``_driver`` (``memory``, ``shell``,
+``audit``), ``_inspector``, ``_retry`` (``retry``), ``_jetstream`` (``jetstream``); ``_secrets`` says
+which service receives which secret; ``_root`` is the whole file and the checks spanning sections,
+``_loading`` reads it.
 """
 
 from ._base import UserIds
@@ -36,9 +37,20 @@ from ._llm import (
     family_accepts,
 )
 from ._loading import DEFAULT_CONFIG_PATH, interpolate, load_config, parse_config
-from ._manners import TALK_LEVELS, QuietAllow, QuietHoursSettings, ShareOfVoiceSettings, TalkLevel
+from ._manners import (
+    RATE_MAX_COUNT,
+    RATE_WINDOW_MAX_S,
+    TALK_LEVELS,
+    ChatRateLimit,
+    PersonRateLimit,
+    QuietAllow,
+    QuietHoursSettings,
+    RateLimitSettings,
+    ShareOfVoiceSettings,
+    TalkLevel,
+)
 from ._platforms import FeishuSettings, TelegramSettings
-from ._process import NatsSettings, ServiceSettings, ServicesSettings
+from ._process import NatsSettings, PipelineServiceSettings, ServiceSettings, ServicesSettings
 from ._reminders import ChatRemindersSettings, RemindersSettings
 from ._retry import BackoffSettings, RetrySettings
 from ._root import LarkbotConfig, deep_merge
@@ -47,11 +59,14 @@ from ._secrets import WITHHELD
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "PURPOSES",
+    "RATE_MAX_COUNT",
+    "RATE_WINDOW_MAX_S",
     "TALK_LEVELS",
     "WITHHELD",
     "AssetSettings",
     "AuditSettings",
     "BackoffSettings",
+    "ChatRateLimit",
     "ChatRemindersSettings",
     "ChatSettings",
     "FeishuSettings",
@@ -66,8 +81,11 @@ __all__ = [
     "MaxTokensField",
     "MemorySettings",
     "NatsSettings",
+    "PersonRateLimit",
+    "PipelineServiceSettings",
     "QuietAllow",
     "QuietHoursSettings",
+    "RateLimitSettings",
     "RemindersSettings",
     "ResolvedAccepts",
     "RetrySettings",

@@ -7,7 +7,13 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from ._base import UserIds, _Section
-from ._manners import QuietHoursSettings, ShareOfVoiceSettings, TalkLevel, with_level_defaults
+from ._manners import (
+    QuietHoursSettings,
+    RateLimitSettings,
+    ShareOfVoiceSettings,
+    TalkLevel,
+    with_level_defaults,
+)
 from ._reminders import ChatRemindersSettings
 
 
@@ -81,6 +87,9 @@ class ChatSettings(_Section):
     #: ``None``: no limits (neither ``talk_level`` nor ``share_of_voice`` is configured).
     share_of_voice: ShareOfVoiceSettings | None = None
     quiet_hours: QuietHoursSettings | None = None
+    #: How often one person may wake the bot, and how many primary turns it may take here (docs/driver.md
+    #: "Rate limits"). ``None``: no limits.
+    rate_limit: RateLimitSettings | None = None
     #: Reminders (docs/driver.md "Reminders"): the tools ``set_reminder``, ``cancel_reminder`` and
     #: ``list_reminders``, and the chat's limits.
     reminders: ChatRemindersSettings = ChatRemindersSettings()

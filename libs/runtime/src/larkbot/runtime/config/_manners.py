@@ -1,5 +1,6 @@
-"""A chat's manners (``chats.<key>.talk_level``, ``share_of_voice``, ``quiet_hours``; docs/driver.md
-"Manners"): how much of a chat's conversation the bot may take, and when it keeps quiet.
+"""A chat's manners (``chats.<key>.talk_level``, ``share_of_voice``, ``quiet_hours``, ``rate_limit``;
+docs/driver.md "Manners" and "Rate limits"): how much of a chat's conversation the bot may take, when it
+keeps quiet, and how often one person, or the chat, may have it act.
 
 The talk level supplies the share-of-voice limits a chat does not give; a value given explicitly (in
 ``chats.default`` or the chat's own mapping, deep-merged) overrides its level's. The limits are checked
@@ -85,6 +86,40 @@ class QuietHoursSettings(_Section):
     @property
     def end_min(self) -> int:
         return _minute_of_day(self.end)
+
+
+#: The longest window and cooldown a rate limit may name, and the most wake-ups or turns it may allow
+#: within a window: the driver's ``rate-limits`` bucket keeps a record for this long after its last
+#: write (``larkbot.canonical.names``), and a record holds at most this many times.
+RATE_WINDOW_MAX_S: Final = 86_400
+RATE_MAX_COUNT: Final = 100
+
+
+class PersonRateLimit(_Section):
+    """The wake-ups one person (platform + user id) may trigger within ``window_s``; the one past
+    ``max_wakeups`` starts a ``cooldown_s`` during which the person's messages wake nothing (0: none,
+    a plain sliding window)."""
+
+    max_wakeups: int = Field(ge=1, le=RATE_MAX_COUNT)
+    window_s: float = Field(gt=0, le=RATE_WINDOW_MAX_S)
+    cooldown_s: float = Field(default=0, ge=0, le=RATE_WINDOW_MAX_S)
+
+
+class ChatRateLimit(_Section):
+    """The primary turns the bot may take in a chat within ``window_s``; a wake-up that would take one
+    more starts a ``cooldown_s`` during which no member's message wakes it (0: none)."""
+
+    max_turns: int = Field(ge=1, le=RATE_MAX_COUNT)
+    window_s: float = Field(gt=0, le=RATE_WINDOW_MAX_S)
+    cooldown_s: float = Field(default=0, ge=0, le=RATE_WINDOW_MAX_S)
+
+
+class RateLimitSettings(_Section):
+    """A chat's rate limits (docs/driver.md "Rate limits"); each part is off unless given. Maintainers
+    bypass both."""
+
+    person: PersonRateLimit | None = None
+    chat: ChatRateLimit | None = None
 
 
 def with_level_defaults(chat: Any) -> Any:

@@ -81,6 +81,15 @@ class ServiceSettings(_Section):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+class PipelineServiceSettings(ServiceSettings):
+    """``services.pipeline``: the process settings and how much the resident chats may hold."""
+
+    #: What the resident chats' projections may hold, estimated (``adapters.chats``), in MiB. Beyond it the
+    #: chats idle longest are evicted and rebuilt from the database on their next event or request. 512
+    #: MiB keeps a pipeline with 100,000 configured chats, 1 % of them active, under 1 GiB of RSS.
+    resident_budget_mb: int = Field(default=512, ge=1)
+
+
 def _service_field(service: Service) -> Any:
     """A service's settings, under its name (``ingress-feishu``) or its field's (``ingress_feishu``); a
     problem is reported under the key as written."""
@@ -96,7 +105,7 @@ class ServicesSettings(_Section):
 
     ingress_feishu: ServiceSettings = _service_field(Service.INGRESS_FEISHU)
     ingress_telegram: ServiceSettings = _service_field(Service.INGRESS_TELEGRAM)
-    pipeline: ServiceSettings = ServiceSettings()
+    pipeline: PipelineServiceSettings = PipelineServiceSettings()
     driver: ServiceSettings = ServiceSettings()
     media: ServiceSettings = ServiceSettings()
     llm_gateway: ServiceSettings = _service_field(Service.LLM_GATEWAY)

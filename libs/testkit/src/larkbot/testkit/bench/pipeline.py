@@ -9,7 +9,9 @@ mentions, edits, deletes, reactions, renames, ~2 % redeliveries), interleaved ov
 - ``cold_replay_1m_events_s``: 1,000,000 events persisted in the ``events`` table, then the cold start of
   every chat (read in the order of record, decode, reduce, render);
 - ``resident_bytes_per_chat``: memory held per resident chat (tracemalloc) with a working window of
-  ``WINDOW`` events per chat.
+  ``WINDOW`` events per chat;
+- ``chat_reload_ms``: rebuilding an evicted chat of ``WINDOW`` persisted events from the database (what
+  its next event or snapshot waits for when the resident budget evicted it), p50/p99.
 
 Quick mode measures smaller counts and reports the cold replay *rate* under ``cold_replay_events_per_s``
 (``cold_replay_1m_events_s`` is then ``None``: nothing was measured at that size).
@@ -246,6 +248,35 @@ def measure_resident_bytes(chats_count: int = 50) -> int:
     return round(grown / chats_count)
 
 
+async def measure_reload(chats_count: int, root: Path) -> dict[str, float]:
+    """Each of ``chats_count`` chats of ``WINDOW`` persisted events woken from sleep in turn, with a budget
+    that holds one chat: every wake-up is a rebuild from the database (cursor, events, decode, reduce,
+    render), as :meth:`ResidentChats.wake` does before committing the chat's next event."""
+    from .limits import quantiles  # limits builds on this module's set-up
+
+    chats = [f"oc_reload_{i}" for i in range(chats_count)]
+    database_url = f"sqlite+aiosqlite:///{root / 'reload.db'}"
+    await persist(database_url, chats, chats_count * WINDOW)
+    engine = create_engine(database_url)
+    try:
+        repo = EventRepository(engine)
+        params = chat_params(bench_config(chats, database_url))
+        resident = ResidentChats(None, repo, params, {}, RetryPolicy(), budget_bytes=1)  # type: ignore[arg-type]
+        keys = [("feishu", chat) for chat in chats]
+        await resident.cold_start(keys)
+        resident.fit()
+        took: list[float] = []
+        for key in keys:
+            started = time.perf_counter()
+            await resident.wake([key])
+            took.append(time.perf_counter() - started)
+            resident.fit(keep=[key])
+        assert len(resident.chats) == 1
+    finally:
+        await engine.dispose()
+    return quantiles(took)
+
+
 async def measure(nats_url: str, quick: bool, *, sizes: tuple[int, int] | None = None) -> dict[str, Any]:
     """The pipeline's figures for ``larkbot bench`` (quick: smaller counts, same code paths). ``sizes``
     (service events, replayed events) overrides the counts, for tests."""
@@ -260,12 +291,14 @@ async def measure(nats_url: str, quick: bool, *, sizes: tuple[int, int] | None =
             nats_url, service_events, min(200, max(1, service_events // 50)), root
         )
         replay = await measure_cold_replay(replay_events, min(1000, max(1, replay_events // 1000)), root)
+        reload = await measure_reload(20 if quick else 200, root)
     resident = measure_resident_bytes()
     return {
         "pipeline_events_per_s": float(service["events_per_s"]),
         "cold_replay_1m_events_s": replay["seconds"] if replay["events"] >= 1_000_000 else None,
         "cold_replay_events_per_s": float(replay["events_per_s"]),
         "resident_bytes_per_chat": resident,
+        "chat_reload_ms": reload,
         "pipeline": {
             "service": service,
             "cold_replay": replay,

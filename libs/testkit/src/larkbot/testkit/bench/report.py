@@ -41,6 +41,8 @@ KEYS: tuple[str, ...] = (
     "long_chat_small",
     "media_thumbnails_per_s",
     "resident_bytes_per_chat",
+    "chat_reload_ms",
+    "many_chats",
     "memory_search_ms",
     "memory_late_binding",
 )
@@ -92,6 +94,12 @@ async def _turn(nats_url: str, quick: bool) -> dict[str, Any]:
     return await measure(nats_url, quick)
 
 
+async def _many_chats(_nats_url: str, quick: bool) -> dict[str, Any]:
+    from .many_chats import measure
+
+    return {"many_chats": await measure(10_000, 100) if quick else await measure(100_000, 1_000)}
+
+
 async def _memory(_nats_url: str, quick: bool) -> dict[str, Any]:
     from .memory import measure
 
@@ -109,6 +117,7 @@ MEASUREMENTS: tuple[tuple[str, Callable[[str, bool], Awaitable[dict[str, Any]]]]
     ("media", _media),
     ("turn", _turn),
     ("memory", _memory),
+    ("many_chats", _many_chats),
 )
 
 

@@ -12,15 +12,18 @@ from larkbot.canonical.llm import LLMError, LLMResponse, TextPart
 from larkbot.driver.compaction.core.compaction import Summary
 from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import RecallLimits
+from larkbot.driver.ratelimit.limiter import MemoryWindows, RateLimiter
 from larkbot.driver.wake.core.budget import TurnBudget
 from larkbot.driver.wake.core.limits import Limits
 from larkbot.driver.wake.core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
 from larkbot.driver.wake.core.records import ProbeRecord, TurnRecord
 from larkbot.driver.wake.core.scheduler import Wake
 from larkbot.driver.wake.core.wake import (
+    AskRates,
     ChatView,
     Note,
     ProbeCall,
+    Rated,
     Recalled,
     Remember,
     StoreProbe,
@@ -119,6 +122,9 @@ class ScriptedPorts:
     memory_loads: list[tuple[str, ...]] = field(default_factory=list)
     #: What ``read_chat`` answers as the chat's limits (a script may change them, as a refusal would).
     limits: Limits = DEFAULT_LIMITS
+    #: The rate limits' records (shared by the ports of several chats when given the same store).
+    rates: RateLimiter = field(default_factory=lambda: RateLimiter(MemoryWindows()))
+    rate_asks: list[AskRates] = field(default_factory=list)
 
     async def read_chat(self) -> ChatView:
         externals = [s.received_at_ms for s in self.segments if not s.is_myself and s.node_type != "event"]
@@ -168,6 +174,10 @@ class ScriptedPorts:
         self.memory_loads.append(persons)
         found = [m for person in persons for m in self.memories.get(person, ())]
         return Recalled(tuple(found[:limit]))
+
+    async def ask_rates(self, command: AskRates) -> Rated:
+        self.rate_asks.append(command)
+        return Rated(await self.rates.ask_all(command.asks, command.now_ms))
 
     def remember(self, command: Remember) -> None:
         remember(self, command)

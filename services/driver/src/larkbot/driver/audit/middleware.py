@@ -92,6 +92,7 @@ class AuditTrail:
                 | "probe_omitted"
                 | "braked"
                 | "held"
+                | "rate_limited"
                 | "recovering"
                 | "recovered"
                 | "recover_failed"

@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar, assert_never
 from .core.protocol import Ack, CheckInterrupt, ModelAnswer, ModelCall, Persist, ToolDone, ToolRun
 from .core.records import TurnRecord
 from .core.wake import (
+    AskRates,
     ChatView,
     Compact,
     LoadChain,
@@ -26,6 +27,7 @@ from .core.wake import (
     MarkProcessed,
     Note,
     ProbeCall,
+    Rated,
     ReadChat,
     Recalled,
     Remember,
@@ -46,6 +48,7 @@ class WakePorts(Protocol):
     async def store_probe(self, command: StoreProbe) -> None: ...
     async def compact(self) -> bool: ...
     async def load_memories(self, persons: tuple[str, ...], limit: int) -> Recalled: ...
+    async def ask_rates(self, command: AskRates) -> Rated: ...
     def remember(self, command: Remember) -> None: ...
     def show_typing(self, started_ms: int) -> None: ...
     async def mark_processed(self, until_ms: int) -> None: ...
@@ -81,6 +84,8 @@ async def _dispatch(command: WakeCommand, ports: WakePorts) -> WakeFeedback:
         return await ports.compact()
     if isinstance(command, LoadMemories):
         return await ports.load_memories(command.persons, command.limit)
+    if isinstance(command, AskRates):
+        return await ports.ask_rates(command)
     if isinstance(command, StoreProbe):
         await ports.store_probe(command)
     elif isinstance(command, Remember):

@@ -143,6 +143,9 @@ class Metrics:
                 metrics.SHELL_GATE.labels(detail).inc()
             case "held":
                 metrics.MANNERS_SUPPRESSIONS.labels(detail).inc()
+            case "rate_limited":
+                scope, _, reason = detail.partition(":")
+                metrics.RATE_LIMITED.labels(scope, reason).inc()
             case "turn":
                 metrics.TURNS.labels(detail).inc()
                 if self._turn_started is not None:

@@ -39,9 +39,11 @@ from .core.prompt import ActiveTask
 from .core.protocol import Ack, Asked, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
 from .core.records import TurnRecord
 from .core.wake import (
+    AskRates,
     ChatView,
     Note,
     ProbeCall,
+    Rated,
     Recalled,
     Remember,
     StoreProbe,
@@ -295,6 +297,9 @@ class ChatPorts:
         found = await store.high_importance(persons, self.runner.visibility(self.chat), limit=limit)
         return Recalled(tuple(found))
 
+    async def ask_rates(self, command: AskRates) -> Rated:
+        return Rated(await self.runner.rates.ask_all(command.asks, command.now_ms))
+
     def remember(self, command: Remember) -> None:
         remember(self.chat, command)
 
@@ -316,6 +321,8 @@ class ChatPorts:
                 log.info("bot-to-bot exchange reached its cap; not waking")
             case "held":
                 log.info("held by the chat's manners (%s); not waking", detail)
+            case "rate_limited":
+                log.info("rate limit refused a wake-up (%s)", detail)
             case "recovering":
                 log.warning("a step was left pending: %s", detail)
             case "recover_failed":

@@ -25,6 +25,8 @@ from larkbot.driver.manners.settings import manners_of
 from larkbot.driver.memory.core.memory import Visibility
 from larkbot.driver.memory.core.recall import RecallLimits
 from larkbot.driver.memory.memories import MemoryStore
+from larkbot.driver.ratelimit.limiter import RateLimiter
+from larkbot.driver.ratelimit.settings import rate_limits_of
 from larkbot.driver.reminders.store import ReminderStore
 from larkbot.driver.shell.core.gate import GateSettings
 from larkbot.driver.shell.shell import ShellTasks
@@ -67,6 +69,8 @@ class WakeStores:
     #: trail is on).
     audit: AuditStore
     requests: RequestStore
+    #: The rate limits' windows, shared by every replica (the bus's ``rate-limits`` bucket).
+    rates: RateLimiter
     reminders: ReminderStore
 
 
@@ -97,6 +101,7 @@ class WakeRunner:
         self.audit = stores.audit
         self.audit_settings = policy.audit
         self.requests = stores.requests
+        self.rates = stores.rates
         self.dry_run = policy.dry_run
         self.maintainers = policy.maintainers
         self.shell = stores.shell
@@ -138,6 +143,7 @@ class WakeRunner:
                 manners=manners_of(
                     settings, direct_chat=direct_with(chat.platform, chat.chat_id, settings) is not None
                 ),
+                rate_limits=rate_limits_of(settings),
             ),
             new_chain_id=uuid.uuid4().hex[:16],
             memory=RecallLimits(settings.memory_late_binding_max, settings.memory_late_binding_max_chars)

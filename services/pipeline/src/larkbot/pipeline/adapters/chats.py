@@ -6,6 +6,13 @@ seq + 1. Event ids are global and increasing, so ``seq`` increases per chat acro
 stored: after a restart a chat starts at ``last event id × SEQ_STRIDE``, and a consumer holding another
 value sees ``base_seq`` differ and asks ``pipeline.snapshot``. A publication the bus does not acknowledge is
 published again until it is (:meth:`ResidentChats.publish`).
+
+Residency within a budget: the projections held are estimated (:func:`estimated_bytes`) and kept under
+``services.pipeline.resident_budget_mb``. Past it the chats idle longest (least recently changed or asked
+for) are evicted: forgotten, save the ``seq`` they reached, and rebuilt from the database — exactly what a
+cold start builds — before their next event is committed or their next snapshot or cursor move is
+answered (:meth:`ResidentChats.wake`, timed as ``larkbot_pipeline_chat_reload_seconds``). A cold start
+builds the chats with the newest events first and leaves the rest asleep once the budget is spent.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -56,7 +63,17 @@ MARK_RECENT_MS = 3_600_000
 #: restarted, and the pipeline took 98 s to be ready. A load decodes and reduces as it reads, so on a
 #: few cores more of them at once gain nothing.
 COLD_STARTS = 2
+#: Estimated bytes of a resident chat: a projection's fixed part, and each of its IC nodes with the
+#: canonical event data it keeps and its segment. Measured with tracemalloc over the pipeline bench's
+#: traffic: 58 KB at 18 nodes, 503 KB at 182 (~2.8 KB a node); 100,000 chats without events took ~1.9 KB
+#: each of RSS.
+CHAT_BYTES = 2 * 1024
+NODE_BYTES = 3 * 1024
 ChatKey = tuple[str, str]
+
+
+def estimated_bytes(projection: Projection) -> int:
+    return CHAT_BYTES + NODE_BYTES * len(projection.ic.nodes)
 
 
 @dataclass(slots=True)
@@ -65,6 +82,8 @@ class Chat:
     chat_id: str
     projection: Projection
     seq: int
+    #: :func:`estimated_bytes` when last counted into :attr:`ResidentChats.held_bytes`.
+    bytes: int = 0
 
 
 def coalesce(ops: list[ContextOp]) -> tuple[ContextOp, ...]:
@@ -87,13 +106,21 @@ class ResidentChats:
         params_for: Callable[[Platform, str], RenderParams | None],
         alt_texts: dict[str, str],
         publish_retry: RetryPolicy,
+        budget_bytes: int = 512 * 1024 * 1024,
     ) -> None:
         self.bus = bus
         self.publish_retry = publish_retry
         self.repo = repo
         self.params_for = params_for
         self.alt_texts = alt_texts
+        #: The resident chats, least recently used first (:meth:`_touch` moves a chat to the end).
         self.chats: dict[ChatKey, Chat] = {}
+        #: Configured chats of the partitions held here that are not resident: the ``seq`` each continues
+        #: from when rebuilt (an eviction keeps it; a chat never built continues from its last event).
+        self.asleep: dict[ChatKey, int] = {}
+        self.budget_bytes = budget_bytes
+        #: The sum of the resident chats' :attr:`Chat.bytes`.
+        self.held_bytes = 0
         #: Events replayed by every cold start of this process (partitions are loaded as acquired).
         self.replayed_total = 0
         #: Serialises every change of a projection (batches, cursor moves, identity changes).
@@ -104,6 +131,63 @@ class ResidentChats:
         if (platform, chat_id) in self.chats:
             return True
         return self.params_for(Platform(platform), chat_id) is not None
+
+    # -- the budget ------------------------------------------------------------------------------------
+    def _put(self, key: ChatKey, chat: Chat) -> None:
+        """Make ``chat`` the resident projection of ``key`` (replacing one), the most recently used."""
+        previous = self.chats.pop(key, None)
+        if previous is not None:
+            self.held_bytes -= previous.bytes
+        chat.bytes = estimated_bytes(chat.projection)
+        self.held_bytes += chat.bytes
+        self.chats[key] = chat
+        self.asleep.pop(key, None)
+        metrics.RESIDENT_CHATS.set(len(self.chats))
+
+    def _touch(self, key: ChatKey, chat: Chat) -> None:
+        """``chat`` was used now: the last to be evicted; its size counted afresh."""
+        self.chats[key] = self.chats.pop(key)
+        size = estimated_bytes(chat.projection)
+        self.held_bytes += size - chat.bytes
+        chat.bytes = size
+
+    def fit(self, keep: Iterable[ChatKey] = ()) -> int:
+        """Evict the chats idle longest until the estimate is within the budget, never one of ``keep``
+        (those just used); returns how many were evicted."""
+        kept = set(keep)
+        evicted = 0
+        while self.held_bytes > self.budget_bytes and self.chats:
+            key = next(iter(self.chats))
+            if key in kept:
+                break
+            chat = self.chats.pop(key)
+            self.held_bytes -= chat.bytes
+            self.asleep[key] = chat.seq
+            evicted += 1
+        if evicted:
+            metrics.CHAT_EVICTIONS.inc(evicted)
+            metrics.RESIDENT_CHATS.set(len(self.chats))
+            self.segments_changed()
+        metrics.RESIDENT_BYTES.set(self.held_bytes)
+        return evicted
+
+    async def wake(self, keys: Iterable[ChatKey]) -> None:
+        """Rebuild from the database each of these configured chats that is not resident (evicted, or
+        left asleep by a cold start). The caller holds :attr:`lock` and has not committed anything of
+        theirs that is not yet applied, so the database holds exactly what their projections had."""
+        for key in dict.fromkeys(keys):
+            if key in self.chats:
+                continue
+            platform = Platform(key[0])
+            if self.params_for(platform, key[1]) is None:
+                continue
+            started = time.perf_counter()
+            cursor = await self.repo.cursor(key[0], key[1])
+            seq = self.asleep.get(key, 0)
+            chat = await self.load(platform, key[1], cursor)
+            assert chat is not None
+            chat.seq = max(chat.seq, seq)
+            metrics.CHAT_RELOAD_SECONDS.observe(time.perf_counter() - started)
 
     # -- cold start ------------------------------------------------------------------------------------
     async def load(self, platform: Platform, chat_id: str, cursor: int) -> Chat | None:
@@ -138,8 +222,7 @@ class ResidentChats:
         for row_id, event in decoded:
             projection.apply(event, row_id)
         chat = Chat(platform, chat_id, projection, seq=max(last, cursor) * SEQ_STRIDE)
-        self.chats[(platform.value, chat_id)] = chat
-        metrics.RESIDENT_CHATS.set(len(self.chats))
+        self._put((platform.value, chat_id), chat)
         metrics.RC_BYTES.observe(sum(len(s.xml) for s in projection.segments))
         return chat
 
@@ -150,6 +233,10 @@ class ResidentChats:
             return 0
         events = await self.cold_start(mine)
         await self.mark(mine, int(time.time() * 1000) - MARK_RECENT_MS)
+        # Partitions load a few at a time, each within what the budget had left when it started: the
+        # resident chats are ordered by their newest event (``seq``) and the oldest evicted.
+        self.chats = dict(sorted(self.chats.items(), key=lambda item: item[1].seq))
+        self.fit()
         return events
 
     async def mark(self, keys: list[ChatKey], since_ms: int) -> None:
@@ -172,8 +259,11 @@ class ResidentChats:
         """Forget the chats of a partition this replica no longer owns (another replica commits them now,
         so the projection would go stale; it is rebuilt from the database on re-acquiring)."""
         for key in [key for key in self.chats if partition_of(*key) == partition]:
-            del self.chats[key]
+            self.held_bytes -= self.chats.pop(key).bytes
+        for key in [key for key in self.asleep if partition_of(*key) == partition]:
+            del self.asleep[key]
         metrics.RESIDENT_CHATS.set(len(self.chats))
+        metrics.RESIDENT_BYTES.set(self.held_bytes)
         self.segments_changed()
 
     async def cold_start(self, keys: list[ChatKey]) -> int:
@@ -201,18 +291,29 @@ class ResidentChats:
         # read event by event (a query each: 100,000 configured chats, mostly quiet, took 80 s to load).
         # The others still continue their update sequence from their last event.
         lasts = await self.repo.last_event_ids([key for key, _ in wanted])
+        # The chats with the newest events first: when the budget is spent, those left asleep are the
+        # ones idle longest (rebuilt on their next event).
+        wanted.sort(key=lambda item: -lasts.get(item[0], 0))
         with_events = [key for key, _ in wanted if lasts.get(key, 0) > cursors.get(key, 0)]
         pending = set(with_events)
         events = 0
+        full = False
         async with contextlib.aclosing(self.repo.chats_events(with_events, cursors)) as read:
             for key, params in wanted:
+                cursor = cursors.get(key, 0)
+                # Once full, the rest stay asleep (the reads are in this loop's order: none is skipped
+                # and a later one read).
+                full = full or self.held_bytes >= self.budget_bytes
+                if full:
+                    self.asleep[key] = max(lasts.get(key, 0), cursor) * SEQ_STRIDE
+                    continue
                 rows: list[tuple[int, str]] = []
                 if key in pending:
                     # chats_events yields the chats in the order asked, which is this loop's.
                     _key, rows = await anext(read)
-                cursor = cursors.get(key, 0)
                 await self._build(Platform(key[0]), key[1], params, cursor, rows, lasts.get(key, 0))
                 events += len(rows)
+        metrics.RESIDENT_BYTES.set(self.held_bytes)
         metrics.COLD_REPLAY_SECONDS.set(time.perf_counter() - started)
         metrics.COLD_REPLAY_EVENTS.set(events)
         self.replayed_total += events
@@ -224,7 +325,8 @@ class ResidentChats:
         """Apply committed events (order of record) to their resident chats; ops per changed chat."""
         changed: dict[ChatKey, list[ContextOp]] = {}
         for event_id, event in committed:
-            chat = self.chats.get((event.platform.value, event.chat_id))
+            key = (event.platform.value, event.chat_id)
+            chat = self.chats.get(key)
             if chat is None or event_id <= chat.projection.cursor:
                 # A cursor beyond the newest event compacts events that arrive later but sort before it.
                 continue
@@ -232,6 +334,7 @@ class ResidentChats:
             change = chat.projection.reduce(event, event_id)
             reduced = time.perf_counter()
             ops = chat.projection.render(change)
+            self._touch(key, chat)
             metrics.REDUCE_SECONDS.labels(event.kind).observe(reduced - started)
             metrics.RENDER_SECONDS.labels(event.kind).observe(time.perf_counter() - reduced)
             if ops:
@@ -250,8 +353,7 @@ class ResidentChats:
             if params is None:
                 return None
             chat = Chat(platform, chat_id, Projection(params, alt_texts=self.alt_texts), seq=0)
-            self.chats[key] = chat
-            metrics.RESIDENT_CHATS.set(len(self.chats))
+            self._put(key, chat)
         return chat
 
     def next_update(self, chat: Chat, ops: list[ContextOp], last_event_id: int = 0) -> ContextUpdate:
@@ -333,7 +435,19 @@ class ResidentChats:
         return failed
 
     # -- requests and control --------------------------------------------------------------------------
-    def snapshot(self, platform: Platform, chat_id: str) -> ContextSnapshot:
+    async def snapshot(self, platform: Platform, chat_id: str) -> ContextSnapshot:
+        """The chat's context now (rebuilt first when it is asleep)."""
+        key = (platform.value, chat_id)
+        if key in self.chats:
+            self._touch(key, self.chats[key])
+            return self._snapshot(platform, chat_id)
+        async with self.lock:
+            await self.wake([key])
+            snapshot = self._snapshot(platform, chat_id)
+            self.fit(keep=[key])
+            return snapshot
+
+    def _snapshot(self, platform: Platform, chat_id: str) -> ContextSnapshot:
         chat = self.chats.get((platform.value, chat_id))
         if chat is None:
             return ContextSnapshot(platform=platform, chat_id=chat_id, seq=0, cursor=0, segments=())
@@ -352,9 +466,11 @@ class ResidentChats:
         """Persist the cursor, rebuild the projection from it (exactly what a cold start would build) and
         publish a reset. A cursor that does not advance changes nothing."""
         async with self.lock:
-            chat = self.chats.get((platform.value, chat_id))
+            key = (platform.value, chat_id)
+            await self.wake([key])
+            chat = self.chats.get(key)
             if chat is None or cursor <= chat.projection.cursor:
-                return self.snapshot(platform, chat_id)
+                return self._snapshot(platform, chat_id)
             await self.repo.set_cursor(platform.value, chat_id, cursor, reason, int(time.time() * 1000))
             previous = chat.seq
             rebuilt = await self.load(platform, chat_id, cursor)
@@ -363,7 +479,9 @@ class ResidentChats:
             update = self.next_update(rebuilt, [ResetOp(segments=rebuilt.projection.segments)])
             await self.publish([update])
             metrics.CURSOR_MOVES.inc()
-            return self.snapshot(platform, chat_id)
+            snapshot = self._snapshot(platform, chat_id)
+            self.fit(keep=[key])
+            return snapshot
 
     async def rerender_platform(self, platform: Platform) -> None:
         """New render parameters (the bot's identity changed): reset every chat of the platform."""
@@ -377,6 +495,11 @@ class ResidentChats:
                     continue
                 reset = chat.projection.rerender(params)
                 updates.append(self.next_update(chat, [reset]))
+            # An asleep chat is rebuilt with the new parameters; its next update says it moved on
+            # (``base_seq`` above what a consumer holds), so that the consumer asks for a snapshot.
+            for key in self.asleep:
+                if key[0] == platform.value:
+                    self.asleep[key] += 1
             await self.publish(updates)
 
 

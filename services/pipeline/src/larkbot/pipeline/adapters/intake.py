@@ -256,6 +256,9 @@ class Intake:
                 verbatim = ticket.data if event is pending.event else None
                 batch.append(NewEvent(event, ticket.stream_seq, verbatim))
                 alts += pairs
+            # An evicted chat is rebuilt before its events are committed: the database then holds what
+            # its projection had, and the batch is applied on top.
+            await self.chats.wake((item.event.platform.value, item.event.chat_id) for item in batch)
             started = time.perf_counter()
             started_ns = time.time_ns()
             ids = await self._commit(batch, alts, offsets)
@@ -301,6 +304,7 @@ class Intake:
             carried = traces.spans(changed, (started_ns, committed_ns), (committed_ns, time.time_ns()))
             await self.chats.publish(updates, carried)
             self.chats.segments_changed()
+            self.chats.fit(keep=changed)
         for ticket, event, holder in conflicts:
             try:
                 await deadletters.conflict(

@@ -86,6 +86,16 @@ class EventRepository(EventReads):
             )
             return {(p, c): int(cursor) for p, c, cursor in found.all()}
 
+    async def cursor(self, platform: str, chat_id: str) -> int:
+        """The chat's compaction cursor (0: none)."""
+        async with self.engine.connect() as conn:
+            found = await conn.execute(
+                select(chat_cursors.c.cursor).where(
+                    chat_cursors.c.platform == platform, chat_cursors.c.chat_id == chat_id
+                )
+            )
+            return int(found.scalar_one_or_none() or 0)
+
     async def set_cursor(self, platform: str, chat_id: str, cursor: int, reason: str, at_ms: int) -> None:
         stmt = self._insert(chat_cursors).values(
             platform=platform, chat_id=chat_id, cursor=cursor, reason=reason, updated_at_ms=at_ms

@@ -17,6 +17,7 @@ Commands and what they answer:
 ``Remember``      ``None``: keeps sticky per-chat state (probe window start, trim start, recovery count)
 ``ShowTyping``    ``None``: the best-effort typing indicator
 ``MarkProcessed`` ``None``: input up to ``until_ms`` is handled
+``AskRates``      :class:`Rated`: the rate limits' verdict on each ask, in order (``ratelimit.core``)
 ``Note``          ``None``: an event to count and log
 ================  =================================================================================
 """
@@ -33,6 +34,8 @@ from larkbot.driver.compaction.core.compaction import Summary
 from larkbot.driver.manners.core.manners import Manners
 from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import RecallLimits
+from larkbot.driver.ratelimit.core.rates import RateAsk, RateLimits
+from larkbot.driver.ratelimit.core.window import Verdict
 from larkbot.driver.reminders.core.reminders import Reminder
 from larkbot.driver.shell.core.gate import GateSettings
 
@@ -65,6 +68,8 @@ class WakeSettings:
     blocked_users: frozenset[str] = frozenset()
     #: The chat's manners: share of voice, quiet hours, talk level (``manners.core``).
     manners: Manners = field(default_factory=Manners)
+    #: The chat's rate limits per person and for the chat (``ratelimit.core``); off unless configured.
+    rate_limits: RateLimits = field(default_factory=RateLimits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +176,19 @@ class Recalled:
 
 
 @dataclass(frozen=True, slots=True)
+class AskRates:
+    asks: tuple[RateAsk, ...]
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rated:
+    """The answer to :class:`AskRates`: one verdict per ask, in order."""
+
+    verdicts: tuple[Verdict, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Remember:
     probe_start: str | Literal["keep"] | None = "keep"
     trim_from_ms: int | Literal["keep"] | None = "keep"
@@ -211,6 +229,7 @@ NoteKind = Literal[
     "probe_omitted",
     "braked",
     "held",
+    "rate_limited",
     "recovering",
     "recovered",
     "recover_failed",
@@ -241,10 +260,11 @@ WakeCommand = (
     | Remember
     | ShowTyping
     | MarkProcessed
+    | AskRates
     | Note
     | TurnCommand
 )
-WakeFeedback = ChatView | tuple[TurnRecord, ...] | Recalled | TurnRecord | bool | None | TurnFeedback
+WakeFeedback = ChatView | tuple[TurnRecord, ...] | Recalled | Rated | TurnRecord | bool | None | TurnFeedback
 
 
 # -- outcomes -----------------------------------------------------------------------------------------

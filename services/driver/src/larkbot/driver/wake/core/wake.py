@@ -1,8 +1,8 @@
 """One wake-up of a chat as a sans-I/O generator (SPEC §4): redo a step left pending, pick the path
-(continuation, activation, the chat's manners, brake, probe), decide the shell tools' gate once
-(``core.gate``), run the primary turn, keep the request within the model's window, and mark the input
-processed. The manners' guidance (``manners.core``) goes into the probe's and the primary's late-binding
-message only.
+(continuation, activation, the chat's manners and rate limits, brake, probe), decide the shell tools'
+gate once (``core.gate``), run the primary turn, keep the request within the model's window, and mark the
+input processed. The manners' guidance (``manners.core``) and who is rate-limited (``ratelimit.core``)
+go into the probe's and the primary's late-binding message only.
 
 :func:`wake_up` yields commands and receives their results; one interpreter
 (``adapters.interpreter.interpret``) drives it for the service, the benchmark and the tests alike. The
@@ -36,6 +36,7 @@ from larkbot.driver.compaction.core.compaction import first_unprocessed
 from larkbot.driver.manners.core import manners
 from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import memory_block, people_in
+from larkbot.driver.ratelimit.core import admission
 from larkbot.driver.reminders.core.reminders import late_binding_lines
 from larkbot.driver.shell.core import gate
 from larkbot.driver.tools.core import tools
@@ -43,6 +44,7 @@ from larkbot.driver.tools.core import tools
 from . import fit, prompt
 from .actions import action_segments, with_actions
 from .commands import (
+    AskRates,
     ChatView,
     Compact,
     FinalFailure,
@@ -56,6 +58,7 @@ from .commands import (
     NoteKind,
     Path,
     ProbeCall,
+    Rated,
     ReadChat,
     Recalled,
     Remember,
@@ -129,13 +132,8 @@ def wake_up(w: WakeInput) -> Flow:
     elif w.wake.activation is not None:
         path, activation = "activation", w.wake.activation
     elif (held := manner.held) is not None:
-        yield Note("path", "held")
-        yield Note("held", held)
-        yield MarkProcessed(w.input_until_ms)
-        return WakeDone("held")
-    elif not w.settings.probe_enabled:
-        path, activation = "activation", Activation("send_message", "probe disabled for this chat")
-    elif bot_loop_brake(
+        return (yield from _held(w, held))
+    elif w.settings.probe_enabled and bot_loop_brake(
         state.view.segments,
         state.view.processed_until_ms,
         state.view.now_ms,
@@ -147,16 +145,29 @@ def wake_up(w: WakeInput) -> Flow:
         yield MarkProcessed(w.input_until_ms)
         return WakeDone("braked")
     else:
-        path = "probe"
-        probed, state = yield from _probe(w, state, guidance)
-        if isinstance(probed, WakeFailure):
-            return probed
-        activation = probed
-        if activation is None:
-            yield Note("path", "probe")
-            yield MarkProcessed(w.input_until_ms)
-            return WakeDone("suppressed")
+        limited = yield from admission.admit(w, view)
+        if isinstance(limited, TransientFailure):
+            return limited
+        if limited.held:
+            return (yield from _held(w, "rate_limit"))
+        guidance = (*guidance, *limited.lines)
+        if not w.settings.probe_enabled:
+            path, activation = "activation", Activation("send_message", "probe disabled for this chat")
+        else:
+            path = "probe"
+            probed, state = yield from _probe(w, state, guidance)
+            if isinstance(probed, WakeFailure):
+                return probed
+            activation = probed
+            if activation is None:
+                yield Note("path", "probe")
+                yield MarkProcessed(w.input_until_ms)
+                return WakeDone("suppressed")
     shell = yield from _gate(w, state)
+    if path != "continuation":
+        counted = yield from admission.count_turn(w, state.view.now_ms, activation)
+        if counted is not None:
+            return counted
     yield Note("path", path)
     result = yield from _primary_within_window(w, state, activation, shell, guidance)
     if isinstance(result, WakeFailure):
@@ -169,6 +180,13 @@ def wake_up(w: WakeInput) -> Flow:
         return failed(f"primary failed: {error.category if error else 'unknown'}", activation)
     yield MarkProcessed(w.input_until_ms)
     return WakeDone(path)
+
+
+def _held(w: WakeInput, reason: str) -> Generator[WakeCommand, WakeFeedback, WakeOutcome]:
+    yield Note("path", "held")
+    yield Note("held", reason)
+    yield MarkProcessed(w.input_until_ms)
+    return WakeDone("held")
 
 
 def _recover(
@@ -527,6 +545,7 @@ def _primary_within_window(
 
 
 __all__ = [
+    "AskRates",
     "ChatView",
     "Compact",
     "FinalFailure",
@@ -540,6 +559,7 @@ __all__ = [
     "NoteKind",
     "Path",
     "ProbeCall",
+    "Rated",
     "ReadChat",
     "Recalled",
     "Remember",
