@@ -635,6 +635,14 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 [counter("larkbot_driver_moderation_actions_total", "outcome")],
                 "ops",
             ),
+            panel(
+                "Reminders",
+                "Reminders set, delivered, cancelled and refused; due ones not yet delivered (overdue).",
+                [
+                    counter("larkbot_driver_reminders_total", "event"),
+                    (gauge("larkbot_driver_reminders_overdue"), "overdue"),
+                ],
+            ),
         ],
     ),
     (

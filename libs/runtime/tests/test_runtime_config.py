@@ -533,3 +533,61 @@ def test_budget_defaults_telegram_twenty_a_minute_feishu_unlimited() -> None:
     feishu = config.feishu.budgets
     assert (feishu.messages_per_minute, feishu.api_calls_per_day, feishu.api_calls_per_month) == (0, 0, 0)
     assert ChatSettings().messages_per_minute is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        ({"chats": {"default": {"reminders": {"enabled": "sometimes"}}}}, "chats.default.reminders.enabled"),
+        ({"chats": {"default": {"reminders": {"max_pending": 0}}}}, "chats.default.reminders.max_pending"),
+        (
+            {"chats": {"default": {}, "feishu:oc_1": {"reminders": {"max_pending_per_person": 0}}}},
+            "chats.feishu:oc_1.reminders.max_pending_per_person",
+        ),
+        # A person's limit above the chat's, the chat's from chats.default: refused once merged.
+        (
+            {
+                "chats": {
+                    "default": {"reminders": {"max_pending": 3, "max_pending_per_person": 2}},
+                    "feishu:oc_1": {"reminders": {"max_pending_per_person": 4}},
+                }
+            },
+            "chats.feishu:oc_1.reminders",
+        ),
+        (
+            {"chats": {"default": {"reminders": {"max_ahead_days": 0}}}},
+            "chats.default.reminders.max_ahead_days",
+        ),
+        (
+            {"chats": {"default": {"reminders": {"max_text_chars": 5}}}},
+            "chats.default.reminders.max_text_chars",
+        ),
+        ({"chats": {"default": {"reminders": {"when": "later"}}}}, "chats.default.reminders.when"),
+        ({"reminders": {"poll_interval_s": 0}}, "reminders.poll_interval_s"),
+        ({"reminders": {"poll_interval_s": 120}}, "reminders.poll_interval_s"),
+        ({"reminders": {"retention_days": -1}}, "reminders.retention_days"),
+        ({"reminders": {"enabled": True}}, "reminders.enabled"),
+    ],
+)
+def test_bad_reminder_settings_name_their_keys(raw: dict[str, Any], path: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, {})
+    assert info.value.path == path
+
+
+def test_reminders_are_off_unless_a_chat_turns_them_on_and_merge_from_the_default() -> None:
+    config = parse_config(
+        {
+            "chats": {
+                "default": {"reminders": {"max_pending": 10}},
+                "feishu:oc_on": {"reminders": {"enabled": True}},
+                "feishu:oc_off": {},
+            }
+        },
+        {},
+    )
+    on, off = config.chats["feishu:oc_on"].reminders, config.chats["feishu:oc_off"].reminders
+    assert (on.enabled, on.max_pending, on.max_pending_per_person) == (True, 10, 5)
+    assert (off.enabled, off.max_pending) == (False, 10)
+    assert ChatSettings().reminders.enabled is False
+    assert (config.reminders.poll_interval_s, config.reminders.retention_days) == (5.0, 30.0)

@@ -70,7 +70,7 @@ async def test_the_migration_creates_the_memory_tables_on_an_empty_database(data
     engine = create_engine(database_url)
     try:
         await migrate(engine, MIGRATIONS)
-        assert await current_revision(engine) == "0009"
+        assert await current_revision(engine) == "0010"
         await migrate(engine, MIGRATIONS, "0003")  # already past it: nothing to do
         async with engine.connect() as conn:
             names = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))

@@ -60,7 +60,7 @@ async def test_turns_probes_and_marks_round_trip(database_url: str) -> None:
     engine = create_engine(database_url)
     try:
         await migrate(engine, MIGRATIONS)
-        assert await current_revision(engine) == "0009"
+        assert await current_revision(engine) == "0010"
         repo = DriverRepository(engine)
         first, second = _turn("c1", 0, True, 10), _turn("c1", 1, True, 20)
         await repo.add_turn(first)
@@ -131,7 +131,7 @@ async def test_replicas_starting_together_migrate_one_after_the_other(database_u
     engines = [create_engine(database_url) for _ in range(3)]
     try:
         await asyncio.gather(*(migrate(engine, MIGRATIONS) for engine in engines))
-        assert {await current_revision(engine) for engine in engines} == {"0009"}
+        assert {await current_revision(engine) for engine in engines} == {"0010"}
     finally:
         for engine in engines:
             await engine.dispose()

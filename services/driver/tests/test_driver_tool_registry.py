@@ -15,7 +15,9 @@ def test_every_tool_but_end_has_one_handler() -> None:
 
 
 def test_the_tool_list_follows_the_include_order() -> None:
-    names = [t.name for t in tools.exposed("normal", memory=True, ban_spammer=True, shell=True)]
+    names = [
+        t.name for t in tools.exposed("normal", memory=True, ban_spammer=True, reminders=True, shell=True)
+    ]
     assert names == [
         "send_message",
         "react",
@@ -27,11 +29,14 @@ def test_the_tool_list_follows_the_include_order() -> None:
         "memory_search",
         "memory_patch",
         "ban_spammer",
+        "set_reminder",
+        "cancel_reminder",
+        "list_reminders",
         "bash",
         "kill_task",
         "read_task_output",
     ]
-    assert [t.name for t in tools.exposed("wrap_up", memory=True, shell=True)] == [
+    assert [t.name for t in tools.exposed("wrap_up", memory=True, reminders=True, shell=True)] == [
         "send_message",
         "react",
         "end_turn",

@@ -340,6 +340,22 @@ def test_a_step_that_sends_is_written_ahead_before_any_tool_runs() -> None:
     assert not run.records[0].pending
 
 
+def test_a_step_setting_a_reminder_is_written_ahead_too() -> None:
+    # A reminder is kept under its call's key: a step lost before it is stored must be redone, not asked
+    # of the model again under a new key (which would set it twice).
+    plan = _plan(reminders=True)
+    run = drive(
+        plan,
+        [
+            response(tool_call(tools.SET_REMINDER, when="in 1 hour", text="tea")),
+            response(tool_call(tools.END)),
+        ],
+    )
+    assert len(run.pending) == 1
+    assert run.pending[0][1] == 0
+    assert tools.PARTICIPATION_TOOLS | {tools.SET_REMINDER} == tools.WRITE_AHEAD_TOOLS
+
+
 def test_steps_without_side_effects_are_not_written_ahead() -> None:
     run = drive(
         _plan(),

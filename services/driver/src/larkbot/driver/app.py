@@ -47,6 +47,8 @@ from .memory.consolidator import Consolidator
 from .memory.memories import MemoryStore
 from .observer import UNOBSERVED, DriverObserver
 from .ratelimit.limiter import KvWindows, RateLimiter
+from .reminders.reminders import ReminderDelivery
+from .reminders.store import ReminderStore
 from .shell.shell import ShellTasks, check_settings, shell_dirs
 from .shell.task_store import TaskStore
 from .wake.chatstate import ChatState
@@ -186,6 +188,7 @@ class DriverService:
         memories = MemoryStore(engine)
         audit = AuditStore(engine)
         requests = RequestStore(engine)
+        reminders = ReminderStore(engine)
         working_dir, output_dir = shell_dirs(config.shell, ctx.data_dir)
         shell = ShellTasks(
             TaskStore(engine),
@@ -208,6 +211,7 @@ class DriverService:
                 audit=audit,
                 requests=requests,
                 rates=RateLimiter(await KvWindows.open(ctx.bus.js)),
+                reminders=reminders,
             ),
             WakePolicy(
                 llm=config.llm,
@@ -261,6 +265,19 @@ class DriverService:
             shell.prepare()
             watched = (RetryableError, OSError)  # the database or the file system away: next round
             ctx.every(config.shell.poll_interval_s, shell.watch_once, "shell-tasks", tolerate=watched)
+        if any(chat.reminders.enabled for chat in config.chats.values()):
+            # Every replica delivers the reminders of the chats it holds (reminders.reminders).
+            delivery = ReminderDelivery(
+                reminders,
+                config.reminders,
+                options.clock,
+                held=lambda: host.held,
+                publish=partial(_publish_event, ctx.bus),
+                utc_offset_min=partial(_utc_offset_of, config, utc_offset_min),
+            )
+            ctx.every(
+                config.reminders.poll_interval_s, delivery.round, "reminders", tolerate=(RetryableError,)
+            )
         if config.audit.enabled:
             # One replica sweeps, hourly: well within a retention counted in days.
             sweep = partial(_sweep_audit, audit, requests, options.clock, config.audit.retention_days)

@@ -229,3 +229,15 @@ MODERATION_ACTIONS = Counter(
     "refused_permission, failed)",
     ["outcome"],
 )
+REMINDERS = Counter(
+    "larkbot_driver_reminders_total",
+    "Reminders by event (set, delivered: its event published by this replica, cancelled, refused: a "
+    "set_reminder refused for its time or the chat's limits)",
+    ["event"],
+)
+for _event in ("set", "delivered", "cancelled", "refused"):
+    REMINDERS.labels(_event)
+REMINDERS_OVERDUE = Gauge(
+    "larkbot_driver_reminders_overdue",
+    "Reminders of the chats this replica holds that are due and not yet delivered, at its last look",
+)

@@ -39,6 +39,14 @@ Shell tools (``shell.core.shell``, docs/driver.md "Shell tools"):
   after a crash does not run the command twice. Output and exit status live in files under the
   configured output directory; rows and files are removed ``retention_days`` after the task finished.
 
+Reminders (``reminders.core.reminders``, docs/driver.md "Reminders"):
+
+- ``driver_reminders``: one row per ``set_reminder`` call: the chat, whom it is for, the text, when it is
+  due and its state (``pending``, ``fired`` — claimed for delivery —, ``delivered``, ``cancelled``), each
+  change a conditional update. The call's idempotency key is unique, so a step redone after a crash sets
+  no second reminder. Delivered and cancelled rows are removed ``reminders.retention_days`` after they
+  ended.
+
 Audit trail (``audit.core.audit``, docs/driver.md "Audit trail"):
 
 - ``driver_wakeups``: one row per wake-up: path, probe decision, the rendered context's range and hash,
@@ -266,6 +274,25 @@ shell_tasks = Table(
     Column("finished_at_ms", BigInteger, nullable=True),
     UniqueConstraint("call_key", name="uq_driver_shell_tasks_call"),
     Index("ix_driver_shell_tasks_host", "host", "status"),
+)
+
+reminders = Table(
+    "driver_reminders",
+    metadata,
+    Column("reminder_id", String(32), primary_key=True),
+    Column("platform", String(16), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("call_key", String(64), nullable=False),
+    Column("person", String(128), nullable=True),
+    Column("text", Text, nullable=False),
+    Column("due_at_ms", BigInteger, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("ended_at_ms", BigInteger, nullable=True),
+    Column("delivered_at_ms", BigInteger, nullable=True),
+    UniqueConstraint("call_key", name="uq_driver_reminders_call"),
+    Index("ix_driver_reminders_due", "status", "due_at_ms"),
+    Index("ix_driver_reminders_chat", "platform", "chat_id", "status"),
 )
 
 wakeups = Table(

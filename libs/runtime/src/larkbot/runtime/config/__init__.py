@@ -14,9 +14,10 @@ Chats: the keys of ``chats`` other than ``default`` are the residency whitelist,
 One private module per section, imported from here only (the names below are the public API):
 ``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``, their ``budgets``),
 ``_llm``, ``_chats``, ``_manners`` (a chat's ``talk_level``, ``share_of_voice``, ``quiet_hours``,
-``rate_limit``), ``_driver`` (``memory``, ``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``),
-``_jetstream`` (``jetstream``); ``_secrets`` says which service receives which secret; ``_root`` is the
-whole file and the checks spanning sections, ``_loading`` reads it.
+``rate_limit``), ``_reminders`` (a chat's ``reminders`` and the deployment's), ``_driver`` (``memory``,
+``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``), ``_jetstream`` (``jetstream``);
+``_secrets`` says which service receives which secret; ``_root`` is the whole file and the checks
+spanning sections, ``_loading`` reads it.
 """
 
 from ._base import UserIds
@@ -50,6 +51,7 @@ from ._manners import (
 )
 from ._platforms import FeishuBudgets, FeishuSettings, TelegramBudgets, TelegramSettings
 from ._process import NatsSettings, PipelineServiceSettings, ServiceSettings, ServicesSettings
+from ._reminders import ChatRemindersSettings, RemindersSettings
 from ._retry import BackoffSettings, RetrySettings
 from ._root import LarkbotConfig, deep_merge
 from ._secrets import WITHHELD
@@ -65,6 +67,7 @@ __all__ = [
     "AuditSettings",
     "BackoffSettings",
     "ChatRateLimit",
+    "ChatRemindersSettings",
     "ChatSettings",
     "FeishuBudgets",
     "FeishuSettings",
@@ -84,6 +87,7 @@ __all__ = [
     "QuietAllow",
     "QuietHoursSettings",
     "RateLimitSettings",
+    "RemindersSettings",
     "ResolvedAccepts",
     "RetrySettings",
     "ServiceSettings",

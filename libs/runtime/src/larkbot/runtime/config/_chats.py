@@ -14,6 +14,7 @@ from ._manners import (
     TalkLevel,
     with_level_defaults,
 )
+from ._reminders import ChatRemindersSettings
 
 
 class ChatSettings(_Section):
@@ -92,6 +93,9 @@ class ChatSettings(_Section):
     #: Platform budget (docs/budgets.md): the bot's messages per minute in this chat, across ingress
     #: replicas; ``None``: the platform's ``budgets.messages_per_minute``; ``0``: unlimited.
     messages_per_minute: int | None = Field(default=None, ge=0)
+    #: Reminders (docs/driver.md "Reminders"): the tools ``set_reminder``, ``cancel_reminder`` and
+    #: ``list_reminders``, and the chat's limits.
+    reminders: ChatRemindersSettings = ChatRemindersSettings()
 
     @model_validator(mode="before")
     @classmethod

@@ -17,6 +17,7 @@ from ._jetstream import JetStreamSettings
 from ._llm import LlmSettings
 from ._platforms import FeishuSettings, TelegramSettings
 from ._process import NatsSettings, ServicesSettings
+from ._reminders import RemindersSettings
 from ._retry import RetrySettings
 from ._secrets import WITHHELD
 
@@ -34,6 +35,7 @@ class LarkbotConfig(_Section):
     memory: MemorySettings = MemorySettings()
     shell: ShellSettings = ShellSettings()
     audit: AuditSettings = AuditSettings()
+    reminders: RemindersSettings = RemindersSettings()
     inspector: InspectorSettings = InspectorSettings()
     retry: RetrySettings = RetrySettings()
     #: Dry run for every chat (``ChatSettings.dry_run``).

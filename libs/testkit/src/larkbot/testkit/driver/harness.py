@@ -254,14 +254,16 @@ async def world(
     maintainers: Sequence[str] = (),
     shell: dict[str, Any] | None = None,
     audit: dict[str, Any] | None = None,
+    reminder_delivery: dict[str, Any] | None = None,
     deployment_dry_run: bool = False,
     **chat: Any,
 ) -> AsyncIterator[World]:
     """``llm``: the configuration's ``llm`` section (endpoints with their windows); ``fake_llm=False``
     leaves ``llm.generate`` to a real gateway the caller runs; ``memory``: the configuration's ``memory``
     section; ``maintainers``: the configuration's maintainer ids; ``shell``: the configuration's ``shell``
-    section; ``audit``: the configuration's ``audit`` section; ``deployment_dry_run``: the top-level
-    ``dry_run``; ``chat``: settings of every chat."""
+    section; ``audit``: the configuration's ``audit`` section; ``reminder_delivery``: the top-level
+    ``reminders`` section; ``deployment_dry_run``: the top-level ``dry_run``; ``chat``: settings of every
+    chat."""
     config = LarkbotConfig.model_validate(
         {
             "services": {"driver": {"database_url": database_url, "http_host": "127.0.0.1"}},
@@ -271,6 +273,7 @@ async def world(
             "maintainers": list(maintainers),
             "shell": shell or {},
             "audit": audit or {},
+            "reminders": reminder_delivery or {},
             "dry_run": deployment_dry_run,
             "chats": {
                 "default": {"display_name": "Lark", **chat},

@@ -14,7 +14,8 @@ resolve too. The media worker gets the platform's file key and, when known, the 
 renders aliases, computed as the pipeline does), so the model can reply to it or recall it before the
 platform's echo arrives. ``recall_message`` deletes only the bot's own messages: those the context or
 history marks as the bot's, and those sent in this wake-up.
-``ban_spammer`` runs in ``moderation.moderation`` (only where the chat enables it), on the same resolution.
+``ban_spammer`` runs in ``moderation.moderation`` (only where the chat enables it), on the same resolution;
+the reminder tools in ``reminders.reminders`` (only where the chat turns reminders on).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from larkbot.driver.memory.core.evidence import Provenance
 from larkbot.driver.memory.memory_tools import MemoryAccess, MemoryTools
 from larkbot.driver.moderation import tools as moderation_tools
 from larkbot.driver.moderation.moderation import Moderation, ModerationAccess
+from larkbot.driver.reminders import tools as reminder_tools
+from larkbot.driver.reminders.reminders import ReminderAccess
 from larkbot.driver.shell import tools as shell_tools
 from larkbot.driver.shell.shell import ShellAccess
 from larkbot.driver.tools.core import tools
@@ -72,6 +75,7 @@ class ToolExecutor:
         aliased: bool = False,
         shell: ShellAccess | None = None,
         moderation: ModerationAccess | None = None,
+        reminders: ReminderAccess | None = None,
     ) -> None:
         self.clients = clients
         #: The chat log shows message ids as aliases (``larkbot.canonical.aliases``).
@@ -95,6 +99,7 @@ class ToolExecutor:
         }
         self.memory = MemoryTools(memory, self._evidence, clock.now_ms) if memory is not None else None
         self.shell = shell
+        self.reminders = reminders
         self.moderation = (
             Moderation(moderation, clients, self.platform, chat_id, self._evidence, action_attempts)
             if moderation is not None
@@ -307,5 +312,6 @@ HANDLERS: Final = dispatch(
     ),
     memory_tools.handlers,
     moderation_tools.handlers,
+    reminder_tools.handlers,
     shell_tools.handlers,
 )

@@ -25,6 +25,7 @@ from larkbot.driver.audit.core.audit import AuditDraft
 from larkbot.driver.compaction.core.compaction import turn_tokens
 from larkbot.driver.memory.memory_tools import MemoryAccess
 from larkbot.driver.moderation.moderation import ModerationAccess
+from larkbot.driver.reminders.reminders import ReminderAccess
 from larkbot.driver.shell.shell import ShellAccess
 
 from .. import metrics
@@ -88,6 +89,11 @@ class ChatPorts:
             else ()
         )
         now_ms = self.runner.clock.now_ms()
+        reminders = (
+            await self.runner.reminders.pending(chat.platform, chat.chat_id)
+            if chat.settings.reminders.enabled
+            else ()
+        )
         return ChatView(
             segments=chat.shown_segments(),
             summary=chat.summary,
@@ -102,6 +108,7 @@ class ChatPorts:
             limits=self.limits(),
             active_tasks=tuple(ActiveTask(t.task_id, t.intention, t.started_at_ms) for t in running),
             speaking_budget=await self.runner.clients.speaking_budget(chat.platform, chat.chat_id, now_ms),
+            reminders=reminders,
         )
 
     def limits(self) -> Limits:
@@ -231,6 +238,7 @@ class ChatPorts:
                 moderation=ModerationAccess(self.runner.maintainers)
                 if chat.settings.ban_spammer_enabled
                 else None,
+                reminders=self._reminder_access(),
             )
         return await self._executor.run(run)
 
@@ -244,6 +252,13 @@ class ChatPorts:
             search_max_results=settings.memory_search_max_results,
             search_max_chars=settings.memory_search_max_chars,
         )
+
+    def _reminder_access(self) -> ReminderAccess | None:
+        runner, chat = self.runner, self.chat
+        if not chat.settings.reminders.enabled:
+            return None
+        offset = chat.utc_offset_min(runner.utc_offset_min)
+        return ReminderAccess(runner.reminders, chat.settings.reminders, runner.clock, offset)
 
     def _shell_access(self) -> ShellAccess | None:
         tasks, settings = self.runner.shell, self.chat.settings

@@ -27,6 +27,7 @@ from larkbot.driver.memory.core.recall import RecallLimits
 from larkbot.driver.memory.memories import MemoryStore
 from larkbot.driver.ratelimit.limiter import RateLimiter
 from larkbot.driver.ratelimit.settings import rate_limits_of
+from larkbot.driver.reminders.store import ReminderStore
 from larkbot.driver.shell.core.gate import GateSettings
 from larkbot.driver.shell.shell import ShellTasks
 from larkbot.runtime import tracing
@@ -70,6 +71,7 @@ class WakeStores:
     requests: RequestStore
     #: The rate limits' windows, shared by every replica (the bus's ``rate-limits`` bucket).
     rates: RateLimiter
+    reminders: ReminderStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,7 @@ class WakeRunner:
         self.dry_run = policy.dry_run
         self.maintainers = policy.maintainers
         self.shell = stores.shell
+        self.reminders = stores.reminders
         self.memories = stores.memories
         self.memory_settings = policy.memory
         self.repo = repo
@@ -147,6 +150,7 @@ class WakeRunner:
             if self.memory_on(settings)
             else None,
             ban_spammer=settings.ban_spammer_enabled,
+            reminders=settings.reminders.enabled,
         )
 
     def reasoning_replay(self, chat: ChatState) -> int:

@@ -29,19 +29,21 @@ from larkbot.driver.wake.core.records import StepMode
 Kind = Literal["participation", "work", "end"]
 #: Where a tool is offered: ``every_step`` (``react_only``, ``wrap_up`` and normal steps), ``speaking``
 #: (``wrap_up`` and normal steps), ``normal`` (normal steps), and normal steps of the chats whose switch
-#: is on: ``memory`` (memory on), ``ban_spammer`` (``ban_spammer_enabled``), ``shell`` (the maintainer
-#: gate open).
-Offer = Literal["every_step", "speaking", "normal", "memory", "ban_spammer", "shell"]
+#: is on: ``memory`` (memory on), ``ban_spammer`` (``ban_spammer_enabled``), ``reminders``
+#: (``reminders.enabled``), ``shell`` (the maintainer gate open).
+Offer = Literal["every_step", "speaking", "normal", "memory", "ban_spammer", "reminders", "shell"]
 #: The schema of an id argument (a message, file or task id as the chat log shows it).
 ID: Mapping[str, Any] = {"type": "string", "minLength": 1, "maxLength": 128}
 
 
 @dataclass(frozen=True, slots=True)
 class Switches:
-    """The per-chat (``memory``, ``ban_spammer``) and per-wake-up (``shell``) switches of a step."""
+    """The per-chat (``memory``, ``ban_spammer``, ``reminders``) and per-wake-up (``shell``) switches of a
+    step."""
 
     memory: bool = False
     ban_spammer: bool = False
+    reminders: bool = False
     shell: bool = False
 
 
@@ -65,6 +67,8 @@ def offered(offer: Offer, mode: StepMode, switches: Switches) -> bool:
             return switches.memory
         case "ban_spammer":
             return switches.ban_spammer
+        case "reminders":
+            return switches.reminders
         case "shell":
             return switches.shell
         case _:
@@ -81,6 +85,10 @@ class Tool:
     #: What a dry run answers instead of running it (``ok``, text; ``{id}`` becomes a made-up message
     #: id); ``None``: the tool runs in a dry run too (it only reads).
     dry_run: tuple[bool, str] | None = None
+    #: Its step is persisted (pending) before it runs, as a participation tool's always is: its effect
+    #: is kept under the call's idempotency key, so a process dying before the step is stored must leave
+    #: the step for recovery (same call, same key) rather than a new model call under a new key.
+    write_ahead: bool = False
     spec: ToolSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -117,6 +125,10 @@ class Registry:
 
     def of_kind(self, kind: Kind) -> frozenset[str]:
         return frozenset(name for name, t in self.tools.items() if t.kind == kind)
+
+    def written_ahead(self) -> frozenset[str]:
+        """The tools whose step is persisted before they run: participation tools and those declaring it."""
+        return frozenset(n for n, t in self.tools.items() if t.kind == "participation" or t.write_ahead)
 
     def exposed(self, mode: StepMode, switches: Switches) -> tuple[ToolSpec, ...]:
         return tuple(t.spec for t in self.tools.values() if offered(t.offer, mode, switches))

@@ -3,8 +3,8 @@
 Each feature declares its tools in its own ``core/tools.py`` (name, schema, kind, where it is offered,
 what a dry run answers) and handles them in its ``tools.py`` beside it; ``tools.core.router`` says how.
 The include order below is the order of the tools in every request (part of the cached prefix): the
-wake-up's own tools, then the per-chat constants (memory, ``ban_spammer``), then the shell tools while
-the maintainer gate is open, so opening the gate appends to the list.
+wake-up's own tools, then the per-chat constants (memory, ``ban_spammer``, reminders), then the shell
+tools while the maintainer gate is open, so opening the gate appends to the list.
 
 Validation is JSON Schema (draft 2020-12) over the model's raw ``arguments_json``; an invalid call
 becomes an error result for the model, never an exception in the loop.
@@ -24,6 +24,8 @@ from larkbot.driver.memory.core.tools import (
 )
 from larkbot.driver.moderation.core import tools as moderation
 from larkbot.driver.moderation.core.tools import BAN_SPAMMER
+from larkbot.driver.reminders.core import tools as reminders
+from larkbot.driver.reminders.core.tools import CANCEL_REMINDER, LIST_REMINDERS, SET_REMINDER
 from larkbot.driver.shell.core import tools as shell
 from larkbot.driver.shell.core.tools import BASH, KILL_TASK, READ_TASK_OUTPUT
 from larkbot.driver.wake.core import tools as wake
@@ -36,21 +38,30 @@ REGISTRY: Final = Registry(
     wake.router,
     memory.router,
     moderation.router,
+    reminders.router,
     shell.router,
 )
 
 SPECS: Final = REGISTRY.specs
 PARTICIPATION_TOOLS: Final = REGISTRY.of_kind("participation")
 WORK_TOOLS: Final = REGISTRY.of_kind("work")
+WRITE_AHEAD_TOOLS: Final = REGISTRY.written_ahead()
 MEMORY_TOOLS: Final = memory.router.names
 SHELL_TOOLS: Final = shell.router.names
+REMINDER_TOOLS: Final = reminders.router.names
 
 
 def exposed(
-    mode: StepMode, *, memory: bool = False, ban_spammer: bool = False, shell: bool = False
+    mode: StepMode,
+    *,
+    memory: bool = False,
+    ban_spammer: bool = False,
+    reminders: bool = False,
+    shell: bool = False,
 ) -> tuple[ToolSpec, ...]:
     """The tools of one step, in the registry's order."""
-    return REGISTRY.exposed(mode, Switches(memory=memory, ban_spammer=ban_spammer, shell=shell))
+    switches = Switches(memory=memory, ban_spammer=ban_spammer, reminders=reminders, shell=shell)
+    return REGISTRY.exposed(mode, switches)
 
 
 def validate(name: str, arguments_json: str) -> dict[str, Any] | Invalid:
@@ -68,8 +79,10 @@ def tool(name: str) -> Tool:
 __all__ = [
     "BAN_SPAMMER",
     "BASH",
+    "CANCEL_REMINDER",
     "END",
     "KILL_TASK",
+    "LIST_REMINDERS",
     "MEMORY_CONTENT_MAX_CHARS",
     "MEMORY_PATCH",
     "MEMORY_SAVE",
@@ -82,10 +95,13 @@ __all__ = [
     "READ_TASK_OUTPUT",
     "RECALL",
     "REGISTRY",
+    "REMINDER_TOOLS",
     "SEND",
+    "SET_REMINDER",
     "SHELL_TOOLS",
     "SPECS",
     "WORK_TOOLS",
+    "WRITE_AHEAD_TOOLS",
     "Invalid",
     "exposed",
     "kind",

@@ -36,6 +36,7 @@ from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import RecallLimits
 from larkbot.driver.ratelimit.core.rates import RateAsk, RateLimits
 from larkbot.driver.ratelimit.core.window import Verdict
+from larkbot.driver.reminders.core.reminders import Reminder
 from larkbot.driver.shell.core.gate import GateSettings
 from larkbot.runtime.budgets.core import SpeakingBudget
 
@@ -90,6 +91,8 @@ class WakeInput:
     memory: RecallLimits | None = None
     #: ``ban_spammer`` offered in this chat (``ban_spammer_enabled``).
     ban_spammer: bool = False
+    #: The reminder tools offered in this chat (``reminders.enabled``).
+    reminders: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,8 @@ class ChatView:
     active_tasks: tuple[prompt.ActiveTask, ...] = ()
     #: What the platform budgets leave the bot to say here (``driver.budgets``); ``None``: unknown.
     speaking_budget: SpeakingBudget | None = None
+    #: The chat's pending reminders, soonest first (shown in the late-binding message).
+    reminders: tuple[Reminder, ...] = ()
 
     @property
     def turns_from_ms(self) -> int:

@@ -13,8 +13,8 @@ Cache discipline (the prefix of consecutive requests must stay byte-identical):
   a new segment appends parts and never rewrites earlier ones. Self-sent segments are dropped: the turn
   response already holds the send.
 - Everything that changes on every request (time, participation, probe reason, interruption, the chat's
-  running background tasks, the ``<memory>`` block of the people in the conversation) is in the
-  late-binding message, always last.
+  running background tasks and pending reminders, the ``<memory>`` block of the people in the
+  conversation) is in the late-binding message, always last.
 
 Reasoning is replayed only to the model that produced it and only for the newest ``reasoning_replay``
 turn responses (and the open chain); older reasoning is stripped here, stored records stay unchanged.
@@ -247,12 +247,15 @@ def late_binding(
     memory_block: str | None = None,
     active_tasks: Sequence[ActiveTask] = (),
     guidance: Sequence[str] = (),
+    reminders: Sequence[str] = (),
 ) -> UserMessage:
-    """``guidance``: the chat's manners (``manners.core``), after the participation signals."""
+    """``guidance``: the chat's manners (``manners.core``), after the participation signals;
+    ``reminders``: the chat's pending reminders (``reminders.core``), after its running tasks."""
     lines = [f"Current time: {format_time(now_ms, utc_offset_min)}", *_stats_lines(stats), *guidance]
     if active_tasks:
         lines.append("Your background tasks still running (their completion arrives as a runtime event):")
         lines.extend(_task_line(t, now_ms) for t in active_tasks)
+    lines.extend(reminders)
     if memory_block:
         lines.append(memory_block)
     if probe_reason:

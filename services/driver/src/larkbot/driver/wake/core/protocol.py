@@ -45,6 +45,8 @@ class TurnPlan:
     memory_tools: bool = False
     #: ``ban_spammer`` is offered (the chat's ``ban_spammer_enabled``, a per-chat constant likewise).
     ban_spammer: bool = False
+    #: The reminder tools are offered (the chat's ``reminders.enabled``, a per-chat constant likewise).
+    reminders: bool = False
     #: A pending (write-ahead) step left by a process that died while running its tools.
     recover: TurnRecord | None = None
     #: Close ``recover`` without running its calls again.

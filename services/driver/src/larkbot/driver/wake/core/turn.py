@@ -10,14 +10,15 @@ tool choice; their usage is added, only the final answer is kept) → the tool c
 persisted :class:`TurnRecord` → the interrupt check. A step is persisted *before* the interrupt check,
 and the loop stops at step boundaries only; nothing in flight is preempted.
 
-Write-ahead: a step whose answer calls ``send_message`` or ``react`` is first persisted as *pending*
-(the model's answer, no results) before any tool runs, then replaced by the complete record. A process
-that dies in between leaves the pending step behind; the next wake-up of the chat passes it as
-``TurnPlan.recover`` and the generator runs that step's tool calls again without a model call, under the
-same idempotency keys, so a send the platform already executed is deduplicated and one that never left
-is sent now. That one step is the whole turn: whether its chain goes on is the runner's next decision,
-made from the stored turn responses like any other. With ``TurnPlan.recover_abandon`` (the step is too
-old, or redoing it kept failing) the calls are not run again; their results say delivery is unknown.
+Write-ahead: a step whose answer calls ``send_message`` or ``react`` (or another tool declaring
+``write_ahead``: ``set_reminder``) is first persisted as *pending* (the model's answer, no results)
+before any tool runs, then replaced by the complete record. A process that dies in between leaves the
+pending step behind; the next wake-up of the chat passes it as ``TurnPlan.recover`` and the generator
+runs that step's tool calls again without a model call, under the same idempotency keys, so a send the
+platform already executed is deduplicated and one that never left is sent now. That one step is the whole
+turn: whether its chain goes on is the runner's next decision, made from the stored turn responses like
+any other. With ``TurnPlan.recover_abandon`` (the step is too old, or redoing it kept failing) the calls
+are not run again; their results say delivery is unknown.
 
 Per call: unknown tools and invalid arguments get an error result; calls over a count get a not-executed
 result; the deadline is checked before every side effect. ``end_turn`` closes the turn even beside
@@ -138,7 +139,11 @@ def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
         )
         wrapped_up = wrapped_up or mode == "wrap_up"
         offered = tools.exposed(
-            mode, memory=plan.memory_tools, ban_spammer=plan.ban_spammer, shell=plan.shell_tools_exposed
+            mode,
+            memory=plan.memory_tools,
+            ban_spammer=plan.ban_spammer,
+            reminders=plan.reminders,
+            shell=plan.shell_tools_exposed,
         )
         if recovered is not None:
             step, call_at, answer = recovered.step, recovered.requested_at_ms, _Answer.of(recovered)
@@ -157,7 +162,7 @@ def primary_turn(plan: TurnPlan) -> Generator[Command, Feedback, TurnResult]:
                 return TurnResult("failed", step - plan.first_step, True, error=asked, usage=usage)
             answer, now = asked
         calls = [p for p in answer.message.parts if isinstance(p, ToolCallPart)]
-        if recovered is None and any(c.name in tools.PARTICIPATION_TOOLS for c in calls):
+        if recovered is None and any(c.name in tools.WRITE_AHEAD_TOOLS for c in calls):
             pending = _record(plan, step, call_at, answer, mode, (answer.message,), pending=True)
             ack = yield Persist(pending)
             assert isinstance(ack, Ack)

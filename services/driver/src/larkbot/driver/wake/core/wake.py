@@ -39,6 +39,7 @@ from larkbot.driver.manners.core import manners
 from larkbot.driver.memory.core.memory import Memory
 from larkbot.driver.memory.core.recall import memory_block, people_in
 from larkbot.driver.ratelimit.core import admission
+from larkbot.driver.reminders.core.reminders import late_binding_lines
 from larkbot.driver.shell.core import gate
 from larkbot.driver.tools.core import tools
 
@@ -373,6 +374,7 @@ def _plan(
             react_only=react_only,
             memory_block=memory_block(memories, w.memory) if w.memory is not None else None,
             active_tasks=view.active_tasks,
+            reminders=late_binding_lines(view.reminders, w.utc_offset_min),
             guidance=guidance,
         ),
         shell_tools_exposed=continuing.shell_tools_exposed if continuing else shell,
@@ -380,13 +382,18 @@ def _plan(
         recover_abandon=abandon,
         memory_tools=w.memory is not None,
         ban_spammer=w.ban_spammer,
+        reminders=w.reminders,
     )
 
 
 def first_request_tokens(plan: TurnPlan) -> int:
     mode = plan.budget.step_mode(plan.usage, plan.react_only)
     offered = tools.exposed(
-        mode, memory=plan.memory_tools, ban_spammer=plan.ban_spammer, shell=plan.shell_tools_exposed
+        mode,
+        memory=plan.memory_tools,
+        ban_spammer=plan.ban_spammer,
+        reminders=plan.reminders,
+        shell=plan.shell_tools_exposed,
     )
     return request_tokens(plan.system, offered, (*plan.history, plan.late_binding))
 
