@@ -43,6 +43,7 @@ KEYS: tuple[str, ...] = (
     "resident_bytes_per_chat",
     "chat_reload_ms",
     "many_chats",
+    "scale",
     "memory_search_ms",
     "memory_late_binding",
 )
@@ -100,6 +101,12 @@ async def _many_chats(_nats_url: str, quick: bool) -> dict[str, Any]:
     return {"many_chats": await measure(10_000, 100) if quick else await measure(100_000, 1_000)}
 
 
+async def _scale(nats_url: str, quick: bool) -> dict[str, Any]:
+    from .scale import measure
+
+    return await measure(nats_url, quick)
+
+
 async def _memory(_nats_url: str, quick: bool) -> dict[str, Any]:
     from .memory import measure
 
@@ -118,6 +125,7 @@ MEASUREMENTS: tuple[tuple[str, Callable[[str, bool], Awaitable[dict[str, Any]]]]
     ("turn", _turn),
     ("memory", _memory),
     ("many_chats", _many_chats),
+    ("scale", _scale),
 )
 
 
