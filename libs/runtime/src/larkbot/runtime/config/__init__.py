@@ -49,7 +49,13 @@ from ._manners import (
     TalkLevel,
 )
 from ._platforms import FeishuSettings, TelegramSettings
-from ._process import NatsSettings, PipelineServiceSettings, ServiceSettings, ServicesSettings
+from ._process import (
+    MediaServiceSettings,
+    NatsSettings,
+    PipelineServiceSettings,
+    ServiceSettings,
+    ServicesSettings,
+)
 from ._retry import BackoffSettings, RetrySettings
 from ._root import LarkbotConfig, deep_merge
 from ._secrets import WITHHELD
@@ -76,6 +82,7 @@ __all__ = [
     "LlmRoute",
     "LlmSettings",
     "MaxTokensField",
+    "MediaServiceSettings",
     "MemorySettings",
     "NatsSettings",
     "PersonRateLimit",
