@@ -157,3 +157,16 @@ def test_the_video_decoding_budget_is_a_typed_failure(monkeypatch: pytest.Monkey
     monkeypatch.setattr(video, "MAX_DECODED_PIXELS", 64 * 48 * 2)
     with pytest.raises(TooLarge, match="too many pixels"):
         motion.frames(samples.mp4([RED, GREEN, BLUE, RED, GREEN]))
+
+
+def test_a_video_that_cannot_seek_is_decoded_once_from_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = samples.webm_sticker(frames=6, size=64, fps=10)
+    seeking = motion.frames(data, 5)
+
+    def cannot_seek(_decoder: object, _pts: int) -> object:
+        raise video._SeekFailed
+
+    monkeypatch.setattr(video._Decoder, "at", cannot_seek)
+    assert motion.frames(data, 5) == seeking  # the same frames, times and bytes
+    clip = samples.mp4([RED] * 3 + [GREEN] * 3 + [BLUE] * 3, fps=10)
+    assert motion.frames(clip, 5).times_ms == (0, 400, 600)

@@ -8,7 +8,7 @@ Decisions:
 - Two passes. The first only demuxes (no decoding) to learn every frame's presentation time; the picks
   are made on that list (:func:`.images.frame_indices`: first and last included). The second seeks to the
   keyframe before each pick and decodes up to it, so a one-minute video costs five short decodes, not
-  1,800 frames.
+  1,800 frames. A file that cannot seek is decoded once from the start instead (within the same budget).
 - VP9 in WebM carries transparency beside the picture (Matroska BlockAdditional), which only libvpx's
   decoder reads; FFmpeg's own ``vp9`` decoder drops it. VP9 streams are therefore decoded with
   ``libvpx-vp9`` and come out ``yuva420p`` when they have alpha; frames with alpha become RGBA images.
@@ -62,7 +62,13 @@ def _image(frame: av.VideoFrame) -> Image.Image:
     return Image.frombuffer(mode, (out.width, out.height), bytes(plane), "raw", mode, plane.line_size, 1)
 
 
+class _SeekFailed(Exception):
+    """The container cannot seek (a WebM without cues that FFmpeg cannot scan, a damaged index)."""
+
+
 class _Decoder:
+    """Decodes one video stream, within the decoded-pixel budget."""
+
     def __init__(self, container: av.container.InputContainer, stream: av.video.VideoStream) -> None:
         self.container = container
         self.stream = stream
@@ -76,48 +82,82 @@ class _Decoder:
         self.area = stream.codec_context.width * stream.codec_context.height
         self.budget = MAX_DECODED_PIXELS
 
-    def at(self, pts: int) -> av.VideoFrame:
-        """The first frame presented at or after ``pts`` (the last one of the file, at worst)."""
-        self.container.seek(pts, stream=self.stream, backward=True, any_frame=False)
-        self.codec.flush_buffers()
-        last: av.VideoFrame | None = None
+    def frames(self) -> Iterator[av.VideoFrame]:
+        """Decoded frames from where the container stands to the end of the file."""
         for packet in self.container.demux(self.stream):
             for frame in self.codec.decode(packet):
                 self.budget -= max(self.area, frame.width * frame.height)
                 if self.budget < 0:
                     raise TooLarge("reaching the picked frames decodes too many pixels")
-                if frame.pts is not None and frame.pts >= pts:
-                    found: av.VideoFrame = frame
-                    return found
-                last = frame
+                yield frame
+
+    def at(self, pts: int) -> av.VideoFrame:
+        """The first frame presented at or after ``pts`` (the last one of the file, at worst)."""
+        try:
+            self.container.seek(pts, stream=self.stream, backward=True, any_frame=False)
+        except av.FFmpegError:
+            raise _SeekFailed from None
+        self.codec.flush_buffers()
+        last: av.VideoFrame | None = None
+        for frame in self.frames():
+            if frame.pts is not None and frame.pts >= pts:
+                return frame
+            last = frame
         if last is None:
             raise Unreadable("the video has no decodable frame")
         return last
 
+    def in_one_pass(self, targets: list[int]) -> list[av.VideoFrame]:
+        """For each of the sorted ``targets``, the first frame at or after it, decoding from the start."""
+        found: list[av.VideoFrame] = []
+        last: av.VideoFrame | None = None
+        for frame in self.frames():
+            while len(found) < len(targets) and frame.pts is not None and frame.pts >= targets[len(found)]:
+                found.append(frame)
+            last = frame
+        if last is None:
+            raise Unreadable("the video has no decodable frame")
+        return found + [last] * (len(targets) - len(found))
+
+
+def _opened(data: bytes) -> tuple[av.container.InputContainer, av.video.VideoStream]:
+    container = av.open(io.BytesIO(data), mode="r")
+    if not container.streams.video:
+        container.close()
+        raise Unreadable("the file has no video stream")
+    return container, container.streams.video[0]
+
 
 def pick(data: bytes, picks: int) -> tuple[list[Picked], int]:
     """``(picked frames, frames in the file)`` of an MP4/WebM file."""
-    with _decoding(), av.open(io.BytesIO(data), mode="r") as container:
-        if not container.streams.video:
-            raise Unreadable("the file has no video stream")
-        stream = container.streams.video[0]
-        width, height = stream.codec_context.width, stream.codec_context.height
-        if width * height > MAX_PIXELS:
-            raise TooLarge(f"the video has {width}×{height} pixels; the limit is {MAX_PIXELS}")
-        times: list[int] = []
-        for packet in container.demux(stream):
-            if packet.pts is not None and packet.size:
-                times.append(packet.pts)
-                if len(times) > MAX_DEMUXED_FRAMES:
-                    raise TooLarge(f"the video has more than {MAX_DEMUXED_FRAMES} frames")
-        if not times:
-            raise Unreadable("the video has no frames")
-        times.sort()
-        base = stream.time_base or Fraction(1, 1000)
-        decoder = _Decoder(container, stream)
-        picked: list[Picked] = []
-        for index in frame_indices(len(times), picks):
-            frame = decoder.at(times[index])
-            shown = frame.pts if frame.pts is not None else times[index]
+    with _decoding():
+        container, stream = _opened(data)
+        with container:
+            width, height = stream.codec_context.width, stream.codec_context.height
+            if width * height > MAX_PIXELS:
+                raise TooLarge(f"the video has {width}×{height} pixels; the limit is {MAX_PIXELS}")
+            times: list[int] = []
+            for packet in container.demux(stream):
+                if packet.pts is not None and packet.size:
+                    times.append(packet.pts)
+                    if len(times) > MAX_DEMUXED_FRAMES:
+                        raise TooLarge(f"the video has more than {MAX_DEMUXED_FRAMES} frames")
+            if not times:
+                raise Unreadable("the video has no frames")
+            times.sort()
+            base = stream.time_base or Fraction(1, 1000)
+            targets = [times[index] for index in frame_indices(len(times), picks)]
+            try:
+                decoder = _Decoder(container, stream)
+                frames = [decoder.at(target) for target in targets]
+            except _SeekFailed:
+                frames = []
+        if not frames:  # could not seek: decode once from the start, on a fresh container
+            container, stream = _opened(data)
+            with container:
+                frames = _Decoder(container, stream).in_one_pass(targets)
+        picked = []
+        for target, frame in zip(targets, frames, strict=True):
+            shown = frame.pts if frame.pts is not None else target
             picked.append(Picked(_image(frame), round((shown - times[0]) * base * 1000)))
     return picked, len(times)
