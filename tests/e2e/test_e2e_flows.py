@@ -13,7 +13,14 @@ import json
 import time
 
 from PIL import Image
-from tests.harness.payloads import feishu_image, feishu_message_id, feishu_text, telegram_text
+from tests.harness.payloads import (
+    feishu_image,
+    feishu_message_id,
+    feishu_text,
+    telegram_chat,
+    telegram_text,
+    telegram_user,
+)
 from tests.harness.script import ALT_TEXT, BotScript
 from tests.harness.world import World, until
 
@@ -21,11 +28,12 @@ from larkbot.canonical.actions import DeleteMessageAction, ReactAction, SendMess
 from larkbot.canonical.aliases import alias_for
 from larkbot.canonical.names import Platform
 from larkbot.ingress_feishu.fake.samples import payload
+from larkbot.testkit.media import samples
 
 from .conftest import FEISHU_CHATS, MEMBER, TELEGRAM_CHATS
 
 REPLY, SILENT, REACT, _IMAGE, LONG, RECALL = FEISHU_CHATS
-TG_REPLY, TG_SILENT, TG_REACT, TG_RECALL = TELEGRAM_CHATS
+TG_REPLY, TG_SILENT, TG_REACT, TG_RECALL, TG_MOVING = TELEGRAM_CHATS
 
 
 def now_ms() -> int:
@@ -183,6 +191,75 @@ async def test_image_waits_for_media_and_its_alt_text_enters_the_context(
     assert len(image) == 1
     assert "<image" in image[0].xml
     assert not image[0].image_parts  # alt text replaces the thumbnail
+
+
+def _telegram_media(message_id: int, kind: str, media: dict[str, object]) -> dict[str, object]:
+    message: dict[str, object] = {
+        "message_id": message_id,
+        "from": telegram_user(5),
+        "chat": telegram_chat(TG_MOVING),
+        "date": now_ms() // 1000,
+        kind: media,
+    }
+    if kind == "animation":
+        message["document"] = media  # Telegram sends an animation as a document too
+    return {"message": message}
+
+
+async def test_videos_animations_and_stickers_wait_for_their_frames_and_enter_described(
+    e2e: tuple[World, BotScript],
+) -> None:
+    """Telegram's moving media through the real media worker: the ingress downloads each file from the fake
+    Bot API, the worker picks frames (PyAV for MP4/WebM, rlottie for TGS) and the vision endpoint's
+    description is what the rendered context shows."""
+    w, _script = e2e
+    clip = samples.mp4([(255, 0, 0), (0, 255, 0), (0, 0, 255)])
+    files = {
+        "vid_e2e": ("videos/file_1.mp4", clip),
+        "gif_e2e": ("animations/file_2.mp4", clip),
+        "webm_e2e": ("stickers/file_3.webm", samples.webm_sticker()),
+        "tgs_e2e": ("stickers/file_4.tgs", samples.tgs_of(samples.lottie_square())),
+    }
+    for file_id, (path, data) in files.items():
+        w.telegram.add_file(file_id, data, path)
+
+    def media(file_id: str, **fields: object) -> dict[str, object]:
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u_{file_id}",
+            "file_size": len(files[file_id][1]),
+            **fields,
+        }
+
+    sticker = {"width": 64, "height": 64, "type": "regular", "emoji": "😺"}
+    updates = [
+        _telegram_media(
+            51, "video", media("vid_e2e", width=64, height=48, duration=1, mime_type="video/mp4")
+        ),
+        _telegram_media(
+            52, "animation", media("gif_e2e", width=64, height=48, duration=1, mime_type="video/mp4")
+        ),
+        _telegram_media(53, "sticker", media("webm_e2e", is_animated=False, is_video=True, **sticker)),
+        _telegram_media(54, "sticker", media("tgs_e2e", is_animated=True, is_video=False, **sticker)),
+    ]
+    for update in updates:
+        w.telegram.enqueue(update)
+
+    async def all_described() -> bool:
+        snap = await w.snapshot(Platform.TELEGRAM, str(TG_MOVING))
+        return sum(ALT_TEXT in s.xml for s in snap.segments) == 4
+
+    await until(all_described, "four descriptions in the rendered context", timeout_s=180)
+    snap = await w.snapshot(Platform.TELEGRAM, str(TG_MOVING))
+    xml = "".join(s.xml for s in snap.segments)
+    assert (
+        f'<attachment type="video" mime="video/mp4" size="64x48" duration="1s" file-id="51:0">{ALT_TEXT}<'
+        in xml
+    )
+    assert f'<animation mime="video/mp4" size="64x48" duration="1s" file-id="52:0">{ALT_TEXT}<' in xml
+    assert f'<sticker mime="video/webm" size="64x64" file-id="53:0">{ALT_TEXT}<' in xml
+    assert f'<sticker mime="application/x-tgsticker" size="64x64" file-id="54:0">{ALT_TEXT}<' in xml
+    assert all(not s.image_parts for s in snap.segments)  # the descriptions replace the frames
 
 
 async def test_a_120_kb_feishu_text_mentioning_the_bot_gets_a_reply(e2e: tuple[World, BotScript]) -> None:

@@ -601,6 +601,7 @@ CASES: dict[str, BaseModel] = {
         ok=True,
         content_hash=BLOB,
         frame_keys=("frame:a", "frame:b", "frame:c"),
+        frame_times_ms=(0, 1500, 3000),
     ),
     "media_result-failed": MediaResult(
         job_id="alt_text:feishu:om_dc13:0",

@@ -78,6 +78,8 @@ def test_env_fallback_syntax() -> None:
             "services.pipeline.resident_budget_mb",
         ),
         ({"services": {"driver": {"resident_budget_mb": 64}}}, {}, "services.driver.resident_budget_mb"),
+        ({"services": {"media": {"max_frames": 6}}}, {}, "services.media.max_frames"),
+        ({"services": {"pipeline": {"max_frames": 3}}}, {}, "services.pipeline.max_frames"),
         ({"nats": {"urls": "nats://x"}}, {}, "nats.urls"),  # unknown key: never silently ignored
         (
             {"llm": {"endpoints": {"main": {"format": "gpt", "base_url": "u", "model": "m"}}}},

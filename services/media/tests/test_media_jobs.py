@@ -105,6 +105,37 @@ def test_animations_send_every_frame_in_order() -> None:
     assert ask.text.startswith("These are 3 frames, in order, of one sticker.")
 
 
+def test_each_frame_of_a_video_is_preceded_by_its_time() -> None:
+    keys = [f"sha256:{i:064x}" for i in range(3)]
+    request = jobs.vision_request(
+        request_id="r1",
+        endpoint="vision",
+        image_keys=keys,
+        attachment_type=AttachmentType.VIDEO,
+        deadline_ms=1_000,
+        chat_key=None,
+        times_ms=(0, 1250, 61_000),
+    )
+    (message,) = request.messages
+    assert isinstance(message, UserMessage)
+    *frames, ask = message.parts
+    texts = [p.text for p in frames[0::2] if isinstance(p, TextPart)]
+    assert texts == ["Frame 1 at 0.0 s:", "Frame 2 at 1.2 s:", "Frame 3 at 61.0 s:"]
+    assert [p.blob_key for p in frames[1::2] if isinstance(p, ImagePart)] == keys
+    assert isinstance(ask, TextPart)
+    assert "of one video" in ask.text
+    with pytest.raises(ValueError, match="one time per frame"):
+        jobs.vision_request(
+            request_id="r1",
+            endpoint="vision",
+            image_keys=keys,
+            attachment_type=AttachmentType.VIDEO,
+            deadline_ms=1_000,
+            chat_key=None,
+            times_ms=(0,),
+        )
+
+
 def test_the_description_is_flattened_and_capped() -> None:
     text, model = jobs.description_from(
         response(TextPart(text="  A cat\n\n on   a mat. "), TextPart(text="Cute."))

@@ -45,6 +45,7 @@ from larkbot.testkit.pipeline import synthetic as s
 from .test_media_service import GIF, PHOTO, TIMEOUT, opened
 
 CHAT = "oc_chat"
+CLIP = samples.mp4([(255, 0, 0)] * 2 + [(0, 0, 255)] * 2, fps=10)
 
 
 def config(tmp_path: Path, *, vision: bool) -> LarkbotConfig:
@@ -115,7 +116,13 @@ async def stack(bus: Bus, nats_url: str, tmp_path: Path, *, vision: bool) -> Asy
     cfg = config(tmp_path, vision=vision)
     context = Context()
     sub = await bus.nc.subscribe(context_subject("feishu", CHAT), cb=context.on_msg)
-    files = {"img_1": PHOTO, "gif_1": GIF, "tgs_1": samples.tgs()}
+    files = {
+        "img_1": PHOTO,
+        "gif_1": GIF,
+        "tgs_1": samples.tgs(),
+        "bad_1": samples.webm_header(),
+        "vid_1": CLIP,
+    }
     ingress = await FakeIngress(bus, Platform.FEISHU, files).start()
     model = await FakeVision(bus).start()
     try:
@@ -178,8 +185,9 @@ async def test_stickers_show_their_thumbnail_and_refusals_let_events_through(
             s.message("om_1", attachments=(sticker("gif_1"),)),
             s.message("om_2", attachments=(sticker("tgs_1"),)),
             s.message("om_3", attachments=(s.photo("img_1"),)),
+            s.message("om_4", attachments=(sticker("bad_1"),)),
         )
-        gif, tgs, photo = await st.context.until(3)
+        gif, tgs, photo, bad = await st.context.until(4)
 
         (part,) = gif.image_parts  # no model: the thumbnail of the middle frame stands in
         assert part.mime == "image/webp"
@@ -187,13 +195,34 @@ async def test_stickers_show_their_thumbnail_and_refusals_let_events_through(
         assert thumb.width * thumb.height <= 75_000
         assert "<sticker" in gif.xml
 
-        assert tgs.image_parts == ()  # rlottie is not in this build: committed from metadata alone
-        assert ">😺</sticker>" in tgs.xml
+        (tgs_part,) = tgs.image_parts  # rendered by rlottie: its thumbnail stands in too
+        assert opened(await st.blob(tgs_part.blob_key)).mode == "RGBA"
+        assert "<sticker" in tgs.xml
         assert photo.image_parts == ()  # no vision endpoint: alt_text unsupported, event committed
+        assert bad.image_parts == ()  # an unreadable WebM: committed from metadata alone
+        assert ">😺</sticker>" in bad.xml
         reasons = []
         for _ in range(2):
             msg = await dead.next_msg(timeout=TIMEOUT)
             reasons.append((msg.headers or {})[HEADER_DL_REASON])
-        assert sorted(reasons) == ["media:unsupported", "media:unsupported"]
+        assert sorted(reasons) == ["media:unreadable", "media:unsupported"]
         await dead.unsubscribe()
-        assert [d.file_id for d in st.ingress.downloads] == ["gif_1", "tgs_1"]  # none for the photo
+        # none for the photo
+        assert sorted(d.file_id for d in st.ingress.downloads) == ["bad_1", "gif_1", "tgs_1"]
+
+
+async def test_a_video_commits_with_the_description_of_its_frames(
+    bus: Bus, nats_url: str, tmp_path: Path
+) -> None:
+    async with stack(bus, nats_url, tmp_path, vision=True) as st:
+        video = Attachment(type=AttachmentType.VIDEO, file_id="vid_1", mime="video/mp4", duration_s=1)
+        await st.publish(s.message("om_1", "watch", attachments=(video,)), s.message("om_2", "after it"))
+        first, second = await st.context.until(2)
+        alt = "2 image(s): 64x48 red, 64x48 blue"  # 4 frames, red red blue blue: two distinct picks
+        assert alt in first.xml
+        assert '<attachment type="video"' in first.xml
+        assert first.image_parts == ()  # the description replaces the frames
+        assert "after it" in second.xml
+        (request,) = st.vision.requests
+        assert "Frame 2 at 0.2 s:" in str(request.messages[0])
+        assert "of one video" in str(request.messages[0])

@@ -209,11 +209,13 @@ async def test_animations_give_equidistant_frames_described_together(bus: Bus, n
         assert result.content_hash == images.content_key(GIF)
         assert len(result.frame_keys) == len(set(result.frame_keys)) == 5
         levels = [opened(await stack.blob(key)).convert("L").tobytes()[0] for key in result.frame_keys]
-        wanted = [samples.level(i, 12) for i in (1, 3, 6, 8, 10)]  # equidistant picks, in order
+        wanted = [samples.level(i, 12) for i in (0, 2, 5, 8, 11)]  # equidistant picks, first and last
         assert all(abs(got - want) <= 3 for got, want in zip(levels, wanted, strict=True)), levels
         assert result.alt_text == "5 image(s): " + ", ".join(["320x240 grey"] * 5)
+        assert result.frame_times_ms == (0, 200, 500, 800, 1100)
         (request,) = stack.vision.requests
         assert "5 frames, in order, of one sticker" in str(request.messages[0])
+        assert "Frame 5 at 1.1 s:" in str(request.messages[0])
 
         fewer = await stack.run(job("job-2", transform="frames", file_id="gif_1", max_frames=2))
         assert len(fewer.frame_keys) == 2
@@ -221,11 +223,94 @@ async def test_animations_give_equidistant_frames_described_together(bus: Bus, n
         assert len(stack.vision.requests) == 1
 
 
+RED, GREEN, BLUE = (255, 0, 0), (0, 255, 0), (0, 0, 255)
+
+
+async def test_a_video_gives_timed_distinct_frames_and_a_second_identical_job_hits_the_cache(
+    bus: Bus, nats_url: str
+) -> None:
+    clip = samples.mp4([RED] * 3 + [GREEN] * 3 + [BLUE] * 3, fps=10)  # picks: red red green blue blue
+    async with media(bus, nats_url, files={"vid_1": clip}) as stack:
+        lookups = counter("larkbot_media_alt_text_cache_lookups_total", result="hit")
+        first = await stack.run(job(transform="frames", file_id="vid_1", attachment_type="video"))
+        assert first.ok, first.error
+        assert first.content_hash == images.content_key(clip)
+        assert first.frame_times_ms == (0, 400, 600)
+        assert first.alt_text == "3 image(s): 64x48 red, 64x48 green, 64x48 blue"
+        (request,) = stack.vision.requests
+        said = str(request.messages[0])
+        assert "3 frames, in order, of one video" in said
+        assert "Frame 1 at 0.0 s:" in said
+        assert "Frame 3 at 0.6 s:" in said
+
+        again = await stack.run(job("job-2", transform="frames", file_id="vid_1", attachment_type="video"))
+        assert (again.alt_text, again.frame_keys, again.frame_times_ms) == (
+            first.alt_text,
+            first.frame_keys,
+            first.frame_times_ms,
+        )
+        assert len(stack.vision.requests) == 1  # described once: the file's hash hit the cache
+        assert counter("larkbot_media_alt_text_cache_lookups_total", result="hit") == lookups + 1
+
+
+async def test_video_stickers_keep_their_alpha_and_tgs_stickers_are_rendered(bus: Bus, nats_url: str) -> None:
+    files = {
+        "webm_1": samples.webm_sticker(frames=6, size=64),
+        "tgs_1": samples.tgs_of(samples.lottie_square(frames=30, size=64, colour=BLUE)),
+    }
+    async with media(bus, nats_url, files=files) as stack:
+        webm = await stack.run(job(transform="frames", file_id="webm_1", attachment_type="sticker"))
+        assert webm.ok, webm.error
+        assert webm.frame_times_ms == (0, 100, 200, 300, 500)
+        frames = [opened(await stack.blob(key)) for key in webm.frame_keys]
+        assert all(frame.mode == "RGBA" for frame in frames)
+        assert frames[0].getpixel((2, 2)) == (0, 0, 0, 0)
+        assert opened(await stack.blob(webm.thumbnail_key or "")).mode == "RGBA"
+
+        tgs = await stack.run(job("job-2", transform="frames", file_id="tgs_1", attachment_type="sticker"))
+        assert tgs.ok, tgs.error
+        assert tgs.frame_times_ms == (0, 233, 467, 700, 967)
+        assert (tgs.alt_text or "").startswith("5 image(s): 64x64 ")
+        assert "of one sticker" in str(stack.vision.requests[-1].messages[0])
+
+
+async def test_a_corrupt_video_fails_typed_and_the_worker_goes_on(bus: Bus, nats_url: str) -> None:
+    files = {"bad": samples.mp4([RED, GREEN, BLUE])[:700], "good": samples.mp4([RED, GREEN])}
+    async with media(bus, nats_url, files=files) as stack:
+        crashes = counter("larkbot_media_jobs_total", transform="frames", outcome="internal")
+        bad = await stack.run(job(transform="frames", file_id="bad", attachment_type="video"))
+        assert bad.error is not None
+        assert (bad.error.code, bad.error.retryable) == ("unreadable", False)
+        good = await stack.run(job("job-2", transform="frames", file_id="good", attachment_type="video"))
+        assert good.ok
+        assert good.frame_times_ms == (0, 100)
+        assert counter("larkbot_media_jobs_total", transform="frames", outcome="internal") == crashes
+        assert all(not loop.done() for loop in stack.workers.loops)
+
+
+async def test_the_worker_frame_count_comes_from_services_media(bus: Bus, nats_url: str) -> None:
+    cfg = parse_config({"services": {"media": {"http_host": "127.0.0.1", "max_frames": 2}}})
+    results = Results()
+    sub = await bus.nc.subscribe("media.results.>", cb=results.on_msg)
+    ingress = await FakeIngress(bus, Platform.FEISHU, {"gif_1": GIF}).start()
+    try:
+        async with built(Service.MEDIA, MediaService(cfg, concurrency=1), cfg, nats_url=nats_url):
+            frames_job = job("job-max", transform="frames", file_id="gif_1")
+            await bus.publish(media_job_subject("frames"), frames_job, msg_id="job-max:1")
+            result = await results.get("job-max")
+    finally:
+        await ingress.stop()
+        await sub.unsubscribe()
+    assert result.frame_times_ms == (0, 1100)  # first and last of 12
+
+
 @pytest.mark.parametrize(
     ("data", "transform", "code", "reason"),
     [
-        (samples.tgs(), "frames", "unsupported", "rlottie"),
-        (samples.mp4(), "frames", "unsupported", "ffmpeg"),
+        (samples.mp4_header(), "frames", "unreadable", "not a readable video"),
+        (samples.webm_header(), "frames", "unreadable", "not a readable video"),
+        (samples.gzip_bomb(9 * 1024 * 1024), "frames", "too_large", "inflates past"),
+        (samples.mp4(), "alt_text", "unsupported", "frames transform"),
         (b"garbage, not a picture", "alt_text", "unreadable", "not a readable image"),
         (b"\x00" * (20 * 1024 * 1024 + 1), "alt_text", "too_large", "larger than"),
     ],

@@ -68,8 +68,10 @@ class MediaError(WireModel):
 
 class MediaResult(WireModel):
     """The outcome of a :class:`MediaJob`, echoing its coordinates. ``thumbnail_key`` is a WebP of at most
-    75k pixels; ``frame_keys`` are up to ``max_frames`` equidistant frames; ``alt_text`` goes to the
-    content-addressed cache (never into the event). ``error`` is present exactly when ``ok`` is false."""
+    75k pixels; ``frame_keys`` are up to ``max_frames`` equidistant frames (first and last included,
+    near-identical ones dropped) and ``frame_times_ms`` their times from the start of the clip (empty from
+    workers that predate them); ``alt_text`` goes to the content-addressed cache (never into the event).
+    ``error`` is present exactly when ``ok`` is false."""
 
     job_id: Id
     platform: Platform
@@ -83,6 +85,7 @@ class MediaResult(WireModel):
     thumbnail_key: Id | None = None
     alt_text: str | None = None
     frame_keys: tuple[Id, ...] = ()
+    frame_times_ms: tuple[NonNegativeInt, ...] = ()
     error: MediaError | None = None
 
     @model_validator(mode="after")

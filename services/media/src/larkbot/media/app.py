@@ -104,7 +104,9 @@ class MediaService:
         cache = await AltTextCache.open(bus.js)
         sources = Sources(bus, blobs, timeout_s=self.download_timeout_s)
         vision = Vision(bus, self.config.llm.vision, timeout_s=self.vision_timeout_s)
-        transformer = Transformer(sources, blobs, cache, vision)
+        transformer = Transformer(
+            sources, blobs, cache, vision, max_frames=self.config.services.media.max_frames
+        )
         worker = JobWorker(bus, transformer, keepalive_s=self.keepalive_s)
 
         endpoint = Endpoint(

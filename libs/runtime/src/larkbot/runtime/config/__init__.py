@@ -50,7 +50,13 @@ from ._manners import (
     TalkLevel,
 )
 from ._platforms import FeishuBudgets, FeishuSettings, TelegramBudgets, TelegramSettings
-from ._process import NatsSettings, PipelineServiceSettings, ServiceSettings, ServicesSettings
+from ._process import (
+    MediaServiceSettings,
+    NatsSettings,
+    PipelineServiceSettings,
+    ServiceSettings,
+    ServicesSettings,
+)
 from ._reminders import ChatRemindersSettings, RemindersSettings
 from ._retry import BackoffSettings, RetrySettings
 from ._root import LarkbotConfig, deep_merge
@@ -80,6 +86,7 @@ __all__ = [
     "LlmRoute",
     "LlmSettings",
     "MaxTokensField",
+    "MediaServiceSettings",
     "MemorySettings",
     "NatsSettings",
     "PersonRateLimit",

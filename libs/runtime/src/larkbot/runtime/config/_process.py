@@ -90,6 +90,14 @@ class PipelineServiceSettings(ServiceSettings):
     resident_budget_mb: int = Field(default=512, ge=1)
 
 
+class MediaServiceSettings(ServiceSettings):
+    """``services.media``: the process settings and the frames it shows the vision model."""
+
+    #: Frames picked from an animation, a video or a sticker (first and last included). A worker setting:
+    #: media jobs carry no chat settings yet (``MediaJob.max_frames`` may only ask for fewer).
+    max_frames: int = Field(default=5, ge=1, le=5)
+
+
 def _service_field(service: Service) -> Any:
     """A service's settings, under its name (``ingress-feishu``) or its field's (``ingress_feishu``); a
     problem is reported under the key as written."""
@@ -107,7 +115,7 @@ class ServicesSettings(_Section):
     ingress_telegram: ServiceSettings = _service_field(Service.INGRESS_TELEGRAM)
     pipeline: PipelineServiceSettings = PipelineServiceSettings()
     driver: ServiceSettings = ServiceSettings()
-    media: ServiceSettings = ServiceSettings()
+    media: MediaServiceSettings = MediaServiceSettings()
     llm_gateway: ServiceSettings = _service_field(Service.LLM_GATEWAY)
 
     @model_validator(mode="before")

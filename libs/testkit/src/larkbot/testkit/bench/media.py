@@ -1,10 +1,16 @@
-"""Thumbnail benchmark for ``larkbot bench``: realistic 12 MP camera JPEGs (4000×3000, ~3.7 MB).
+"""Media benchmark for ``larkbot bench``: thumbnails of realistic 12 MP camera JPEGs (4000×3000,
+~3.7 MB) and frames of moving pictures.
 
 - ``transform``: the pure thumbnail transform, one thread, then one thread per core (Pillow releases the
   GIL while decoding and encoding).
 - ``worker``: the whole media service on the given bus: ``thumbnail`` jobs on the ``MEDIA`` work queue
   whose sources are already in the object store, each answered on ``media.results`` — fetch from the
   store, decode, resize, encode, store the output, publish. This is ``media_thumbnails_per_s``.
+- ``frames``: ``frames`` jobs through the same worker (no vision endpoint: frames and thumbnail only) over
+  a mix of a 2 s 480×270 H.264 MP4, a 512×512 VP9 WebM sticker with alpha and a 512×512 TGS sticker,
+  every one changing on every frame (no pick is deduplicated away). ``media_frames_per_s`` counts the
+  frames the results carry (≤ 5 a file) per second; ``files_per_s`` and one transform's time per kind
+  are reported beside it.
 
 Against a shared bus (``NATS_URL``) the worker also takes any real job waiting in ``MEDIA``; run it on the
 embedded server (the default) or an idle bus.
@@ -23,10 +29,11 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from larkbot.canonical.codec import decode
-from larkbot.canonical.media import MediaJob, MediaResult
+from larkbot.canonical.content import AttachmentType
+from larkbot.canonical.media import MediaJob, MediaResult, Transform
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform, Service, media_job_subject
 from larkbot.media.app import MediaService
-from larkbot.media.core import images
+from larkbot.media.core import images, motion
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings, parse_config
 from larkbot.runtime.service import built
@@ -64,11 +71,37 @@ def _transform(photos: list[bytes], rounds: int) -> dict[str, Any]:
     }
 
 
-async def _worker(nats_url: str, photos: list[bytes], jobs: int) -> dict[str, Any]:
+def _clips() -> dict[str, bytes]:
+    colours = [(i * 4 % 256, 255 - i * 4 % 256, i * 37 % 256) for i in range(60)]
+    return {
+        "mp4": samples.mp4(colours, size=(480, 270), fps=30),
+        "webm": samples.webm_sticker(frames=20, size=512, fps=30),
+        "tgs": samples.tgs_of(samples.lottie_square(frames=60, size=512, rate=60)),
+    }
+
+
+def _frames_transform(clips: dict[str, bytes]) -> dict[str, float]:
+    timings = {}
+    for kind, data in clips.items():
+        started = time.perf_counter()
+        motion.frames(data)
+        timings[f"{kind}_ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return timings
+
+
+async def _worker(
+    nats_url: str,
+    sources: list[bytes],
+    jobs: int,
+    *,
+    transform: Transform = "thumbnail",
+    attachment_type: AttachmentType | None = None,
+) -> tuple[float, list[MediaResult]]:
+    """Seconds from the first job published to the last result, and the results."""
     bus = await connect(NatsSettings(), "media-bench", url=nats_url, give_up_after_s=30)
     config = parse_config({"services": {"media": {"http_host": "127.0.0.1"}}})
     chat = f"bench-{uuid.uuid4().hex[:8]}"
-    done: set[str] = set()
+    done: dict[str, MediaResult] = {}
     failed: list[str] = []
     all_done = asyncio.Event()
 
@@ -76,7 +109,7 @@ async def _worker(nats_url: str, photos: list[bytes], jobs: int) -> dict[str, An
         result = decode(msg.data, MediaResult, dict(msg.headers or {}))
         if result.error is not None:
             failed.append(result.error.code)
-        done.add(result.job_id)
+        done[result.job_id] = result
         if len(done) >= jobs:
             all_done.set()
 
@@ -84,9 +117,9 @@ async def _worker(nats_url: str, photos: list[bytes], jobs: int) -> dict[str, An
         async with built(Service.MEDIA, MediaService(config), config, nats_url=nats_url):
             store = await bus.js.object_store(OBJECT_STORE_BLOBS)
             keys = []
-            for photo in photos:
-                key = images.content_key(photo)
-                await store.put(key, photo)
+            for source in sources:
+                key = images.content_key(source)
+                await store.put(key, source)
                 keys.append(key)
             sub = await bus.nc.subscribe(f"media.results.feishu.{chat}", cb=on_result)
             started = time.perf_counter()
@@ -98,31 +131,55 @@ async def _worker(nats_url: str, photos: list[bytes], jobs: int) -> dict[str, An
                     message_id=f"om_{n}",
                     dedup_key=f"om_{n}",
                     attachment_index=0,
-                    transform="thumbnail",
-                    file_id=f"img_{n}",
+                    transform=transform,
+                    attachment_type=attachment_type,
+                    file_id=f"file_{n}",
                     blob_key=keys[n % len(keys)],
                 )
-                await bus.publish(media_job_subject("thumbnail"), job, msg_id=job.job_id)
+                await bus.publish(media_job_subject(transform), job, msg_id=job.job_id)
             await asyncio.wait_for(all_done.wait(), timeout=300)
             elapsed = time.perf_counter() - started
             await sub.unsubscribe()
     finally:
         await bus.close()
     if failed:
-        raise RuntimeError(f"{len(failed)} thumbnail jobs failed: {sorted(set(failed))}")
-    return {"thumbnails_per_s": round(jobs / elapsed, 1), "jobs": jobs}
+        raise RuntimeError(f"{len(failed)} {transform} jobs failed: {sorted(set(failed))}")
+    return elapsed, list(done.values())
+
+
+async def _frames(nats_url: str, quick: bool) -> dict[str, Any]:
+    clips = await asyncio.to_thread(_clips)
+    transform = await asyncio.to_thread(_frames_transform, clips)
+    jobs = 6 if quick else 30
+    elapsed, results = await _worker(
+        nats_url, list(clips.values()), jobs, transform="frames", attachment_type=AttachmentType.STICKER
+    )
+    frames = sum(len(result.frame_keys) for result in results)
+    return {
+        "frames_per_s": round(frames / elapsed, 1),
+        "files_per_s": round(jobs / elapsed, 1),
+        "jobs": jobs,
+        "frames": frames,
+        "clip_bytes": {kind: len(data) for kind, data in clips.items()},
+        "transform": transform,
+    }
 
 
 async def measure(nats_url: str, quick: bool, *, photo_size: tuple[int, int] = PHOTO_SIZE) -> dict[str, Any]:
     photos = await asyncio.to_thread(_photos, 2 if quick else 4, photo_size)
     transform = await asyncio.to_thread(_transform, photos, 2 if quick else 5)
-    worker = await _worker(nats_url, photos, 8 if quick else 40)
+    jobs = 8 if quick else 40
+    elapsed, _ = await _worker(nats_url, photos, jobs)
+    worker = {"thumbnails_per_s": round(jobs / elapsed, 1), "jobs": jobs}
+    frames = await _frames(nats_url, quick)
     return {
         "media_thumbnails_per_s": worker["thumbnails_per_s"],
+        "media_frames_per_s": frames["frames_per_s"],
         "media": {
             "photo": f"{photo_size[0]}x{photo_size[1]} JPEG",
             "photo_bytes_avg": sum(map(len, photos)) // len(photos),
             "transform": transform,
             "worker": worker,
+            "frames": frames,
         },
     }

@@ -40,6 +40,7 @@ KEYS: tuple[str, ...] = (
     "long_chat",
     "long_chat_small",
     "media_thumbnails_per_s",
+    "media_frames_per_s",
     "resident_bytes_per_chat",
     "chat_reload_ms",
     "many_chats",

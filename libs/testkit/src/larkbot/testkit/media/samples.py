@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import random
 import struct
 import zlib
+from collections.abc import Sequence
+from typing import Any
 
+import av
+import av.video
 from PIL import Image, ImageDraw
+
+RGB = tuple[int, int, int]
 
 _ORIENTATION_TAG = 0x0112
 
@@ -85,16 +92,101 @@ def animation(count: int = 12, size: tuple[int, int] = (320, 240), fmt: str = "G
 
 
 def tgs() -> bytes:
-    """A (minimal) Telegram animated sticker: gzip-compressed Lottie JSON."""
+    """A (minimal) Telegram animated sticker: gzip-compressed Lottie JSON with nothing drawn."""
     return gzip.compress(b'{"v":"5.5.2","fr":60,"ip":0,"op":60,"w":512,"h":512,"layers":[]}', mtime=0)
 
 
-def mp4() -> bytes:
-    """The start of an MP4 file (an ``ftyp`` box): enough for container sniffing."""
+def lottie_square(
+    frames: int = 30, size: int = 64, rate: int = 30, colour: RGB = (255, 0, 0)
+) -> dict[str, Any]:
+    """Lottie JSON: a square of ``size // 4`` sliding from the left edge to the right one, on transparency.
+    At frame ``i`` its centre is at ``x = size / 4 + i * (size / 2) / (frames - 1)``."""
+    side, span = size / 4, size / 2
+    r, g, b = (c / 255 for c in colour)
+    moves = [
+        {"t": 0, "s": [side, size / 2, 0], "i": {"x": [1], "y": [1]}, "o": {"x": [0], "y": [0]}},
+        {"t": frames - 1, "s": [side + span, size / 2, 0]},
+    ]
+    layer = {
+        "ddd": 0, "ind": 1, "ty": 4, "nm": "square", "ip": 0, "op": frames, "st": 0, "sr": 1,
+        "ks": {
+            "o": {"a": 0, "k": 100}, "r": {"a": 0, "k": 0}, "p": {"a": 1, "k": moves},
+            "a": {"a": 0, "k": [0, 0, 0]}, "s": {"a": 0, "k": [100, 100, 100]},
+        },
+        "shapes": [
+            {"ty": "rc", "d": 1, "s": {"a": 0, "k": [side, side]}, "p": {"a": 0, "k": [0, 0]},
+             "r": {"a": 0, "k": 0}},
+            {"ty": "fl", "c": {"a": 0, "k": [r, g, b, 1]}, "o": {"a": 0, "k": 100}},
+        ],
+    }  # fmt: skip
+    return {"v": "5.5.2", "fr": rate, "ip": 0, "op": frames - 1, "w": size, "h": size, "layers": [layer]}
+
+
+def tgs_of(lottie: dict[str, Any]) -> bytes:
+    """A TGS sticker: the Lottie JSON, gzip-compressed as Telegram ships it."""
+    return gzip.compress(json.dumps(lottie, separators=(",", ":")).encode(), mtime=0)
+
+
+def gzip_bomb(inflated: int) -> bytes:
+    """A gzip stream of ``inflated`` bytes of JSON-ish padding (compresses ~1000:1)."""
+    return gzip.compress(b'{"v":"5.5.2","nm":"' + b" " * inflated + b'"}', mtime=0)
+
+
+def _video_frame(image: Image.Image) -> av.VideoFrame:
+    """An ``rgba`` or ``rgb24`` frame holding ``image`` (``VideoFrame.from_image`` drops alpha)."""
+    mode, fmt, depth = ("RGBA", "rgba", 4) if image.mode == "RGBA" else ("RGB", "rgb24", 3)
+    frame = av.VideoFrame(image.width, image.height, fmt)
+    plane = frame.planes[0]
+    rows = image.convert(mode).tobytes()
+    row = image.width * depth
+    padding = b"\x00" * (plane.line_size - row)
+    plane.update(b"".join(rows[y * row : (y + 1) * row] + padding for y in range(image.height)))
+    return frame
+
+
+def _encode(images: Sequence[Image.Image], fmt: str, codec: str, pix_fmt: str, fps: int) -> bytes:
+    out = io.BytesIO()
+    with av.open(out, "w", format=fmt) as container:
+        stream = container.add_stream(codec, rate=fps)
+        assert isinstance(stream, av.video.VideoStream)
+        stream.width, stream.height = images[0].size
+        stream.pix_fmt = pix_fmt
+        for image in images:
+            container.mux(stream.encode(_video_frame(image)))
+        container.mux(stream.encode(None))
+    return out.getvalue()
+
+
+def mp4(
+    colours: Sequence[RGB] = ((255, 0, 0), (0, 255, 0), (0, 0, 255)),
+    size: tuple[int, int] = (64, 48),
+    fps: int = 10,
+) -> bytes:
+    """An H.264 MP4 whose frame ``i`` is filled with ``colours[i]``."""
+    return _encode([Image.new("RGB", size, c) for c in colours], "mp4", "libx264", "yuv420p", fps)
+
+
+def webm_sticker(frames: int = 6, size: int = 64, fps: int = 10) -> bytes:
+    """A VP9 WebM video sticker with alpha: a red square of ``size // 2`` on transparency, its top
+    edge at ``size // 4`` and its left edge moving from 0 to ``size // 2`` over the frames."""
+    images = []
+    for i in range(frames):
+        image = Image.new("RGBA", (size, size), (0, 0, 0, 0))
+        x = i * (size // 2) // max(1, frames - 1)
+        ImageDraw.Draw(image).rectangle(
+            (x, size // 4, x + size // 2 - 1, size * 3 // 4 - 1), (255, 0, 0, 255)
+        )
+        images.append(image)
+    return _encode(images, "webm", "libvpx-vp9", "yuva420p", fps)
+
+
+def mp4_header() -> bytes:
+    """The start of an MP4 file (an ``ftyp`` box) and nothing else: sniffed as video, unreadable."""
     return struct.pack(">I", 24) + b"ftypisom" + b"\x00\x00\x02\x00" + b"isomiso2" + b"\x00" * 64
 
 
-def webm() -> bytes:
+def webm_header() -> bytes:
+    """An EBML magic and zeros: sniffed as WebM, unreadable."""
     return b"\x1a\x45\xdf\xa3" + b"\x00" * 64
 
 

@@ -141,9 +141,11 @@ class Vision:
         *,
         request_id: str,
         chat_key: str | None,
+        times_ms: Sequence[int] = (),
     ) -> tuple[str, str]:
         """``(alt text, model identity)``; raises :class:`VisionFailed`."""
         request = vision_request(
+            times_ms=times_ms,
             request_id=request_id,
             endpoint=endpoint,
             image_keys=image_keys,

@@ -1,14 +1,16 @@
 """A job or a ``read_image`` request, end to end: fetch the bytes, transform, store, describe, cache.
 
-CPU work (decoding, resizing, encoding) runs in worker threads: Pillow releases the GIL there, so several
-jobs use several cores while the event loop keeps serving the bus.
+CPU work (decoding, resizing, encoding) runs in worker threads: Pillow, FFmpeg (PyAV) and rlottie release
+the GIL there, so several jobs use several cores while the event loop keeps serving the bus. The threads
+in use are bounded by the jobs in flight (``concurrency`` pull loops, one job each).
 
 Decisions:
 
 - ``alt_text`` without a vision endpoint is refused as ``unsupported`` *before* downloading anything: no
   platform download is spent on a description that cannot be made, and the chat does not block.
 - ``frames`` succeed without a vision endpoint (frames and a thumbnail are outputs in their own right);
-  with one, the picked frames are described together and cached under the file's hash.
+  with one, the picked frames are described together, each with its time, and cached under the file's
+  hash. ``max_frames`` is the worker's (``services.media.max_frames``, ≤ 5); a job may ask for fewer.
 - ``custom_emoji`` jobs carry an emoji id, not a downloadable file, and no ingress action turns one into
   bytes yet: refused as ``unsupported``.
 """
@@ -24,7 +26,7 @@ from larkbot.canonical.llm import ImagePart
 from larkbot.canonical.media import MediaJob, MediaResult, ReadImageRequest, ReadImageResponse
 
 from .. import metrics
-from ..core import images
+from ..core import images, motion
 from ..core.errors import Unsupported
 from ..core.jobs import source_type, succeeded
 from .remote import SourceRef, Sources, Vision
@@ -44,7 +46,7 @@ class Transformer:
         cache: AltTextCache,
         vision: Vision,
         *,
-        max_frames: int = images.DEFAULT_MAX_FRAMES,
+        max_frames: int = motion.MAX_FRAMES,
     ) -> None:
         self.sources = sources
         self.blobs = blobs
@@ -101,7 +103,7 @@ class Transformer:
 
     async def _frames(self, job: MediaJob, data: bytes, content: str, endpoint: str | None) -> MediaResult:
         picks = min(job.max_frames or self.max_frames, self.max_frames)
-        found = await asyncio.to_thread(images.frames, data, picks)
+        found = await asyncio.to_thread(motion.frames, data, picks)
         frame_keys = tuple([await self.blobs.put(frame, "frame") for frame in found.frames])
         thumbnail_key = await self.blobs.put(found.thumbnail, "thumbnail")
         alt = await self.cache.get(content)
@@ -112,10 +114,16 @@ class Transformer:
                 job.attachment_type or AttachmentType.ANIMATION,
                 request_id=uuid.uuid4().hex,
                 chat_key=_chat(job),
+                times_ms=found.times_ms,
             )
             await self.cache.put(content, alt, model)
         return succeeded(
-            job, content_hash=content, thumbnail_key=thumbnail_key, alt_text=alt, frame_keys=frame_keys
+            job,
+            content_hash=content,
+            thumbnail_key=thumbnail_key,
+            alt_text=alt,
+            frame_keys=frame_keys,
+            frame_times_ms=found.times_ms,
         )
 
     async def read_image(self, request: ReadImageRequest) -> ReadImageResponse:

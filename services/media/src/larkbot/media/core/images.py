@@ -14,11 +14,9 @@ Decisions:
 - Untrusted bytes reach several decoders; any exception while decoding is reported as :class:`Unreadable`
   with the exception's type name (never its text, which may quote input). Pixel limits are checked on the
   header before any pixel is decoded.
-- Frames are count-based and equidistant: the centres of ``k`` equal spans of the frame sequence, so the
-  first (often blank) and last frames are skipped when there are more frames than picks.
-- Containers Pillow cannot decode are recognised by their magic bytes and refused as
-  :class:`Unsupported` with the reason: Lottie/TGS (gzip; needs rlottie) and video (MP4/QuickTime ``ftyp``,
-  WebM/Matroska EBML; needs ffmpeg). HEIF stills are refused the same way (needs a HEIF plugin).
+- Frames of animations, videos and TGS stickers are :mod:`.motion`'s; this module sniffs their containers
+  (Lottie/TGS: gzip; video: MP4/QuickTime ``ftyp``, WebM/Matroska EBML) and refuses them here, for stills,
+  as :class:`Unsupported`. HEIF stills are refused the same way (needs a HEIF plugin).
 """
 
 from __future__ import annotations
@@ -59,6 +57,22 @@ Container = Literal["image", "lottie", "video", "heif"]
 Size = tuple[int, int]
 
 
+@dataclass(frozen=True, slots=True)
+class Picked:
+    """A frame picked from a moving picture (RGB or RGBA, full size) and its time from the start."""
+
+    image: Image.Image
+    time_ms: int
+
+
+def frame_indices(count: int, picks: int) -> list[int]:
+    """``min(count, picks)`` equidistant indices of ``count`` frames, the first and the last included."""
+    k = max(1, min(count, picks))
+    if k == 1:
+        return [0]
+    return [(i * (count - 1)) // (k - 1) for i in range(k)]
+
+
 def content_key(data: bytes) -> str:
     """The object-store key of ``data``: ``sha256:<hex>`` (the ingress names downloads the same way)."""
     return f"sha256:{hashlib.sha256(data).hexdigest()}"
@@ -85,9 +99,9 @@ def refusal(kind: Container) -> str | None:
         case "image":
             return None
         case "lottie":
-            return "animated TGS (Lottie) stickers need rlottie, which this build does not include"
+            return "animated TGS (Lottie) stickers are read as frames only (the frames transform)"
         case "video":
-            return "video (MP4/WebM) frames need ffmpeg, which this build does not include"
+            return "videos (MP4/WebM) are read as frames only (the frames transform)"
         case "heif":
             return "HEIF/HEIC images need a HEIF decoder, which this build does not include"
         case _:
@@ -100,7 +114,7 @@ def check_size(size_bytes: int) -> None:
 
 
 @contextmanager
-def _decoding() -> Iterator[None]:
+def decoding() -> Iterator[None]:
     try:
         yield
     except (TooLarge, Unsupported):
@@ -117,7 +131,7 @@ def open_image(data: bytes) -> Image.Image:
     refused = refusal(container(data))
     if refused is not None:
         raise Unsupported(refused)
-    with _decoding():
+    with decoding():
         image = Image.open(io.BytesIO(data))
         width, height = image.size
     if width * height > MAX_PIXELS:
@@ -156,13 +170,13 @@ def _upright_size(image: Image.Image) -> Size:
     return width, height
 
 
-def _normalized(image: Image.Image) -> Image.Image:
+def normalized(image: Image.Image) -> Image.Image:
     if image.mode not in ("RGB", "RGBA"):
         image = image.convert("RGBA" if image.has_transparency_data else "RGB")
     return image
 
 
-def _resized(image: Image.Image, size: Size) -> Image.Image:
+def resized(image: Image.Image, size: Size) -> Image.Image:
     out = image.resize(size, Image.Resampling.LANCZOS) if image.size != size else image.copy()
     out.info = {}
     return out
@@ -171,7 +185,7 @@ def _resized(image: Image.Image, size: Size) -> Image.Image:
 def _still(data: bytes, target: Callable[[int, int], Size]) -> Image.Image:
     """The first frame, upright, RGB(A), at ``target(upright original size)``."""
     image = open_image(data)
-    with _decoding():
+    with decoding():
         upright = _upright_size(image)
         size = target(*upright)
         if image.format == "JPEG":
@@ -179,7 +193,7 @@ def _still(data: bytes, target: Callable[[int, int], Size]) -> Image.Image:
             image.draft(None, size if upright == image.size else (size[1], size[0]))
         image.load()
         turned = ImageOps.exif_transpose(image) or image
-        return _resized(_normalized(turned), size)
+        return resized(normalized(turned), size)
 
 
 def encode_webp(image: Image.Image) -> bytes:
@@ -203,42 +217,6 @@ def thumbnail(data: bytes) -> bytes:
 def rendition(data: bytes, max_side: int = VISION_MAX_SIDE) -> bytes:
     """PNG whose longer side is at most ``max_side``: what a vision model is shown."""
     return encode_png(_still(data, lambda w, h: within_side(w, h, max_side)))
-
-
-def frame_indices(count: int, picks: int) -> list[int]:
-    """``min(count, picks)`` equidistant frame indices: the centres of equal spans."""
-    k = max(1, min(count, picks))
-    return [((2 * i + 1) * count) // (2 * k) for i in range(k)]
-
-
-@dataclass(frozen=True, slots=True)
-class Frames:
-    """``frames``: PNG ≤ 512 px of each picked frame, in order; ``thumbnail``: WebP ≤ 75k pixels of the
-    middle pick; ``total``: frames in the source."""
-
-    frames: tuple[bytes, ...]
-    thumbnail: bytes
-    total: int
-
-
-def frames(data: bytes, max_frames: int = DEFAULT_MAX_FRAMES) -> Frames:
-    image = open_image(data)
-    with _decoding():
-        total = int(getattr(image, "n_frames", 1))
-        picks = frame_indices(total, max_frames)
-        width, height = image.size
-        if width * height * (picks[-1] + 1) > MAX_DECODED_PIXELS:
-            raise TooLarge(f"reaching frame {picks[-1] + 1} of {total} decodes too many pixels")
-        decoded: list[Image.Image] = []
-        for index in picks:
-            image.seek(index)
-            frame = ImageOps.exif_transpose(image) or image
-            decoded.append(_normalized(frame).copy())
-        upright = decoded[0].size
-        pngs = tuple(encode_png(_resized(f, within_side(*upright, VISION_MAX_SIDE))) for f in decoded)
-        middle = decoded[len(decoded) // 2]
-        thumb = encode_webp(_resized(middle, within_pixels(*upright)))
-    return Frames(frames=pngs, thumbnail=thumb, total=total)
 
 
 def dimensions(data: bytes) -> Size:

@@ -8,6 +8,8 @@ Decisions:
   ``alt.<hex>``.
 - The vision model gets PNGs of at most 512 px (one per picked frame for animations), a fixed system
   prompt and temperature 0: the description should depend on the picture, not on the chat it came from.
+  Each frame of a moving picture is preceded by its time (``Frame 2 at 1.5 s:``), so the model can tell
+  a two-second sticker from a two-minute video and say when things happen.
 - A model error is retried by the pipeline only when retrying can help (``transient``, ``deadline``);
   a refusal, an empty answer, a bad request or a configuration error would fail the same way again.
 """
@@ -76,9 +78,20 @@ def vision_request(
     attachment_type: AttachmentType | None,
     deadline_ms: int,
     chat_key: str | None,
+    times_ms: Sequence[int] = (),
 ) -> LLMRequest:
+    """``times_ms``, when given, are the frames' times from the start (one per image key)."""
+    if times_ms and len(times_ms) != len(image_keys):
+        raise ValueError("one time per frame")
     images = tuple(ImagePart(blob_key=key, mime=RENDITION_MIME, detail="low") for key in image_keys)
     moving = _MOVING.get(attachment_type) if attachment_type is not None else None
+    parts: tuple[ImagePart | TextPart, ...] = images
+    if moving is not None and len(images) > 1 and times_ms:
+        parts = tuple(
+            part
+            for n, (image, at_ms) in enumerate(zip(images, times_ms, strict=True), start=1)
+            for part in (TextPart(text=f"Frame {n} at {at_ms / 1000:.1f} s:"), image)
+        )
     if moving is not None and len(images) > 1:
         ask = (
             f"These are {len(images)} frames, in order, of one {moving}. "
@@ -93,7 +106,7 @@ def vision_request(
         purpose="vision",
         endpoint=endpoint,
         system=SYSTEM_PROMPT,
-        messages=(UserMessage(parts=(*images, TextPart(text=ask))),),
+        messages=(UserMessage(parts=(*parts, TextPart(text=ask))),),
         max_output_tokens=VISION_MAX_OUTPUT_TOKENS,
         temperature=0.0,
         deadline_ms=deadline_ms,
@@ -142,6 +155,7 @@ def succeeded(
     thumbnail_key: str | None = None,
     alt_text: str | None = None,
     frame_keys: tuple[str, ...] = (),
+    frame_times_ms: tuple[int, ...] = (),
 ) -> MediaResult:
     return MediaResult(
         job_id=job.job_id,
@@ -156,6 +170,7 @@ def succeeded(
         thumbnail_key=thumbnail_key,
         alt_text=alt_text,
         frame_keys=frame_keys,
+        frame_times_ms=frame_times_ms,
     )
 
 
