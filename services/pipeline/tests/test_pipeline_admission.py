@@ -117,3 +117,38 @@ async def test_media_head_blocks_only_its_chat_until_the_worker_succeeds(
     finally:
         worker.stop()
         await asyncio.wait_for(task, 30)
+
+
+async def test_a_chats_vision_route_rides_on_its_media_jobs(
+    bus: Bus, nats_url: str, database_url: str
+) -> None:
+    """``llm.routes`` with purpose ``vision``: the media jobs of the chats it matches name its endpoint,
+    the others none (the workers' ``llm.vision``)."""
+    if "postgres" in database_url:
+        pytest.skip("admission does not depend on the database; the sqlite run covers it")
+
+    async def behaviour(job: MediaJob, attempt: int) -> MediaResult:
+        return succeed(job, "a described picture")
+
+    endpoint = {"format": "openai-chat", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    llm = {
+        "endpoints": {"eyes": endpoint, "sharp-eyes": endpoint},
+        "vision": "eyes",
+        "routes": [{"chats": ["feishu:oc_b*"], "purpose": "vision", "endpoint": "sharp-eyes"}],
+    }
+    worker = FakeMediaWorker(bus, behaviour)
+    task = asyncio.create_task(worker.run())
+    cfg = config(database_url, chats={"default": {}, "feishu:oc_chat": {}, "feishu:oc_b": {}}, llm=llm)
+    try:
+        async with watching(bus) as updates, pipeline(bus, nats_url, cfg):
+            await publish(
+                bus,
+                s.message("om_1", "look", attachments=(s.photo(),)),
+                s.message("om_2", "and here", attachments=(s.photo("img_2"),), chat="oc_b"),
+            )
+            await updates.until(lambda: "oc_chat" in updates.copies and "oc_b" in updates.copies)
+        routed = {job.chat_id: job.vision_endpoint for job in worker.jobs}
+        assert routed == {"oc_chat": None, "oc_b": "sharp-eyes"}
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 30)

@@ -257,6 +257,7 @@ class PipelineService:
             media_enabled=options.media_enabled,
             retry_base_s=options.media_retry_base_s,
             observer=options.observer,
+            vision_route=lambda platform, chat_id: config.llm.route("vision", platform, chat_id),
         )
         keys = resident_keys(config)
         ownership = await Ownership.open(

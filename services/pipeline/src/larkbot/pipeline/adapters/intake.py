@@ -72,8 +72,11 @@ class Intake:
         job_timeout_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         observer: PipelineObserver = UNOBSERVED,
+        vision_route: Callable[[str, str], str | None] = lambda _platform, _chat_id: None,
     ) -> None:
         self.bus = bus
+        #: The chat's endpoint for the ``vision`` purpose (``llm.routes``), carried by its media jobs.
+        self.vision_route = vision_route
         self.dead_letters = DeadLetters(bus.js)
         self.chats = chats
         self.repo = repo
@@ -168,7 +171,12 @@ class Intake:
                 trace = tracing.trace_of(message.headers)
                 ticket = Ticket(partition, message.stream_seq, message.data, trace, read_ns)
                 admitted = self.admission.admit(
-                    chat, event, ticket, now, transforms=resident and self.media_enabled
+                    chat,
+                    event,
+                    ticket,
+                    now,
+                    transforms=resident and self.media_enabled,
+                    vision_endpoint=self.vision_route(*chat),
                 )
                 jobs += ((job, trace) for job in admitted)
             self.read[partition] = message.stream_seq

@@ -44,7 +44,9 @@ def job_id(event: CanonicalEvent, index: int, transform: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
-def jobs_for(event: CanonicalEvent) -> list[MediaJob]:
+def jobs_for(event: CanonicalEvent, vision_endpoint: str | None = None) -> list[MediaJob]:
+    """The media jobs of ``event``'s attachments; ``vision_endpoint``: the chat's route for the
+    ``vision`` purpose (``llm.routes``), ``None`` for the workers' ``llm.vision``."""
     if not isinstance(event, MessageEvent | EditEvent):
         return []
     jobs = []
@@ -65,6 +67,7 @@ def jobs_for(event: CanonicalEvent) -> list[MediaJob]:
                 file_id=attachment.file_id,
                 mime=attachment.mime or None,
                 content_hash=attachment.content_hash,
+                vision_endpoint=vision_endpoint,
             )
         )
     return jobs
@@ -125,11 +128,18 @@ class Admission(Generic[T]):
         return sum(len(lane) for lane in self.lanes.values())
 
     def admit(
-        self, chat: ChatKey, event: CanonicalEvent, token: T, now: float, *, transforms: bool = True
+        self,
+        chat: ChatKey,
+        event: CanonicalEvent,
+        token: T,
+        now: float,
+        *,
+        transforms: bool = True,
+        vision_endpoint: str | None = None,
     ) -> list[MediaJob]:
         """Queue ``event``; returns the jobs to submit now (none when ``transforms`` is off: archived
-        chats and deployments without media workers)."""
-        jobs = jobs_for(event) if transforms else []
+        chats and deployments without media workers), naming the chat's ``vision_endpoint`` if any."""
+        jobs = jobs_for(event, vision_endpoint) if transforms else []
         pending: Pending[T] = Pending(event, token, {job.job_id: job for job in jobs})
         self.lanes.setdefault(chat, deque()).append(pending)
         self._by_key[(*chat, event.dedup_key)] = pending
