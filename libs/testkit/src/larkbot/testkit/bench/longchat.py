@@ -80,6 +80,9 @@ class Watch:
     everything: PrefixReport = field(default_factory=lambda: PrefixReport(0, 0, 0, 0, 0))
     between: PrefixReport = field(default_factory=lambda: PrefixReport(0, 0, 0, 0, 0))
     boundaries: int = 0
+    #: Compaction requests since the last primary request: at the end of a replay, the compactions no
+    #: primary request followed (the compactor runs after a wake-up, so the last one may come last).
+    compactions_since_primary: int = 0
     #: The primary requests' input and what a provider's prompt cache would have served of it (tokens).
     primary_input_tokens: int = 0
     primary_cached_tokens: int = 0
@@ -88,8 +91,11 @@ class Watch:
     def see(self, request: LLMRequest, tokens: int) -> None:
         self.counts[request.purpose] += 1
         self.largest_tokens = max(self.largest_tokens, tokens)
+        if request.purpose == "compaction":
+            self.compactions_since_primary += 1
         if request.purpose != "primary":
             return
+        self.compactions_since_primary = 0
         [(full, stable)] = request_bytes([request])
         summary = _summary_of(request)
         previous, self._previous = self._previous, (full, stable, summary)
@@ -205,6 +211,7 @@ async def measure_window(nats_url: str, messages: int, window_tokens: int) -> di
         "ratio": round(everything.ratio, 4),
         "ratio_between_compactions": round(between.ratio, 4),
         "compaction_boundaries": watch.boundaries,
+        "compactions_after_last_primary": watch.compactions_since_primary,
         "breaks": between.breaks,
         "provider_cached_share": round(watch.primary_cached_tokens / input_tokens, 4)
         if input_tokens
