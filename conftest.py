@@ -10,18 +10,17 @@ dropped afterwards).
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy.engine.url import make_url
 
 from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import NatsSettings
 from larkbot.runtime.natsserver import EmbeddedNats
+from larkbot.testkit.databases import fresh_postgres
 
 
 def _docker_engine_answers() -> bool:
@@ -85,21 +84,5 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
     base = os.environ.get("TEST_DATABASE_URL")
     if not base:
         pytest.skip("PostgreSQL tests need TEST_DATABASE_URL (.ci/run sets it when a local server answers)")
-    import asyncpg
-
-    url = make_url(base).set(drivername="postgresql+asyncpg")
-    admin_dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    name = f"larkbot_t_{secrets.token_hex(6)}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    try:
-        yield url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        admin = await asyncpg.connect(admin_dsn)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+    async with fresh_postgres(base, ("t",), prefix="larkbot") as urls:
+        yield urls["t"]

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nats.aio.msg import Msg
 from sqlalchemy import text
-from sqlalchemy.engine.url import make_url
 
 from larkbot.canonical.actions import ACTION_ADAPTER, ActionRequest
 from larkbot.canonical.codec import decode_as
@@ -31,6 +29,7 @@ from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import JetStreamSettings
 from larkbot.runtime.db import create_engine, default_sqlite_url
+from larkbot.testkit.databases import fresh_postgres
 
 from .stack import Stack
 
@@ -79,31 +78,9 @@ async def reset_streams(bus: Bus, jetstream: JetStreamSettings | None = None) ->
     await bootstrap(bus.js, jetstream)
 
 
-@asynccontextmanager
-async def postgres_databases(base_url: str, names: tuple[str, ...]) -> AsyncIterator[dict[str, str]]:
+def postgres_databases(base_url: str, names: tuple[str, ...]) -> AbstractAsyncContextManager[dict[str, str]]:
     """Fresh PostgreSQL databases (one per service: each keeps its own Alembic version table)."""
-    import asyncpg  # type: ignore[import-untyped]
-
-    url = make_url(base_url).set(drivername="postgresql+asyncpg")
-    admin_dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    created = {name: f"larkbot_e2e_{name}_{secrets.token_hex(4)}" for name in names}
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        for db in created.values():
-            await admin.execute(f'CREATE DATABASE "{db}"')
-    finally:
-        await admin.close()
-    try:
-        yield {
-            name: url.set(database=db).render_as_string(hide_password=False) for name, db in created.items()
-        }
-    finally:
-        admin = await asyncpg.connect(admin_dsn)
-        try:
-            for db in created.values():
-                await admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        finally:
-            await admin.close()
+    return fresh_postgres(base_url, names, prefix="larkbot_e2e")
 
 
 @dataclass

@@ -23,20 +23,18 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import yaml
-from sqlalchemy.engine.url import make_url
 
 from larkbot.canonical.codec import encode, headers_for
 from larkbot.canonical.names import HEADER_MSG_ID, PARTITIONS, events_subject, msg_id
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings
 
+from ..databases import fresh_postgres
 from .pipeline import interleaved
 from .progress import note
 
@@ -51,28 +49,6 @@ HANDLED = "larkbot_pipeline_events_total"
 
 def database_url() -> str | None:
     return os.environ.get("LARKBOT_BENCH_DATABASE_URL") or os.environ.get("TEST_DATABASE_URL")
-
-
-@asynccontextmanager
-async def _fresh_database(base_url: str) -> AsyncIterator[str]:
-    import asyncpg  # type: ignore[import-untyped]
-
-    url = make_url(base_url).set(drivername="postgresql+asyncpg")
-    admin_dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    name = f"larkbot_bench_scale_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    try:
-        yield url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        admin = await asyncpg.connect(admin_dsn)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
 
 
 def _metric(text: str, name: str) -> float:
@@ -113,7 +89,11 @@ async def _run(
     chats = [f"oc_scale_{tag}_{i}" for i in range(chats_count)]
     stream = list(interleaved(chats, events // chats_count + 1))[:events]
     cores = sorted(os.sched_getaffinity(0))
-    async with _fresh_database(base_url) as url, aiohttp.ClientSession() as http:
+    async with (
+        fresh_postgres(base_url, ("pipeline",), prefix="larkbot_bench_scale") as urls,
+        aiohttp.ClientSession() as http,
+    ):
+        url = urls["pipeline"]
         procs = []
         ports = [PORT_BASE + n for n in range(replicas)]
         try:
