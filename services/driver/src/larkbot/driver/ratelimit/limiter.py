@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -33,9 +34,14 @@ from .core.window import ADMITTED, Verdict, Window, judge, record, retained
 
 log = logging.getLogger(__name__)
 
-#: Compare-and-set rounds one ask may lose before it gives up (each loss means another replica wrote
-#: the same record in between; a handful of replicas cannot keep winning for long).
-CAS_ATTEMPTS: Final = 10
+#: Compare-and-set rounds one ask may lose before it gives up. Each loss means another replica wrote the
+#: same record in between; a replica with a queue of asks on that record reads again the moment it has
+#: written, so a round is about a coin toss: 10 rounds lost in a row happened (30 asks of one member from
+#: two replicas at once), 32 in a row is a 1 in 4·10⁹ chance.
+CAS_ATTEMPTS: Final = 32
+#: After a lost round, a jittered pause of up to this many seconds times the rounds lost (at most 8), so
+#: that contenders stop reading in lock-step.
+CAS_JITTER_S: Final = 0.001
 
 
 class RateLimitsUnavailable(BusUnavailable):
@@ -128,7 +134,9 @@ class RateLimiter:
                 del self._locks[ask.key]
 
     async def _ask(self, ask: RateAsk, now_ms: int) -> Verdict:
-        for _attempt in range(self.attempts):
+        for attempt in range(self.attempts):
+            if attempt:
+                await asyncio.sleep(random.uniform(0, CAS_JITTER_S * min(attempt, 8)))
             stored, revision = await self.store.get(ask.key)
             current = stored if stored is not None else Window()
             if ask.mode == "record":
