@@ -7,6 +7,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 
 import pytest
+from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 from pydantic import BaseModel
 
@@ -31,7 +32,9 @@ from larkbot.runtime.bus import (
     PayloadTooLarge,
     ServiceRefused,
     ServiceUnavailable,
+    connect,
 )
+from larkbot.runtime.config import NatsSettings
 from larkbot.runtime.consume import Delivery, ErrorPolicy, PullConsumer
 from larkbot.runtime.deadletter import DeadLetters
 from larkbot.runtime.ingress import actions_endpoint
@@ -373,3 +376,28 @@ async def test_an_action_handler_that_raises_is_answered_by_what_it_raised(bus: 
     assert (busy.outcome, busy.error.code, busy.error.retryable) == ("failed", "unavailable", True)
     assert (crashed.outcome, crashed.error.code, crashed.error.retryable) == ("unknown", "internal", False)
     assert (bad.outcome, bad.error.code, bad.error.retryable) == ("failed", "bad_request", False)
+
+
+async def test_a_flushed_subscription_is_at_the_server_before_a_publish_from_another_connection(
+    bus: Bus, nats_url: str
+) -> None:
+    # nats-py's own flush() can be answered before a SUB queued just ahead of it reached the server; a
+    # message published right after from another connection then finds no subscriber and is gone. Over
+    # 200 rounds that loses a few; Bus.flush() must lose none.
+    other = await connect(NatsSettings(), "test-other", url=nats_url, give_up_after_s=30)
+    tag = secrets.token_hex(4)
+    try:
+        for i in range(200):
+            got = asyncio.Event()
+
+            async def on_msg(_msg: Msg, got: asyncio.Event = got) -> None:
+                got.set()
+
+            sub = await bus.nc.subscribe(f"flush.{tag}.{i}", cb=on_msg)
+            await bus.flush()
+            await other.nc.publish(f"flush.{tag}.{i}", b"x")
+            await other.flush()
+            await asyncio.wait_for(got.wait(), WAIT)
+            await sub.unsubscribe()
+    finally:
+        await other.close(drain_timeout_s=5)

@@ -14,6 +14,7 @@ from nats.aio.client import Client
 from larkbot.canonical.names import KV_PLATFORM_BUDGET_MINUTES, KV_RATE_LIMITS, STREAM_EVENTS
 from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.budgets.store import BudgetPlan, Budgets, read_speaking_budget
+from larkbot.runtime.bus import flush
 from larkbot.runtime.natsserver import EmbeddedNats
 from larkbot.runtime.permissions import PERMISSIONS, authorization_conf, users_conf
 
@@ -61,7 +62,7 @@ async def permission_error(user: User) -> str:
     async with asyncio.timeout(WAIT):
         # nats-py reports the server's -ERR lower-cased.
         while not any("permissions violation" in e for e in user.errors):
-            await user.nc.flush()
+            await flush(user.nc)
             await asyncio.sleep(0.05)
     return next(e for e in user.errors if "permissions violation" in e)
 
@@ -84,7 +85,7 @@ async def test_the_media_worker_cannot_send_a_platform_action(server: EmbeddedNa
             received.append(msg.data)
 
         await feishu.nc.subscribe("actions.feishu", cb=on_action)
-        await feishu.nc.flush()
+        await flush(feishu.nc)
         await media.nc.publish("actions.feishu", b'{"kind": "send_message"}')
         error = await permission_error(media)
         assert 'publish to "actions.feishu"' in error
@@ -98,9 +99,9 @@ async def test_the_media_worker_cannot_send_a_platform_action(server: EmbeddedNa
             arrived.set()
 
         await pipeline.nc.subscribe("media.results.>", cb=on_result)
-        await pipeline.nc.flush()
+        await flush(pipeline.nc)
         await media.nc.publish("media.results.telegram.1", b"{}")
-        await media.nc.flush()
+        await flush(media.nc)
         await asyncio.wait_for(arrived.wait(), WAIT)
         assert results == [b"{}"]
         assert received == []
@@ -166,7 +167,7 @@ async def test_a_service_answers_the_requests_it_serves(server: EmbeddedNats) ->
             await msg.respond(b"pong")
 
         await gateway.nc.subscribe("llm.generate", cb=answer)
-        await gateway.nc.flush()
+        await flush(gateway.nc)
         reply = await driver.nc.request("llm.generate", b"ping", timeout=WAIT)
         assert reply.data == b"pong"
         assert not gateway.errors

@@ -673,7 +673,7 @@ async def test_a_background_task_completion_wakes_the_chat_once(
         shell_tasks = w.driver.shell
         assert shell_tasks is not None
         await shell_tasks.poll_once()
-        await bus.nc.flush()
+        await bus.flush()
         assert [e.dedup_key for e in w.pipeline.runtime_published] == [f"task:{task_id}"]
 
 

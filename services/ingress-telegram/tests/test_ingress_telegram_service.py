@@ -334,8 +334,8 @@ async def test_actions_answer_not_configured_without_telegram(bus: Bus, nats_url
         ctx = up.ctx
         # Both connections round-trip the server first: the service's subscription and this client's
         # request then meet on a server that has processed everything either sent before.
-        await ctx.bus.nc.flush()
-        await bus.nc.flush()
+        await ctx.bus.flush()
+        await bus.flush()
         result = await act(bus, send("hi"))
     assert result.error is not None
     assert result.error.code == "not_configured"

@@ -56,6 +56,7 @@ __all__ = [
     "ServiceUnavailable",
     "StreamFull",
     "connect",
+    "flush",
     "message_size",
     "raise_service_error",
     "server_address",
@@ -147,6 +148,20 @@ def message_size(data: bytes, headers: dict[str, str]) -> int:
     return len(data) + block
 
 
+async def flush(nc: Client) -> None:
+    """Return once the server has read everything this client wrote so far, subscriptions included.
+
+    ``Client.flush()`` alone does not promise that: nats-py 2.16 writes its PING straight to the socket,
+    ahead of the commands still queued for its flusher task, so the PONG can come back before a SUB or PUB
+    issued just before it reached the server (a subscriber then misses a message published right after).
+    Pushing the queue out first puts the PING behind them.
+    """
+    push = getattr(nc, "_flush_pending", None)
+    if push is not None and nc.is_connected:
+        await push(force_flush=True)
+    await nc.flush()
+
+
 class Bus:
     """A connected NATS client with a JetStream context and typed helpers."""
 
@@ -169,6 +184,10 @@ class Bus:
         if url is None or not self.nc.is_connected:
             return ""
         return f"{url.hostname}:{url.port}" if url.port else str(url.hostname)
+
+    async def flush(self) -> None:
+        """Return once the server has read everything written so far (see :func:`flush`)."""
+        await flush(self.nc)
 
     async def publish(
         self,

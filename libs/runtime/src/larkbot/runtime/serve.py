@@ -161,7 +161,7 @@ class Endpoint(Generic[Req]):
         self._sub = await self.bus.nc.subscribe(self.subject, queue=self.queue, cb=self._on_msg)
         # A flush round-trip makes the server register the interest before we report started: without
         # it a request sent right after start-up (from another connection) can find no responders.
-        await self.bus.nc.flush()
+        await self.bus.flush()
 
     async def stop(self) -> None:
         """Stop taking requests and finish the ones in flight."""

@@ -111,7 +111,7 @@ class Subscription(Generic[T]):
     async def start(self) -> None:
         """Subscribe; returns once the server has registered the interest (a flush round trip)."""
         self._sub = await self.bus.nc.subscribe(self.subject, queue=self.queue, cb=self._on_msg)
-        await self.bus.nc.flush()
+        await self.bus.flush()
 
     async def stop(self) -> None:
         sub, self._sub = self._sub, None

@@ -119,7 +119,7 @@ class MediaService:
             max_concurrency=self.concurrency * 2,
         )
         await endpoint.start()
-        await bus.nc.flush()
+        await bus.flush()
 
         consumers = tuple(
             PullConsumer(bus.js, STREAM_MEDIA, CONSUMER_MEDIA, worker.handle, batch=1)

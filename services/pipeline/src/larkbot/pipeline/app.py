@@ -120,7 +120,7 @@ class Pipeline:
         for endpoint in self.endpoints:
             await endpoint.start()
         # Subscriptions reach the server asynchronously; be reachable before reporting ready.
-        await ctx.bus.nc.flush()
+        await ctx.bus.flush()
         await self.intake.start_results()
         ctx.spawn(self.intake.run_commit(), "pipeline-commit")
         ctx.every(TICK_S, self.intake.tick, "pipeline-tick")

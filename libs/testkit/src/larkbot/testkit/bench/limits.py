@@ -49,6 +49,7 @@ from larkbot.pipeline.adapters.writes import NewEvent, event_row
 from larkbot.pipeline.app import MIGRATIONS
 from larkbot.pipeline.core import Projection
 from larkbot.runtime.bootstrap import declare_reader
+from larkbot.runtime.bus import flush
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.pull import PullStream
 
@@ -106,7 +107,7 @@ async def _round_trips(nats_url: str, n: int) -> dict[str, float]:
 
     try:
         await responder.subscribe(subject, cb=echo)
-        await responder.flush()
+        await flush(responder)
         times: list[float] = []
         for i in range(n + n // 10):  # the first tenth warms up
             started = time.perf_counter()
@@ -198,7 +199,7 @@ async def _deliveries(
         for _ in range(n):
             # A zero timeout only opens the pull request; the flush has it at the server before the publish.
             await pull.next_batch(0)
-            await nc.flush()
+            await flush(nc)
             started = time.perf_counter()
             arrived = asyncio.ensure_future(arrival())
             await js.publish(subject, payload)

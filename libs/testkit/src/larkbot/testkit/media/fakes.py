@@ -65,7 +65,7 @@ class FakeIngress:
 
     async def start(self) -> FakeIngress:
         await self._endpoint.start()
-        await self.bus.nc.flush()
+        await self.bus.flush()
         return self
 
     async def stop(self) -> None:
@@ -133,7 +133,7 @@ class FakeVision:
 
     async def start(self) -> FakeVision:
         await self._endpoint.start()
-        await self.bus.nc.flush()
+        await self.bus.flush()
         return self
 
     async def stop(self) -> None:
