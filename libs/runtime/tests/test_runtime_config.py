@@ -456,11 +456,47 @@ def test_the_talk_level_supplies_the_share_of_voice_limits_a_chat_does_not_give(
     chatty = TALK_LEVELS["chatty"]
     assert fun.share_of_voice == chatty.model_copy(update={"hard_share": 0.5})
     assert fun.quiet_hours is None
-    # Manners are opt-in: a chat that names neither a talk level nor share-of-voice limits has none.
-    assert ChatSettings().share_of_voice is None
+    # Manners are on by default: a chat that names neither a talk level nor limits has normal's.
+    assert ChatSettings().share_of_voice == TALK_LEVELS["normal"]
     assert ChatSettings(talk_level="normal").share_of_voice == TALK_LEVELS["normal"]
     levels = [TALK_LEVELS[name] for name in ("reserved", "normal", "chatty")]
     assert [v.hard_share for v in levels] == sorted(v.hard_share for v in levels)
+
+
+def test_share_of_voice_is_on_by_default_and_null_turns_it_off() -> None:
+    config = parse_config(
+        {
+            "chats": {
+                "feishu:oc_plain": {},
+                "feishu:oc_free": {"share_of_voice": None},
+                "feishu:oc_reserved": {"talk_level": "reserved"},
+            }
+        },
+        {},
+    )
+    assert config.chats["feishu:oc_plain"].share_of_voice == TALK_LEVELS["normal"]
+    assert config.chats["feishu:oc_free"].share_of_voice is None
+    assert config.chats["feishu:oc_reserved"].share_of_voice == TALK_LEVELS["reserved"]
+    # Off for every chat from chats.default; a chat's own limits still turn it on there.
+    off = parse_config(
+        {
+            "chats": {
+                "default": {"share_of_voice": None},
+                "feishu:oc_plain": {},
+                "feishu:oc_own": {
+                    "share_of_voice": {
+                        "window_messages": 20,
+                        "window_s": 900,
+                        "soft_share": 0.2,
+                        "hard_share": 0.3,
+                    }
+                },
+            }
+        },
+        {},
+    )
+    assert off.chats["feishu:oc_plain"].share_of_voice is None
+    assert off.chats["feishu:oc_own"].share_of_voice == TALK_LEVELS["normal"]
 
 
 def test_rate_limits_are_off_unless_configured_and_a_chat_may_turn_a_part_off() -> None:

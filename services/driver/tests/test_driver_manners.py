@@ -193,4 +193,13 @@ def test_a_chats_settings_become_its_manners(level: str) -> None:
         voice.window_messages, round(voice.window_s * 1000), voice.soft_share, voice.hard_share
     )
     assert manners.quiet == QuietHours(22 * 60 + 30, 6 * 60, "none")
-    assert manners_of(ChatSettings(), direct_chat=True) == Manners(direct_chat=True)
+    # A chat that names nothing has normal's limits (on by default); `share_of_voice: null` has none.
+    normal = TALK_LEVELS["normal"]
+    assert manners_of(ChatSettings(), direct_chat=True) == Manners(
+        voice=VoiceLimits(
+            normal.window_messages, round(normal.window_s * 1000), normal.soft_share, normal.hard_share
+        ),
+        direct_chat=True,
+    )
+    off = ChatSettings.model_validate({"share_of_voice": None})
+    assert manners_of(off, direct_chat=False) == Manners()

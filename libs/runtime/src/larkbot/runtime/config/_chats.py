@@ -84,7 +84,8 @@ class ChatSettings(_Section):
     #: Manners (docs/driver.md "Manners"): the probe's guidance and the share-of-voice limits' defaults;
     #: the share of the chat's recent messages the bot may take; the hours it keeps quiet (none: never).
     talk_level: TalkLevel = "normal"
-    #: ``None``: no limits (neither ``talk_level`` nor ``share_of_voice`` is configured).
+    #: The talk level's limits with the keys given here over them; ``None`` (``share_of_voice: null``):
+    #: no limits.
     share_of_voice: ShareOfVoiceSettings | None = None
     quiet_hours: QuietHoursSettings | None = None
     #: How often one person may wake the bot, and how many primary turns it may take here (docs/driver.md

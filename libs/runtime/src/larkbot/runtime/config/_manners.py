@@ -123,17 +123,16 @@ class RateLimitSettings(_Section):
 
 
 def with_level_defaults(chat: Any) -> Any:
-    """A chat's raw settings with ``share_of_voice`` completed from its talk level (an unknown level
-    completes from ``normal`` and is refused under its own key)."""
+    """A chat's raw settings with ``share_of_voice`` completed from its talk level, ``normal`` when none
+    is given (an unknown level completes from ``normal`` and is refused under its own key).
+
+    Every chat has limits unless it says ``share_of_voice: null``: a busy group must not become a
+    dialogue with the bot because nobody thought to configure it."""
     if not isinstance(chat, Mapping):
-        return chat
-    if "talk_level" not in chat and "share_of_voice" not in chat:
-        # Manners are the operator's to turn on (for every chat: in chats.default): without either key
-        # a chat has no share-of-voice limits and its prompts carry no guidance.
         return chat
     voice = chat.get("share_of_voice", {})
     if not isinstance(voice, Mapping):
-        return chat  # refused under its key
+        return chat  # null turns the limits off; anything else is refused under its key
     level = chat.get("talk_level", "normal")
     defaults = TALK_LEVELS.get(level if isinstance(level, str) else "normal", TALK_LEVELS["normal"])
     return {**chat, "share_of_voice": {**defaults.model_dump(), **voice}}

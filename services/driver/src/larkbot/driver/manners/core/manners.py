@@ -53,7 +53,7 @@ class Manners:
     """A chat's manners as the wake-up uses them."""
 
     talk_level: TalkLevel = "normal"
-    #: ``None``: the chat has no share-of-voice limits (none configured).
+    #: ``None``: the chat has no share-of-voice limits (``share_of_voice: null``).
     voice: VoiceLimits | None = None
     quiet: QuietHours | None = None
     #: A direct (one-to-one) chat: every message in it is a direct address.
