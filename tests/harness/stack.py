@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import sys
@@ -22,11 +23,43 @@ import yaml
 READY_TIMEOUT_S = 120.0
 
 
+#: Ports handed out by this process, never handed out twice.
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    """A loopback port free now, for a listener a child process binds later.
+
+    Taken below the kernel's ephemeral range: a port that ``bind(0)`` hands out is one that any outgoing
+    connection on the machine may take next, and a stack that starts a minute later (``make up``
+    installing first) then finds its inspector's port held by another process's client socket (seen on
+    a loaded machine: the inspector restarting with "port in use" until the test gave up)."""
+    low, _high = _ephemeral_range()
+    start, stop = (20000, low) if low > 21000 else (low // 2, low)
+    for _ in range(200):
+        port = random.randrange(start, stop)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
         return port
+    with socket.socket() as sock:  # a machine with no free port below the range: any free one
+        sock.bind(("127.0.0.1", 0))
+        any_port: int = sock.getsockname()[1]
+        return any_port
 
 
 @dataclass
