@@ -33,7 +33,7 @@ from larkbot.testkit.media import samples
 from .conftest import FEISHU_CHATS, MEMBER, TELEGRAM_CHATS
 
 REPLY, SILENT, REACT, _IMAGE, LONG, RECALL = FEISHU_CHATS
-TG_REPLY, TG_SILENT, TG_REACT, TG_RECALL, TG_MOVING = TELEGRAM_CHATS
+TG_REPLY, TG_SILENT, TG_REACT, TG_RECALL, TG_MOVING, TG_EMOJI = TELEGRAM_CHATS
 
 
 def now_ms() -> int:
@@ -260,6 +260,64 @@ async def test_videos_animations_and_stickers_wait_for_their_frames_and_enter_de
     assert f'<sticker mime="video/webm" size="64x64" file-id="53:0">{ALT_TEXT}<' in xml
     assert f'<sticker mime="application/x-tgsticker" size="64x64" file-id="54:0">{ALT_TEXT}<' in xml
     assert all(not s.image_parts for s in snap.segments)  # the descriptions replace the frames
+
+
+async def test_custom_emoji_and_sticker_sets_enter_described_and_an_emoji_is_described_once(
+    e2e: tuple[World, BotScript],
+) -> None:
+    """A Telegram custom emoji through the real services: the media worker asks ingress-telegram for the
+    emoji's sticker (getCustomEmojiStickers on the fake Bot API), downloads it and has it described; the
+    rendered context shows the description with the sticker set. The same emoji in a later message is
+    answered from the worker's cache: no second lookup, download or description. A sticker message shows
+    its set as ``pack``."""
+    w, script = e2e
+    emoji_id = "5368324170671202286"
+    w.telegram.add_custom_emoji(
+        emoji_id, samples.solid((250, 200, 0), (100, 100), fmt="WEBP"), emoji="🦆", set_name="DuckEmoji"
+    )
+    w.telegram.add_file("cat_e2e", samples.solid((120, 120, 120), (64, 64), fmt="WEBP"), "stickers/cat.webp")
+
+    def with_emoji(message_id: int) -> dict[str, object]:
+        update = telegram_text(TG_EMOJI, message_id, "hi 🦆 there", user=6, date=now_ms() // 1000)
+        entity = {"type": "custom_emoji", "offset": 3, "length": 2, "custom_emoji_id": emoji_id}
+        update["message"]["entities"] = [entity]  # type: ignore[index]
+        return update
+
+    sticker = {"file_id": "cat_e2e", "file_unique_id": "u_cat", "width": 64, "height": 64, "type": "regular",
+               "is_animated": False, "is_video": False, "emoji": "😺", "set_name": "CatPack"}  # fmt: skip
+    w.telegram.enqueue(with_emoji(61))
+    w.telegram.enqueue(
+        {
+            "message": {
+                "message_id": 62,
+                "from": telegram_user(6),
+                "chat": telegram_chat(TG_EMOJI),
+                "date": now_ms() // 1000,
+                "sticker": sticker,
+            }
+        }
+    )
+    described = f'<custom-emoji pack="DuckEmoji">{ALT_TEXT}</custom-emoji>'
+
+    async def rendered(message_id: str, text: str) -> bool:
+        snap = await w.snapshot(Platform.TELEGRAM, str(TG_EMOJI))
+        return any(s.message_id == message_id and text in s.xml for s in snap.segments)
+
+    await until(lambda: rendered("61", described), "the custom emoji's description", timeout_s=180)
+    await until(lambda: rendered("62", ALT_TEXT), "the sticker's description", timeout_s=180)
+    snap = await w.snapshot(Platform.TELEGRAM, str(TG_EMOJI))
+    first = next(s for s in snap.segments if s.message_id == "61")
+    assert f"hi {described} there" in first.xml
+    second = next(s for s in snap.segments if s.message_id == "62")
+    assert f'<sticker mime="image/webp" size="64x64" pack="CatPack" file-id="62:0">{ALT_TEXT}<' in second.xml
+    assert len(w.telegram.calls("getCustomEmojiStickers")) == 1
+
+    visions, downloads = len(script.visions), len(w.telegram.calls("getFile"))
+    w.telegram.enqueue(with_emoji(63))
+    await until(lambda: rendered("63", described), "the emoji again, from the cache", timeout_s=180)
+    assert len(script.visions) == visions
+    assert len(w.telegram.calls("getCustomEmojiStickers")) == 1
+    assert len(w.telegram.calls("getFile")) == downloads
 
 
 async def test_a_120_kb_feishu_text_mentioning_the_bot_gets_a_reply(e2e: tuple[World, BotScript]) -> None:
