@@ -3,7 +3,7 @@ segment shows never changes afterwards (pure)."""
 
 from __future__ import annotations
 
-from larkbot.canonical.content import Bold, CustomEmoji, Inline, Text
+from larkbot.canonical.content import Attachment, AttachmentType, Bold, CustomEmoji, Inline, Text
 from larkbot.canonical.events import MessageEvent
 from larkbot.canonical.fingerprint import event_fingerprint
 from larkbot.canonical.names import Platform
@@ -90,3 +90,18 @@ def test_feishu_emoji_and_emoji_without_an_id_need_no_job() -> None:
     plain = message("9", CustomEmoji(alt="🙂"))
     assert admission.admit(CHAT, plain, "t2", now=0.0) == []
     assert [p.token for p in admission.take_ready()] == ["t1", "t2"]
+
+
+def test_a_feishu_sticker_needs_no_job_and_renders_from_its_message() -> None:
+    """Feishu serves no sticker to a bot: a job would fail for good each time. The sticker still renders,
+    self-closing, with its file-id; a Feishu video gets its frames job like a Telegram one."""
+    admission: Admission[str] = Admission()
+    sticker = Attachment(type=AttachmentType.STICKER, file_id="v3_00ab_sticker_0f1e")
+    video = Attachment(type=AttachmentType.VIDEO, file_id="file_v3_video", name="demo.mp4", duration_s=12.3)
+    event = s.message("om_1", attachments=(sticker, video))
+    (job,) = admission.admit(("feishu", "oc_chat"), event, "t", now=0.0)
+    assert (job.transform, job.attachment_index, job.attachment_type) == ("frames", 1, AttachmentType.VIDEO)
+    projection = Projection(RenderParams(Platform.FEISHU, "oc_chat", deployment_utc_offset_min=480))
+    projection.apply(event)
+    (segment,) = projection.segments
+    assert '<sticker file-id="om_1:0"/>' in segment.xml

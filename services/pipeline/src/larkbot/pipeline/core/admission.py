@@ -25,6 +25,7 @@ from typing import Generic, TypeVar
 from larkbot.canonical.content import Attachment, AttachmentType
 from larkbot.canonical.events import CanonicalEvent, EditEvent, MessageEvent
 from larkbot.canonical.media import MediaJob, MediaResult, Transform
+from larkbot.canonical.names import Platform
 
 from .emoji import described, emoji_key, resolvable_ids
 from .render import attachment_key
@@ -42,6 +43,13 @@ TRANSFORMS: dict[AttachmentType, Transform] = {
 }
 
 
+def fetchable(event: CanonicalEvent, attachment: Attachment) -> bool:
+    """Whether a media worker can have the attachment's bytes at all. Feishu serves no sticker to a bot
+    (its message resource API refuses them: "暂不支持获取表情包资源"), so a Feishu sticker is rendered
+    from its message alone; a job for it would fail for good every time and dead-letter each one."""
+    return not (event.platform is Platform.FEISHU and attachment.type is AttachmentType.STICKER)
+
+
 def job_id(event: CanonicalEvent, index: int | str, transform: str) -> str:
     """Deterministic: a re-submitted job is the same job (and the MEDIA stream dedups it). ``index``:
     the attachment's, or a custom emoji's key."""
@@ -57,7 +65,7 @@ def jobs_for(event: CanonicalEvent, vision_endpoint: str | None = None) -> list[
     jobs = []
     for index, attachment in enumerate(event.attachments):
         transform = TRANSFORMS.get(attachment.type)
-        if transform is None or attachment.thumbnail_key is not None:
+        if transform is None or attachment.thumbnail_key is not None or not fetchable(event, attachment):
             continue
         jobs.append(
             MediaJob(
