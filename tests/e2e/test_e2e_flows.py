@@ -28,7 +28,7 @@ from larkbot.canonical.actions import DeleteMessageAction, ReactAction, SendMess
 from larkbot.canonical.aliases import alias_for
 from larkbot.canonical.names import Platform
 from larkbot.ingress_feishu.fake.samples import payload
-from larkbot.testkit.media import samples
+from larkbot.testkit.media import documents, samples
 
 from .conftest import FEISHU_CHATS, MEMBER, TELEGRAM_CHATS
 
@@ -317,6 +317,68 @@ async def test_custom_emoji_and_sticker_sets_enter_described_and_an_emoji_is_des
     await until(lambda: rendered("63", described), "the emoji again, from the cache", timeout_s=180)
     assert len(script.visions) == visions
     assert len(w.telegram.calls("getCustomEmojiStickers")) == 1
+    assert len(w.telegram.calls("getFile")) == downloads
+
+
+async def test_a_feishu_video_waits_for_its_frames_and_enters_described(e2e: tuple[World, BotScript]) -> None:
+    """A Feishu ``media`` message: ingress-feishu downloads the video through the message resource API
+    (``type=file``), the worker takes its frames, and the description is what the context shows."""
+    w, _script = e2e
+    key = "file_v3_e2e_video"
+    w.feishu.resources[key] = samples.mp4([(255, 0, 0), (0, 0, 255)])
+    message_id = feishu_message_id(_IMAGE, 2)
+    w.feishu.message_chats[message_id] = _IMAGE
+    envelope = feishu_image(_IMAGE, 2, "unused", sender=MEMBER, create_time_ms=now_ms())
+    message = envelope["event"]["message"]  # type: ignore[index]
+    message["message_type"] = "media"
+    message["content"] = json.dumps({"file_key": key, "image_key": "img_cover", "file_name": "demo.mp4",
+                                     "duration": 1000})  # fmt: skip
+    await push(w, envelope)
+
+    async def described() -> bool:
+        snap = await w.snapshot(Platform.FEISHU, _IMAGE)
+        return any(s.message_id == message_id and ALT_TEXT in s.xml for s in snap.segments)
+
+    await until(described, "the Feishu video's description", timeout_s=180)
+    snap = await w.snapshot(Platform.FEISHU, _IMAGE)
+    (video,) = [s for s in snap.segments if s.message_id == message_id]
+    shown = alias_for(_IMAGE, message_id)
+    assert (
+        f'<attachment type="video" name="demo.mp4" duration="1s" file-id="{shown}:0">{ALT_TEXT}<' in video.xml
+    )
+    downloads = [r for r in w.feishu.routed("message.resource") if key in r.path]
+    assert downloads
+    assert all(r.query.get("type") == "file" for r in downloads)
+
+
+async def test_read_file_gives_the_model_the_text_of_a_pdf_sent_as_a_document(
+    e2e: tuple[World, BotScript],
+) -> None:
+    """A Telegram document (a PDF made here): the model calls ``read_file``, the driver asks the real media
+    worker, which downloads it through ingress-telegram and extracts its text; the model's reply quotes
+    its first line. Asked again, the worker answers from its extract cache without downloading."""
+    w, _script = e2e
+    report = documents.pdf([["Quarterly report: revenue grew 12 %", "EMEA led."], ["Outlook steady."]])
+    w.telegram.add_file("doc_e2e", report, "documents/report.pdf")
+    document = {"file_id": "doc_e2e", "file_unique_id": "u_doc", "file_name": "report.pdf",
+                "mime_type": "application/pdf", "file_size": len(report)}  # fmt: skip
+    chat = telegram_chat(TG_EMOJI)
+
+    def update(message_id: int) -> dict[str, object]:
+        message = {"message_id": message_id, "from": telegram_user(7), "chat": chat,
+                   "date": now_ms() // 1000, "document": document, "caption": "#readfile"}  # fmt: skip
+        return {"message": message}
+
+    def replies(message_id: int) -> list[str]:
+        return [m["text"] for m in w.telegram.sent if m["text"].startswith(f"read {message_id} ")]
+
+    w.telegram.enqueue(update(71))
+    await until(lambda: bool(replies(71)), "the bot's reply quoting the PDF", timeout_s=180)
+    assert replies(71) == ["read 71 Quarterly report: revenue grew 12 %"]
+    downloads = len(w.telegram.calls("getFile"))
+    w.telegram.enqueue(update(72))
+    await until(lambda: bool(replies(72)), "the second reply, from the cache", timeout_s=180)
+    assert replies(72) == ["read 72 Quarterly report: revenue grew 12 %"]
     assert len(w.telegram.calls("getFile")) == downloads
 
 
