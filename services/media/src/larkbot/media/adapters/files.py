@@ -124,15 +124,7 @@ class FileReader:
         content = request.blob_key or await self.cache.source(platform, request.file_id)
         found = await self.cache.get(content) if content is not None else None
         if found is None:
-            ref = SourceRef(
-                request.platform,
-                request.chat_id,
-                request.message_id,
-                request.file_id,
-                request.attachment_type,
-                request.blob_key,
-            )
-            data = await self.sources.fetch(ref, max_bytes=request.max_bytes)
+            data = await self.sources.fetch(SourceRef.of(request), max_bytes=request.max_bytes)
             content = await asyncio.to_thread(images.content_key, data)
             await self.cache.remember(platform, request.file_id, content)
             found = await self.cache.get(content) or await self._extract(content, data)

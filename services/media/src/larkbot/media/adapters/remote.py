@@ -31,6 +31,7 @@ from larkbot.canonical.actions import (
 from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.llm import LLM_REPLY_ADAPTER
+from larkbot.canonical.media import ReadFileRequest, ReadImageRequest
 from larkbot.canonical.names import SUBJECT_LLM_GENERATE, Platform, actions_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
 
@@ -55,6 +56,18 @@ class SourceRef:
     file_id: str
     attachment_type: AttachmentType
     blob_key: str | None = None
+
+    @classmethod
+    def of(cls, request: ReadImageRequest | ReadFileRequest) -> SourceRef:
+        """The file a driver's request names (the stored original when it knows one)."""
+        return cls(
+            request.platform,
+            request.chat_id,
+            request.message_id,
+            request.file_id,
+            request.attachment_type,
+            request.blob_key,
+        )
 
 
 class Sources:

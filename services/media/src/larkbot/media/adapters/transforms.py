@@ -54,6 +54,17 @@ class _Seen:
     alt_text: str | None
     model: str | None
 
+    def result(self, job: MediaJob, content: str, pack: str | None = None) -> MediaResult:
+        return succeeded(
+            job,
+            content_hash=content,
+            thumbnail_key=self.thumbnail_key,
+            alt_text=self.alt_text,
+            frame_keys=self.frame_keys,
+            frame_times_ms=self.times_ms,
+            pack=pack,
+        )
+
 
 class Transformer:
     def __init__(
@@ -124,14 +135,7 @@ class Transformer:
         picks = min(job.max_frames or self.max_frames, self.max_frames)
         kind = job.attachment_type or AttachmentType.ANIMATION
         seen = await self._described(data, content, picks, endpoint, _chat(job), kind, None)
-        return succeeded(
-            job,
-            content_hash=content,
-            thumbnail_key=seen.thumbnail_key,
-            alt_text=seen.alt_text,
-            frame_keys=seen.frame_keys,
-            frame_times_ms=seen.times_ms,
-        )
+        return seen.result(job, content)
 
     async def _custom_emoji(self, job: MediaJob, endpoint: str) -> MediaResult:
         emoji_id = job.file_id
@@ -156,15 +160,7 @@ class Transformer:
             raise AssertionError("with an endpoint, a description is cached, made or raised")
         # A description found under the file's hash was made by an earlier job's model: "cache" says so.
         await self.cache.put_emoji(emoji_id, seen.alt_text, seen.model or "cache", sticker.set_name)
-        return succeeded(
-            job,
-            content_hash=content,
-            thumbnail_key=seen.thumbnail_key,
-            alt_text=seen.alt_text,
-            frame_keys=seen.frame_keys,
-            frame_times_ms=seen.times_ms,
-            pack=sticker.set_name,
-        )
+        return seen.result(job, content, pack=sticker.set_name)
 
     async def _described(
         self,
@@ -198,15 +194,7 @@ class Transformer:
 
     async def read_image(self, request: ReadImageRequest) -> ReadImageResponse:
         """An image part of at most 512 px (``low``) or 1024 px (``high``); raises :class:`MediaFailure`."""
-        ref = SourceRef(
-            request.platform,
-            request.chat_id,
-            request.message_id,
-            request.file_id,
-            request.attachment_type,
-            request.blob_key,
-        )
-        data = await self.sources.fetch(ref)
+        data = await self.sources.fetch(SourceRef.of(request))
         side = images.VISION_MAX_SIDE if request.detail == "low" else images.HIGH_MAX_SIDE
         png = await asyncio.to_thread(images.rendition, data, side)
         key = await self.blobs.put(png, "rendition")
