@@ -65,8 +65,9 @@ def test_long_documents_are_cut_and_say_so() -> None:
         (REPORT[: len(REPORT) // 2], Unreadable, "could not be read"),
         (documents.encrypted_pdf(), Unreadable, "password-protected"),
         (b"PK\x03\x04 not really a zip", Unreadable, "damaged zip"),
+        (documents.pdf([[], []]), Unsupported, "no text"),
     ],
-    ids=["legacy-doc", "image", "binary", "truncated-pdf", "encrypted-pdf", "broken-zip"],
+    ids=["legacy-doc", "image", "binary", "truncated-pdf", "encrypted-pdf", "broken-zip", "scanned-pdf"],
 )
 def test_what_cannot_be_read_is_refused_with_a_reason(
     data: bytes, failure: type[MediaFailure], says: str

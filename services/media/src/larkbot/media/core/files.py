@@ -208,7 +208,10 @@ def _pdf(data: bytes) -> Extract:
         read += 1
         if out.full:
             break
-    return Extract("pdf", out.done(), out.full or read < total, total, read)
+    text = out.done()
+    if not text and read == total:
+        raise Unsupported("the PDF holds no text (scanned pages?); text in pictures is not read")
+    return Extract("pdf", text, out.full or read < total, total, read)
 
 
 def _docx(data: bytes) -> Extract:
