@@ -37,6 +37,7 @@ from larkbot.canonical.names import (
     KV_INGRESS_DEDUP,
     KV_LEASES,
     KV_MEDIA_ALT_TEXTS,
+    KV_MEDIA_FILE_EXTRACTS,
     KV_PLATFORM_BUDGET_CALLS,
     KV_PLATFORM_BUDGET_MINUTES,
     KV_RATE_LIMITS,
@@ -44,6 +45,7 @@ from larkbot.canonical.names import (
     KV_TELEGRAM_SENT_LEDGER,
     OBJECT_STORE_BLOBS,
     SUBJECT_LLM_GENERATE,
+    SUBJECT_MEDIA_READ_FILE,
     SUBJECT_MEDIA_READ_IMAGE,
     Service,
 )
@@ -141,6 +143,7 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
             SUBJECT_LLM_GENERATE,
             "actions.>",
             SUBJECT_MEDIA_READ_IMAGE,
+            SUBJECT_MEDIA_READ_FILE,
             "pipeline.>",
             _DEAD_LETTERS,
             _kv(KV_LEASES),
@@ -149,8 +152,17 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
         subscribe=("typing.>",),
     ),
     Service.MEDIA.value: Permissions(
-        publish=("media.results.>", SUBJECT_LLM_GENERATE, _DEAD_LETTERS, _kv(KV_MEDIA_ALT_TEXTS), *_BLOBS),
-        subscribe=(SUBJECT_MEDIA_READ_IMAGE,),
+        # actions.>: downloads and custom emoji are asked of the ingresses (docs/media.md "Bus").
+        publish=(
+            "media.results.>",
+            "actions.>",
+            SUBJECT_LLM_GENERATE,
+            _DEAD_LETTERS,
+            _kv(KV_MEDIA_ALT_TEXTS),
+            _kv(KV_MEDIA_FILE_EXTRACTS),
+            *_BLOBS,
+        ),
+        subscribe=(SUBJECT_MEDIA_READ_IMAGE, SUBJECT_MEDIA_READ_FILE),
         responds=True,
     ),
     Service.LLM_GATEWAY.value: Permissions(subscribe=(SUBJECT_LLM_GENERATE,), responds=True),
