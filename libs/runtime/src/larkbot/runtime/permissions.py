@@ -152,10 +152,8 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
         subscribe=("typing.>",),
     ),
     Service.MEDIA.value: Permissions(
-        # actions.>: downloads and custom emoji are asked of the ingresses (docs/media.md "Bus").
         publish=(
             "media.results.>",
-            "actions.>",
             SUBJECT_LLM_GENERATE,
             _DEAD_LETTERS,
             _kv(KV_MEDIA_ALT_TEXTS),
