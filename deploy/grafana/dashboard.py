@@ -790,6 +790,21 @@ ROWS: list[tuple[str, list[Panel]]] = [
                     counter("larkbot_media_read_image_total", "detail, outcome"),
                 ],
             ),
+            panel(
+                "Custom emoji",
+                "Custom emoji asked of an ingress (getCustomEmojiStickers), by outcome.",
+                [counter("larkbot_media_custom_emoji_resolutions_total", "outcome")],
+                "ops",
+            ),
+            panel(
+                "read_file",
+                "Documents read for read_file, by format and outcome; extract cache lookups; p95 time.",
+                [
+                    counter("larkbot_media_read_file_total", "kind, outcome"),
+                    counter("larkbot_media_file_extract_cache_lookups_total", "result"),
+                    *quantiles("larkbot_media_read_file_seconds", qs=(0.95,)),
+                ],
+            ),
         ],
     ),
 ]

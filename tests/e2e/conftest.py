@@ -16,7 +16,14 @@ from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import NatsSettings
 
 FEISHU_CHATS = tuple(f"oc_e2e_{name}" for name in ("reply", "silent", "react", "image", "long", "recall"))
-TELEGRAM_CHATS = (-1001000000001, -1001000000002, -1001000000003, -1001000000004, -1001000000005)
+TELEGRAM_CHATS = (
+    -1001000000001,
+    -1001000000002,
+    -1001000000003,
+    -1001000000004,
+    -1001000000005,
+    -1001000000006,
+)
 MEMBER = feishu_user(1)
 
 

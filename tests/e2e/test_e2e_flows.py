@@ -28,12 +28,12 @@ from larkbot.canonical.actions import DeleteMessageAction, ReactAction, SendMess
 from larkbot.canonical.aliases import alias_for
 from larkbot.canonical.names import Platform
 from larkbot.ingress_feishu.fake.samples import payload
-from larkbot.testkit.media import samples
+from larkbot.testkit.media import documents, samples
 
 from .conftest import FEISHU_CHATS, MEMBER, TELEGRAM_CHATS
 
 REPLY, SILENT, REACT, _IMAGE, LONG, RECALL = FEISHU_CHATS
-TG_REPLY, TG_SILENT, TG_REACT, TG_RECALL, TG_MOVING = TELEGRAM_CHATS
+TG_REPLY, TG_SILENT, TG_REACT, TG_RECALL, TG_MOVING, TG_EMOJI = TELEGRAM_CHATS
 
 
 def now_ms() -> int:
@@ -260,6 +260,126 @@ async def test_videos_animations_and_stickers_wait_for_their_frames_and_enter_de
     assert f'<sticker mime="video/webm" size="64x64" file-id="53:0">{ALT_TEXT}<' in xml
     assert f'<sticker mime="application/x-tgsticker" size="64x64" file-id="54:0">{ALT_TEXT}<' in xml
     assert all(not s.image_parts for s in snap.segments)  # the descriptions replace the frames
+
+
+async def test_custom_emoji_and_sticker_sets_enter_described_and_an_emoji_is_described_once(
+    e2e: tuple[World, BotScript],
+) -> None:
+    """A Telegram custom emoji through the real services: the media worker asks ingress-telegram for the
+    emoji's sticker (getCustomEmojiStickers on the fake Bot API), downloads it and has it described; the
+    rendered context shows the description with the sticker set. The same emoji in a later message is
+    answered from the worker's cache: no second lookup, download or description. A sticker message shows
+    its set as ``pack``."""
+    w, script = e2e
+    emoji_id = "5368324170671202286"
+    w.telegram.add_custom_emoji(
+        emoji_id, samples.solid((250, 200, 0), (100, 100), fmt="WEBP"), emoji="🦆", set_name="DuckEmoji"
+    )
+    w.telegram.add_file("cat_e2e", samples.solid((120, 120, 120), (64, 64), fmt="WEBP"), "stickers/cat.webp")
+
+    def with_emoji(message_id: int) -> dict[str, object]:
+        update = telegram_text(TG_EMOJI, message_id, "hi 🦆 there", user=6, date=now_ms() // 1000)
+        entity = {"type": "custom_emoji", "offset": 3, "length": 2, "custom_emoji_id": emoji_id}
+        update["message"]["entities"] = [entity]  # type: ignore[index]
+        return update
+
+    sticker = {"file_id": "cat_e2e", "file_unique_id": "u_cat", "width": 64, "height": 64, "type": "regular",
+               "is_animated": False, "is_video": False, "emoji": "😺", "set_name": "CatPack"}  # fmt: skip
+    w.telegram.enqueue(with_emoji(61))
+    w.telegram.enqueue(
+        {
+            "message": {
+                "message_id": 62,
+                "from": telegram_user(6),
+                "chat": telegram_chat(TG_EMOJI),
+                "date": now_ms() // 1000,
+                "sticker": sticker,
+            }
+        }
+    )
+    described = f'<custom-emoji pack="DuckEmoji">{ALT_TEXT}</custom-emoji>'
+
+    async def rendered(message_id: str, text: str) -> bool:
+        snap = await w.snapshot(Platform.TELEGRAM, str(TG_EMOJI))
+        return any(s.message_id == message_id and text in s.xml for s in snap.segments)
+
+    await until(lambda: rendered("61", described), "the custom emoji's description", timeout_s=180)
+    await until(lambda: rendered("62", ALT_TEXT), "the sticker's description", timeout_s=180)
+    snap = await w.snapshot(Platform.TELEGRAM, str(TG_EMOJI))
+    first = next(s for s in snap.segments if s.message_id == "61")
+    assert f"hi {described} there" in first.xml
+    second = next(s for s in snap.segments if s.message_id == "62")
+    assert f'<sticker mime="image/webp" size="64x64" pack="CatPack" file-id="62:0">{ALT_TEXT}<' in second.xml
+    assert len(w.telegram.calls("getCustomEmojiStickers")) == 1
+
+    visions, downloads = len(script.visions), len(w.telegram.calls("getFile"))
+    w.telegram.enqueue(with_emoji(63))
+    await until(lambda: rendered("63", described), "the emoji again, from the cache", timeout_s=180)
+    assert len(script.visions) == visions
+    assert len(w.telegram.calls("getCustomEmojiStickers")) == 1
+    assert len(w.telegram.calls("getFile")) == downloads
+
+
+async def test_a_feishu_video_waits_for_its_frames_and_enters_described(e2e: tuple[World, BotScript]) -> None:
+    """A Feishu ``media`` message: ingress-feishu downloads the video through the message resource API
+    (``type=file``), the worker takes its frames, and the description is what the context shows."""
+    w, _script = e2e
+    key = "file_v3_e2e_video"
+    w.feishu.resources[key] = samples.mp4([(255, 0, 0), (0, 0, 255)])
+    message_id = feishu_message_id(_IMAGE, 2)
+    w.feishu.message_chats[message_id] = _IMAGE
+    envelope = feishu_image(_IMAGE, 2, "unused", sender=MEMBER, create_time_ms=now_ms())
+    message = envelope["event"]["message"]  # type: ignore[index]
+    message["message_type"] = "media"
+    message["content"] = json.dumps({"file_key": key, "image_key": "img_cover", "file_name": "demo.mp4",
+                                     "duration": 1000})  # fmt: skip
+    await push(w, envelope)
+
+    async def described() -> bool:
+        snap = await w.snapshot(Platform.FEISHU, _IMAGE)
+        return any(s.message_id == message_id and ALT_TEXT in s.xml for s in snap.segments)
+
+    await until(described, "the Feishu video's description", timeout_s=180)
+    snap = await w.snapshot(Platform.FEISHU, _IMAGE)
+    (video,) = [s for s in snap.segments if s.message_id == message_id]
+    shown = alias_for(_IMAGE, message_id)
+    assert (
+        f'<attachment type="video" name="demo.mp4" duration="1s" file-id="{shown}:0">{ALT_TEXT}<' in video.xml
+    )
+    downloads = [r for r in w.feishu.routed("message.resource") if key in r.path]
+    assert downloads
+    assert all(r.query.get("type") == "file" for r in downloads)
+
+
+async def test_read_file_gives_the_model_the_text_of_a_pdf_sent_as_a_document(
+    e2e: tuple[World, BotScript],
+) -> None:
+    """A Telegram document (a PDF made here): the model calls ``read_file``, the driver asks the real media
+    worker, which downloads it through ingress-telegram and extracts its text; the model's reply quotes
+    its first line. Asked again, the worker answers from its extract cache without downloading."""
+    w, _script = e2e
+    report = documents.pdf([["Quarterly report: revenue grew 12 %", "EMEA led."], ["Outlook steady."]])
+    w.telegram.add_file("doc_e2e", report, "documents/report.pdf")
+    document = {"file_id": "doc_e2e", "file_unique_id": "u_doc", "file_name": "report.pdf",
+                "mime_type": "application/pdf", "file_size": len(report)}  # fmt: skip
+    chat = telegram_chat(TG_EMOJI)
+
+    def update(message_id: int) -> dict[str, object]:
+        message = {"message_id": message_id, "from": telegram_user(7), "chat": chat,
+                   "date": now_ms() // 1000, "document": document, "caption": "#readfile"}  # fmt: skip
+        return {"message": message}
+
+    def replies(message_id: int) -> list[str]:
+        return [m["text"] for m in w.telegram.sent if m["text"].startswith(f"read {message_id} ")]
+
+    w.telegram.enqueue(update(71))
+    await until(lambda: bool(replies(71)), "the bot's reply quoting the PDF", timeout_s=180)
+    assert replies(71) == ["read 71 Quarterly report: revenue grew 12 %"]
+    downloads = len(w.telegram.calls("getFile"))
+    w.telegram.enqueue(update(72))
+    await until(lambda: bool(replies(72)), "the second reply, from the cache", timeout_s=180)
+    assert replies(72) == ["read 72 Quarterly report: revenue grew 12 %"]
+    assert len(w.telegram.calls("getFile")) == downloads
 
 
 async def test_a_120_kb_feishu_text_mentioning_the_bot_gets_a_reply(e2e: tuple[World, BotScript]) -> None:

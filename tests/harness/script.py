@@ -10,6 +10,8 @@ Markers in a member's message text:
 - ``#react``: the probe says ``react_only``; the primary reacts 👍 to that message.
 - ``#recall``: the probe says ``send_message``; the primary sends the reply with ``still_working``, then
   recalls it by the id ``send_message`` answered with (``sent (id <id>)``), then ends its turn.
+- ``#readfile``: the probe says ``send_message``; the primary reads the message's first attachment with
+  ``read_file``, then sends ``read <id> <first line of the text>`` (or the error it got).
 - anything else: the probe says ``no_action``.
 
 A primary request that already holds a participation call after the newest member message gets
@@ -27,7 +29,8 @@ from larkbot.llm_gateway.fake import Action, FakeCall, Reply
 
 ALT_TEXT = "a small red square on a white background"
 _MESSAGE = re.compile(r'<message id="([^"]*)"([^>]*?)(?:/>|>(.*?)</message>)', re.DOTALL)
-_MARK = re.compile(r"#(send|react|recall)\b\s*(\S*)")
+_MARK = re.compile(r"#(send|react|recall|readfile)\b\s*(\S*)")
+_FILE_TEXT = re.compile(r"<file [^>]*>([^\n<]*)")
 _SENT = re.compile(r"^sent \(id (\S+)\)$")
 
 
@@ -86,6 +89,19 @@ def recall_step(call: FakeCall, seen: Seen, token: str) -> Action:
     return Reply.tool_call("send_message", {"text": text, "still_working": True}, call_id="call_send")
 
 
+def read_file_step(call: FakeCall, seen: Seen) -> Action:
+    """Read the message's first attachment, then tell the chat its first line (or the refusal)."""
+    results = tool_results_after(call, seen.index)
+    if acted_after(call, seen.index):
+        return Reply.tool_call("end_turn", {}, call_id="call_end")
+    if not results:
+        args = {"file_id": f"{seen.rendered_id}:0"}
+        return Reply.tool_call("read_file", args, call_id="call_read_file")
+    found = _FILE_TEXT.search(results[0])
+    told = found.group(1) if found is not None else results[0]
+    return Reply.tool_call("send_message", {"text": f"read {seen.rendered_id} {told}"}, call_id="call_send")
+
+
 def reply_text(rendered_id: str, token: str) -> str:
     return f"re {rendered_id} {token}".strip()
 
@@ -107,15 +123,20 @@ class BotScript:
         mark = _MARK.search(seen.body) if seen is not None else None
         if "decide" in names:
             self.probes.append(call)
-            decision = {"send": "send_message", "react": "react_only", "recall": "send_message"}.get(
-                mark.group(1) if mark else ""
-            )
+            decision = {
+                "send": "send_message",
+                "react": "react_only",
+                "recall": "send_message",
+                "readfile": "send_message",
+            }.get(mark.group(1) if mark else "")
             return Reply.tool_call(
                 "decide", {"should_act": decision or "no_action", "reason": "scripted"}, call_id="call_decide"
             )
         self.primaries.append(call)
         if seen is not None and mark is not None and mark.group(1) == "recall":
             return recall_step(call, seen, mark.group(2))
+        if seen is not None and mark is not None and mark.group(1) == "readfile":
+            return read_file_step(call, seen)
         if seen is None or mark is None or acted_after(call, seen.index):
             return Reply.tool_call("end_turn", {}, call_id="call_end")
         if mark.group(1) == "send" and "send_message" in names:

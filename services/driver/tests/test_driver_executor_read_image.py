@@ -25,7 +25,8 @@ CAT = AttachmentRef(
 )
 PDF = AttachmentRef(index=1, type=AttachmentType.DOCUMENT, file_id="file_pdf", mime="application/pdf")
 PNG_FILE = AttachmentRef(index=0, type=AttachmentType.DOCUMENT, file_id="file_png", mime="image/png")
-OLD_DOG = AttachmentRef(index=2, type=AttachmentType.STICKER, file_id="st_dog")
+OLD_DOG = AttachmentRef(index=2, type=AttachmentType.ANIMATION, file_id="st_dog")
+FEISHU_STICKER = AttachmentRef(index=1, type=AttachmentType.STICKER, file_id="v3_sticker")
 
 
 class ScriptedClients(BusClients):
@@ -60,7 +61,7 @@ class ScriptedClients(BusClients):
 def executor(clients: ScriptedClients) -> ToolExecutor:
     live = (
         segment(1).model_copy(update={"attachments": (CAT, PDF)}),
-        segment(2).model_copy(update={"attachments": (PNG_FILE,)}),
+        segment(2).model_copy(update={"attachments": (PNG_FILE, FEISHU_STICKER)}),
         segment(3).model_copy(update={"is_deleted": True}),  # a deleted message shows no attachment
     )
     return ToolExecutor(clients, ManualClock(T0), "feishu", "oc_chat", live, max_segment_tokens=4000)
@@ -102,6 +103,7 @@ async def test_live_attachments_resolve_by_alias_or_canonical_id_to_the_platform
     ("file_id", "error"),
     [
         ("m1:1", "error: the attachment 'm1:1' is a document, not an image"),
+        ("m2:1", "error: Feishu does not let bots see stickers ('m2:1')"),
         ("m1:2", "error: no attachment with file-id 'm1:2'"),
         ("m3:0", "error: no attachment with file-id 'm3:0'"),
         ("m1", "error: no attachment with file-id 'm1'"),
@@ -133,7 +135,7 @@ async def test_an_image_of_an_old_message_resolves_through_its_history_item() ->
         "om_old",
         "st_dog",
         None,
-        AttachmentType.STICKER,
+        AttachmentType.ANIMATION,
     )
     assert not (await read(ex, "mold:0")).ok  # no such index; the item is not looked up again
     assert clients.lookups == [("mold",)]

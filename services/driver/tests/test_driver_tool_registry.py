@@ -25,6 +25,7 @@ def test_the_tool_list_follows_the_include_order() -> None:
         "read_image",
         "read_old_messages",
         "recall_message",
+        "read_file",
         "memory_save",
         "memory_search",
         "memory_patch",

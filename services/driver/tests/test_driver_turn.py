@@ -140,6 +140,7 @@ def test_end_turn_alone_is_silence() -> None:
         "read_image",
         "read_old_messages",
         "recall_message",
+        "read_file",
     ]
 
 

@@ -21,6 +21,7 @@ from larkbot.canonical.actions import (
     ActionRequest,
     ActionResult,
     BanMemberAction,
+    CustomEmojiAction,
     DeleteMessageAction,
     DownloadAction,
     ReactAction,
@@ -28,7 +29,7 @@ from larkbot.canonical.actions import (
     TypingAction,
 )
 from larkbot.canonical.codec import decode, decode_as
-from larkbot.canonical.content import AttachmentType
+from larkbot.canonical.content import AttachmentType, StickerFormat
 from larkbot.canonical.events import EVENT_ADAPTER, BotIdentity, CanonicalEvent, DeleteEvent, MessageEvent
 from larkbot.canonical.names import (
     HEADER_DL_REASON,
@@ -324,6 +325,55 @@ async def test_other_actions(bus: Bus, nats_url: str, fake: FakeBotApi) -> None:
     assert (await store.get(download.blob_key)).data == b"%PDF-1.4 report"
     assert too_large.error is not None
     assert too_large.error.code == "too_large"
+
+
+async def test_custom_emoji_are_resolved_to_their_stickers(bus: Bus, nats_url: str, fake: FakeBotApi) -> None:
+    """``getCustomEmojiStickers`` through the ingress: the ids Telegram knows come back with the sticker's
+    file id, set name, emoji and format; the sticker's bytes then download like any file."""
+    file_id = fake.add_custom_emoji("5368324170671202286", b"RIFF-webp", emoji="🦆", set_name="DuckEmoji")
+    fake.add_custom_emoji("5368324170671202287", b"\x1f\x8b-tgs", is_animated=True)
+    common: dict[str, Any] = {"platform": Platform.TELEGRAM, "chat_id": GROUP}
+    async with service(nats_url, fake):
+        resolved = await act(
+            bus,
+            CustomEmojiAction(
+                idempotency_key="e1",
+                emoji_ids=("5368324170671202286", "999", "5368324170671202287"),
+                **common,
+            ),
+        )
+        download = await act(
+            bus,
+            DownloadAction(
+                idempotency_key="e2",
+                file_id=file_id,
+                attachment_type=AttachmentType.STICKER,
+                max_bytes=1024,
+                **common,
+            ),
+        )
+    assert resolved.ok
+    assert fake.calls("getCustomEmojiStickers")[0]["custom_emoji_ids"] == [
+        "5368324170671202286",
+        "999",
+        "5368324170671202287",
+    ]
+    duck, animated = resolved.custom_emoji
+    assert (duck.emoji_id, duck.file_id, duck.set_name, duck.emoji) == (
+        "5368324170671202286",
+        file_id,
+        "DuckEmoji",
+        "🦆",
+    )
+    assert duck.format == StickerFormat.STATIC
+    assert (animated.emoji_id, animated.set_name, animated.format) == (
+        "5368324170671202287",
+        None,
+        StickerFormat.ANIMATED,
+    )
+    store = await bus.js.object_store(OBJECT_STORE_BLOBS)
+    assert download.blob_key is not None
+    assert (await store.get(download.blob_key)).data == b"RIFF-webp"
 
 
 async def test_actions_answer_not_configured_without_telegram(bus: Bus, nats_url: str) -> None:

@@ -11,13 +11,14 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nats.aio.msg import Msg
 
 from larkbot.canonical.codec import decode
 from larkbot.canonical.content import Attachment, AttachmentType
 from larkbot.canonical.context import AppendOp, ContextSnapshot, ContextUpdate, Segment, SnapshotRequest
-from larkbot.canonical.events import CanonicalEvent
+from larkbot.canonical.events import CanonicalEvent, MessageEvent
 from larkbot.canonical.names import (
     CONSUMER_PIPELINE,
     HEADER_DL_REASON,
@@ -44,7 +45,8 @@ from larkbot.testkit.pipeline import synthetic as s
 
 from .test_media_service import GIF, PHOTO, TIMEOUT, opened
 
-CHAT = "oc_chat"
+# Telegram: a Feishu sticker gets no media job (Feishu serves bots no sticker), a Telegram one does.
+CHAT = "-1001000000042"
 CLIP = samples.mp4([(255, 0, 0)] * 2 + [(0, 0, 255)] * 2, fps=10)
 
 
@@ -63,7 +65,7 @@ def config(tmp_path: Path, *, vision: bool) -> LarkbotConfig:
                 "pipeline": {"database_url": database, "http_host": "127.0.0.1"},
                 "media": {"http_host": "127.0.0.1"},
             },
-            "chats": {"default": {}, f"feishu:{CHAT}": {}},
+            "chats": {"default": {}, f"telegram:{CHAT}": {}},
         }
     )
 
@@ -103,7 +105,7 @@ class Stack:
             await self.bus.publish(subject, event, msg_id=msg_id(event.platform.value, event.dedup_key))
 
     async def snapshot(self) -> ContextSnapshot:
-        request = SnapshotRequest(platform=Platform.FEISHU, chat_id=CHAT)
+        request = SnapshotRequest(platform=Platform.TELEGRAM, chat_id=CHAT)
         return await self.bus.request(SUBJECT_PIPELINE_SNAPSHOT, request, ContextSnapshot, timeout_s=TIMEOUT)
 
     async def blob(self, key: str) -> bytes:
@@ -115,7 +117,7 @@ class Stack:
 async def stack(bus: Bus, nats_url: str, tmp_path: Path, *, vision: bool) -> AsyncIterator[Stack]:
     cfg = config(tmp_path, vision=vision)
     context = Context()
-    sub = await bus.nc.subscribe(context_subject("feishu", CHAT), cb=context.on_msg)
+    sub = await bus.nc.subscribe(context_subject("telegram", CHAT), cb=context.on_msg)
     files = {
         "img_1": PHOTO,
         "gif_1": GIF,
@@ -123,7 +125,7 @@ async def stack(bus: Bus, nats_url: str, tmp_path: Path, *, vision: bool) -> Asy
         "bad_1": samples.webm_header(),
         "vid_1": CLIP,
     }
-    ingress = await FakeIngress(bus, Platform.FEISHU, files).start()
+    ingress = await FakeIngress(bus, Platform.TELEGRAM, files).start()
     model = await FakeVision(bus).start()
     try:
         async with (
@@ -138,6 +140,10 @@ async def stack(bus: Bus, nats_url: str, tmp_path: Path, *, vision: bool) -> Asy
         await sub.unsubscribe()
 
 
+def message(message_id: str, text: str = "", **fields: Any) -> MessageEvent:
+    return s.message(message_id, text, platform=Platform.TELEGRAM, chat=CHAT, **fields)
+
+
 def sticker(file_id: str) -> Attachment:
     return Attachment(type=AttachmentType.STICKER, file_id=file_id, sticker_emoji="😺")
 
@@ -148,8 +154,8 @@ async def test_a_photo_commits_only_once_its_alt_text_is_ready(
     async with stack(bus, nats_url, tmp_path, vision=True) as st:
         st.vision.hold = asyncio.Event()
         await st.publish(
-            s.message("om_1", "look at this", attachments=(s.photo("img_1"),)),
-            s.message("om_2", "behind the photo"),
+            message("om_1", "look at this", attachments=(s.photo("img_1"),)),
+            message("om_2", "behind the photo"),
         )
         await st.vision.wait_for_requests(1)  # downloaded, thumbnailed, now with the model
         assert (await st.snapshot()).segments == ()  # neither the photo nor what follows it committed
@@ -166,7 +172,7 @@ async def test_a_photo_commits_only_once_its_alt_text_is_ready(
         snap = await st.snapshot()
         assert [seg.xml for seg in snap.segments] == [first.xml, second.xml]
 
-        stored = [p async for _, p in st.pipeline.repo.chat_events("feishu", CHAT)]
+        stored = [p async for _, p in st.pipeline.repo.chat_events("telegram", CHAT)]
         thumbnail_key = images.content_key(images.thumbnail(PHOTO))
         assert f'"thumbnail_key":"{thumbnail_key}"' in stored[0]
         assert f'"content_hash":"{images.content_key(PHOTO)}"' in stored[0]
@@ -182,10 +188,10 @@ async def test_stickers_show_their_thumbnail_and_refusals_let_events_through(
             dead_letter_subject(STREAM_MEDIA, CONSUMER_PIPELINE), stream=STREAM_DEAD_LETTER
         )
         await st.publish(
-            s.message("om_1", attachments=(sticker("gif_1"),)),
-            s.message("om_2", attachments=(sticker("tgs_1"),)),
-            s.message("om_3", attachments=(s.photo("img_1"),)),
-            s.message("om_4", attachments=(sticker("bad_1"),)),
+            message("om_1", attachments=(sticker("gif_1"),)),
+            message("om_2", attachments=(sticker("tgs_1"),)),
+            message("om_3", attachments=(s.photo("img_1"),)),
+            message("om_4", attachments=(sticker("bad_1"),)),
         )
         gif, tgs, photo, bad = await st.context.until(4)
 
@@ -216,7 +222,7 @@ async def test_a_video_commits_with_the_description_of_its_frames(
 ) -> None:
     async with stack(bus, nats_url, tmp_path, vision=True) as st:
         video = Attachment(type=AttachmentType.VIDEO, file_id="vid_1", mime="video/mp4", duration_s=1)
-        await st.publish(s.message("om_1", "watch", attachments=(video,)), s.message("om_2", "after it"))
+        await st.publish(message("om_1", "watch", attachments=(video,)), message("om_2", "after it"))
         first, second = await st.context.until(2)
         alt = "2 image(s): 64x48 red, 64x48 blue"  # 4 frames, red red blue blue: two distinct picks
         assert alt in first.xml

@@ -338,17 +338,6 @@ async def test_a_stored_blob_over_the_limit_is_refused_without_reading_it(bus: B
         assert stack.ingress.downloads == []
 
 
-async def test_custom_emoji_are_unsupported(bus: Bus, nats_url: str) -> None:
-    async with media(bus, nats_url) as stack:
-        result = await stack.run(job(transform="custom_emoji", file_id="5368324170671202286"))
-        assert result.error is not None
-        assert (result.error.code, result.error.retryable, result.attachment_index) == (
-            "unsupported",
-            False,
-            None,
-        )
-
-
 async def test_transient_failures_are_retryable_and_a_resubmission_succeeds(bus: Bus, nats_url: str) -> None:
     async with media(bus, nats_url) as stack:
         stack.ingress.errors.append(("rate_limited", True))

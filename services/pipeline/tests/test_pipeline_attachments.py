@@ -46,7 +46,8 @@ def test_every_rendered_attachment_has_a_ref_under_its_file_id_index() -> None:
             index=0, type=AttachmentType.PHOTO, file_id="img_v3_cat", blob_key=DIGEST, mime="image/jpeg"
         ),
         # An empty mime is no mime; a content hash that is not an object-store key is no blob key.
-        AttachmentRef(index=1, type=AttachmentType.DOCUMENT, file_id="file_v3_doc"),
+        # read_file names the document and refuses a large one before downloading it.
+        AttachmentRef(index=1, type=AttachmentType.DOCUMENT, file_id="file_v3_doc", name="a.pdf"),
         AttachmentRef(index=2, type=AttachmentType.STICKER, file_id="st_1"),
     )
     assert [f"{shown}:{ref.index}" for ref in segment.attachments] == file_ids(segment)

@@ -25,6 +25,9 @@ Decisions:
   ``<mention uid="ID">@name</mention>``; the ingress turns it into the platform's mention (Feishu
   ``<at user_id>``, Telegram a ``tg://user?id=`` link). ``mentions`` lists those uids so the ingress need
   not trust text for whom to notify.
+- ``custom_emoji`` resolves Telegram custom emoji ids to the stickers that draw them
+  (``getCustomEmojiStickers``), so that a media worker can download and describe one without calling the
+  platform itself; ids the platform does not know are simply absent from ``ActionResult.custom_emoji``.
 - A spent platform budget (the operator's, ``larkbot.runtime.budgets``: a chat's messages per minute, the
   platform's API calls per day or month) refuses before anything reaches the platform: ``failed`` with
   code :data:`BUDGET_SPENT`, retryable, ``retry_after_s`` when the budget allows the action again, and a
@@ -37,8 +40,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field, TypeAdapter, model_validator
 
-from ._base import EpochMs, EpochSec, Id, NonEmptyStr, WireModel
-from .content import AttachmentType
+from ._base import EpochMs, EpochSec, Id, NonEmptyStr, NonNegativeInt, WireModel
+from .content import AttachmentType, StickerFormat
 from .names import Platform
 
 __all__ = [
@@ -48,6 +51,8 @@ __all__ = [
     "ActionRequest",
     "ActionResult",
     "BanMemberAction",
+    "CustomEmojiAction",
+    "CustomEmojiSticker",
     "DeleteMessageAction",
     "DownloadAction",
     "MessageDeletion",
@@ -104,6 +109,14 @@ class DownloadAction(_Action):
     max_bytes: Annotated[int, Field(ge=1)]
 
 
+class CustomEmojiAction(_Action):
+    """Resolve custom emoji ids to their stickers (Telegram ``getCustomEmojiStickers``, at most 200 ids
+    a call). Answered ``done`` with :attr:`ActionResult.custom_emoji`; Feishu answers ``unsupported``."""
+
+    kind: Literal["custom_emoji"] = "custom_emoji"
+    emoji_ids: Annotated[tuple[Id, ...], Field(min_length=1, max_length=200)]
+
+
 class SendImageAction(_Action):
     kind: Literal["send_image"] = "send_image"
     blob_key: Id
@@ -147,6 +160,7 @@ ActionRequest = Annotated[
     | ReactAction
     | TypingAction
     | DownloadAction
+    | CustomEmojiAction
     | SendImageAction
     | DeleteMessageAction
     | BanMemberAction
@@ -203,11 +217,26 @@ class ModerationReport(WireModel):
         return self
 
 
+class CustomEmojiSticker(WireModel):
+    """The sticker that draws a custom emoji: its platform ``file_id`` (downloadable with a ``download``
+    action), its sticker set, the standard emoji it stands for and how it is encoded."""
+
+    emoji_id: Id
+    file_id: Id
+    set_name: str | None = None
+    emoji: str | None = None
+    format: StickerFormat
+    width: NonNegativeInt | None = None
+    height: NonNegativeInt | None = None
+    size_bytes: NonNegativeInt | None = None
+
+
 class ActionResult(WireModel):
     """The reply to an :class:`ActionRequest`. ``ok`` is true exactly for ``done`` and ``duplicate``, and
     ``error`` is present exactly when ``ok`` is false. ``message_ids`` are the platform's final ids of
     sent messages (a long text may be split into several); ``blob_key`` answers a download; ``moderation``
-    answers a ``moderate`` action that ran."""
+    answers a ``moderate`` action that ran; ``custom_emoji`` answers a ``custom_emoji`` action (the ids
+    the platform knows)."""
 
     idempotency_key: Id
     ok: bool
@@ -216,6 +245,7 @@ class ActionResult(WireModel):
     blob_key: Id | None = None
     error: ActionError | None = None
     moderation: ModerationReport | None = None
+    custom_emoji: tuple[CustomEmojiSticker, ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> ActionResult:

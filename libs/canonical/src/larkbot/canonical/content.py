@@ -115,12 +115,17 @@ class Blockquote(WireModel):
 
 class CustomEmoji(WireModel):
     """A custom emoji. ``alt`` is its fallback text (the standard emoji it stands for, or Feishu's
-    ``[name]``); ``emoji_id`` keys the media transform that describes it."""
+    ``[name]``); ``emoji_id`` keys the media transform that describes it (Telegram's
+    ``custom_emoji_id``; Feishu's ``emoji_type``, which no transform resolves). ``pack`` (its sticker
+    set) and ``alt_key`` (``emoji:<id>``, the cache key of its description) are written by the pipeline
+    once a media worker described it, like an attachment's ``thumbnail_key``: an emoji committed
+    without them renders its fallback, whatever the cache learns later."""
 
     kind: Literal["custom_emoji"] = "custom_emoji"
     alt: str
     emoji_id: Id | None = None
     pack: str | None = None
+    alt_key: Id | None = None
 
 
 Inline = Annotated[

@@ -67,13 +67,17 @@ __all__ = [
 class AttachmentRef(WireModel):
     """One rendered attachment of a message. ``index`` is the position in the rendered file-id
     (``<rendered message id>:<index>``); ``file_id`` the platform's file key; ``blob_key`` the object-store
-    key of the original bytes when a media worker has seen them (``sha256:<hex>``), else ``None``."""
+    key of the original bytes when a media worker has seen them (``sha256:<hex>``), else ``None``;
+    ``name`` and ``size_bytes`` what the platform said of the file (``read_file`` names it and refuses a
+    file too large before downloading it)."""
 
     index: NonNegativeInt
     type: AttachmentType
     file_id: Id
     blob_key: Id | None = None
     mime: str | None = None
+    name: str | None = None
+    size_bytes: NonNegativeInt | None = None
 
 
 class Segment(WireModel):

@@ -4,8 +4,9 @@ different event under the same dedup key.
 Copies of one event differ only in what is captured per delivery or filled in later, which the fingerprint
 leaves out: ``received_at_ms``, ``utc_offset_min`` and ``event_id`` (captured by the ingress process that
 took the delivery), the names in every :class:`~.events.Sender` (snapshots: a contact name may arrive
-between two deliveries; identity is the id), and an attachment's ``content_hash`` / ``thumbnail_key``
-(written into the stored copy once a media worker saw the bytes). Everything else — content, sender id,
+between two deliveries; identity is the id), an attachment's ``content_hash`` / ``thumbnail_key``
+(written into the stored copy once a media worker saw the bytes) and a custom emoji's ``pack`` / ``alt_key``
+(written once a media worker described it). Everything else — content, sender id,
 reply target, attachments, times of the platform — is what the event says.
 
 ``event_msg_id`` is the ``Nats-Msg-Id`` an ingress publishes with: ``<platform>:<dedup_key>#<16 hex
@@ -30,6 +31,7 @@ __all__ = ["PER_DELIVERY", "event_fingerprint", "event_msg_id"]
 PER_DELIVERY: Final = frozenset({"received_at_ms", "utc_offset_min", "event_id"})
 _SENDER_SNAPSHOT: Final = ("display_name", "username")
 _MEDIA_FILLED: Final = ("content_hash", "thumbnail_key")
+_EMOJI_FILLED: Final = ("pack", "alt_key")
 
 
 def _strip(value: Any) -> Any:
@@ -40,6 +42,8 @@ def _strip(value: Any) -> Any:
             drop = _SENDER_SNAPSHOT
         elif {"type", "file_id"} <= keys:
             drop = _MEDIA_FILLED
+        elif value.get("kind") == "custom_emoji":
+            drop = _EMOJI_FILLED
         return {k: _strip(v) for k, v in value.items() if k not in drop}
     if isinstance(value, list):
         return [_strip(v) for v in value]

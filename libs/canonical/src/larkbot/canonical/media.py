@@ -11,6 +11,11 @@ Decisions:
 - Bytes never travel inline. The source is ``blob_key`` when the bytes are already in the object store,
   else the worker fetches ``file_id`` through a ``download`` action. Outputs are object-store keys, named
   by content hash so that identical inputs share them.
+- A ``custom_emoji`` result carries the emoji's sticker set in ``pack``; its ``alt_text`` is cached under
+  ``emoji:<id>``, and the pipeline writes ``pack`` and that key into the event's emoji node.
+- ``media.read_file`` answers the driver's ``read_file`` tool with a bounded text extract of a document
+  (:class:`FileExtract`), made on request rather than for every file posted: files can be large, and most
+  are never asked about.
 - A result with ``ok=False`` is a failure of the head of the chat's queue: the pipeline retries it with
   backoff and holds the chat (consistency above availability); ``error.retryable=False`` is reported and
   dead-lettered, never silently skipped.
@@ -27,7 +32,18 @@ from .content import AttachmentType
 from .llm import ImagePart
 from .names import Platform
 
-__all__ = ["MediaError", "MediaJob", "MediaResult", "ReadImageRequest", "ReadImageResponse", "Transform"]
+__all__ = [
+    "FileExtract",
+    "FileKind",
+    "MediaError",
+    "MediaJob",
+    "MediaResult",
+    "ReadFileRequest",
+    "ReadFileResponse",
+    "ReadImageRequest",
+    "ReadImageResponse",
+    "Transform",
+]
 
 Transform = Literal["thumbnail", "alt_text", "frames", "custom_emoji"]
 
@@ -70,8 +86,9 @@ class MediaResult(WireModel):
     """The outcome of a :class:`MediaJob`, echoing its coordinates. ``thumbnail_key`` is a WebP of at most
     75k pixels; ``frame_keys`` are up to ``max_frames`` equidistant frames (first and last included,
     near-identical ones dropped) and ``frame_times_ms`` their times from the start of the clip (empty from
-    workers that predate them); ``alt_text`` goes to the content-addressed cache (never into the event).
-    ``error`` is present exactly when ``ok`` is false."""
+    workers that predate them); ``alt_text`` goes to the content-addressed cache (never into the event);
+    ``pack`` is the sticker set of a described custom emoji. ``error`` is present exactly when ``ok`` is
+    false."""
 
     job_id: Id
     platform: Platform
@@ -86,6 +103,7 @@ class MediaResult(WireModel):
     alt_text: str | None = None
     frame_keys: tuple[Id, ...] = ()
     frame_times_ms: tuple[NonNegativeInt, ...] = ()
+    pack: str | None = None
     error: MediaError | None = None
 
     @model_validator(mode="after")
@@ -124,4 +142,62 @@ class ReadImageResponse(WireModel):
     def _image_iff_ok(self) -> ReadImageResponse:
         if self.ok != (self.image is not None) or self.ok == (self.error is not None):
             raise ValueError("ok carries an image and no error; a failure carries an error and no image")
+        return self
+
+
+FileKind = Literal["pdf", "text", "docx", "xlsx", "pptx"]
+
+
+class ReadFileRequest(WireModel):
+    """``media.read_file``: the driver's ``read_file`` tool. The worker reads the original (``blob_key``
+    when still stored, else ``file_id`` downloaded through the ingress), refuses it above ``max_bytes``
+    (before downloading when ``size_bytes``, the platform's figure, already says so) and answers at most
+    ``max_chars`` of its text. ``name`` and ``mime`` are what the platform said of the file."""
+
+    request_id: Id
+    platform: Platform
+    chat_id: Id
+    message_id: Id | None = None
+    file_id: Id
+    attachment_type: AttachmentType
+    blob_key: Id | None = None
+    name: str | None = None
+    mime: str | None = None
+    size_bytes: NonNegativeInt | None = None
+    max_chars: Annotated[int, Field(ge=100)]
+    max_bytes: Annotated[int, Field(ge=1)]
+    deadline_ms: EpochMs | None = None
+
+
+class FileExtract(WireModel):
+    """The text of a document as the model is given it. ``kind`` is the format it was read as (from the
+    bytes, not the name); ``size_bytes`` the file's size; ``text`` at most the request's ``max_chars``,
+    ``total_chars`` the length of the whole extract (which is itself bounded, so ``truncated`` may hold
+    when they are equal); ``parts`` counts pages (PDF), sheets (xlsx) or slides (pptx), ``parts_read``
+    how many of them the extract covers."""
+
+    name: str | None = None
+    kind: FileKind
+    mime: NonEmptyStr
+    size_bytes: NonNegativeInt
+    text: str
+    total_chars: NonNegativeInt
+    truncated: bool
+    parts: NonNegativeInt | None = None
+    parts_read: NonNegativeInt | None = None
+
+
+class ReadFileResponse(WireModel):
+    """``extract`` exactly when ``ok``; otherwise ``error`` says why, by a code the model can act on
+    (``too_large``, ``unsupported``, ``unreadable``, ``download``, ``store``, ``deadline``)."""
+
+    request_id: Id
+    ok: bool
+    extract: FileExtract | None = None
+    error: MediaError | None = None
+
+    @model_validator(mode="after")
+    def _extract_iff_ok(self) -> ReadFileResponse:
+        if self.ok != (self.extract is not None) or self.ok == (self.error is not None):
+            raise ValueError("ok carries an extract and no error; a failure carries an error and no extract")
         return self

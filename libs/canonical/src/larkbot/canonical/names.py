@@ -34,6 +34,7 @@ __all__ = [
     "KV_INGRESS_DEDUP",
     "KV_LEASES",
     "KV_MEDIA_ALT_TEXTS",
+    "KV_MEDIA_FILE_EXTRACTS",
     "KV_PLATFORM_BUDGET_CALLS",
     "KV_PLATFORM_BUDGET_MINUTES",
     "KV_RATE_LIMITS",
@@ -57,6 +58,7 @@ __all__ = [
     "SUBJECTS_EVENTS",
     "SUBJECTS_MEDIA",
     "SUBJECT_LLM_GENERATE",
+    "SUBJECT_MEDIA_READ_FILE",
     "SUBJECT_MEDIA_READ_IMAGE",
     "SUBJECT_PIPELINE_CURSOR",
     "SUBJECT_PIPELINE_HISTORY",
@@ -165,6 +167,7 @@ SUBJECT_PIPELINE_HISTORY: Final = "pipeline.history"
 SUBJECT_PIPELINE_CURSOR: Final = "pipeline.cursor"
 SUBJECT_PIPELINE_MEMBER: Final = "pipeline.member"
 SUBJECT_MEDIA_READ_IMAGE: Final = "media.read_image"
+SUBJECT_MEDIA_READ_FILE: Final = "media.read_file"
 
 
 def events_subject(platform: str, chat_id: str) -> str:
@@ -257,6 +260,7 @@ KV_LEASES: Final = "leases"
 KV_INGRESS_DEDUP: Final = "ingress-dedup"
 KV_FEISHU_CONTACT_NAMES: Final = "feishu-contact-names"
 KV_MEDIA_ALT_TEXTS: Final = "media-alt-texts"
+KV_MEDIA_FILE_EXTRACTS: Final = "media-file-extracts"
 KV_TELEGRAM_CHAT_MIGRATIONS: Final = "telegram-chat-migrations"
 KV_TELEGRAM_SENT_LEDGER: Final = "telegram-sent-ledger"
 KV_RATE_LIMITS: Final = "rate-limits"
@@ -343,6 +347,9 @@ KEY_VALUES: Final[tuple[KeyValueSpec, ...]] = (
     KeyValueSpec(KV_FEISHU_CONTACT_NAMES),
     # Alt texts by content hash: worth keeping (a picture is described once), so no TTL.
     KeyValueSpec(KV_MEDIA_ALT_TEXTS),
+    # Text extracts of documents by content hash (and what was refused in them), for read_file: a file
+    # asked about once is often asked about again; 30 days like the blobs they come from.
+    KeyValueSpec(KV_MEDIA_FILE_EXTRACTS, ttl_s=30 * _DAY),
     # Telegram groups upgraded to supergroups (key: the group's id, value: the supergroup's): a chat
     # continues under its configured id for as long as it lives, so no TTL.
     KeyValueSpec(KV_TELEGRAM_CHAT_MIGRATIONS),

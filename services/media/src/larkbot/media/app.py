@@ -1,8 +1,9 @@
 """Composition root of the media workers.
 
-Start-up: open the ``blobs`` object store and the alt-text bucket → serve ``media.read_image`` (queue group
-``media``) → consume the ``MEDIA`` work queue with ``concurrency`` pull loops bound to the one shared durable
-``media-workers`` (every replica binds it, so KEDA scales on ``num_pending + num_ack_pending``).
+Start-up: open the ``blobs`` object store and the alt-text bucket → serve ``media.read_image`` and
+``media.read_file`` (queue group ``media``) → consume the ``MEDIA`` work queue with ``concurrency`` pull
+loops bound to the one shared durable ``media-workers`` (every replica binds it, so KEDA scales on
+``num_pending + num_ack_pending``).
 
 SIGTERM: stop fetching, let the jobs in hand finish (their results are published and acked), stop serving.
 A job cut off by the stop timeout is not acked and comes back to another worker after ``ack_wait``.
@@ -19,11 +20,12 @@ from pathlib import Path
 import nats
 
 from larkbot.canonical.errors import ConfigError
-from larkbot.canonical.media import ReadImageRequest
+from larkbot.canonical.media import ReadFileRequest, ReadImageRequest
 from larkbot.canonical.names import (
     CONSUMER_MEDIA,
     QUEUE_MEDIA,
     STREAM_MEDIA,
+    SUBJECT_MEDIA_READ_FILE,
     SUBJECT_MEDIA_READ_IMAGE,
     Service,
 )
@@ -33,6 +35,7 @@ from larkbot.runtime.http import Check
 from larkbot.runtime.serve import Endpoint, model_decoder
 from larkbot.runtime.service import ServiceContext, run
 
+from .adapters.files import ExtractCache, FileReader, ReadFiles, read_file_error
 from .adapters.remote import Sources, Vision
 from .adapters.store import AltTextCache, Blobs
 from .adapters.transforms import Transformer
@@ -71,6 +74,7 @@ class MediaWorkers:
 
     transformer: Transformer
     endpoint: Endpoint[ReadImageRequest]
+    files: Endpoint[ReadFileRequest]
     consumers: tuple[PullConsumer, ...]
     loops: tuple[asyncio.Task[None], ...]
 
@@ -79,6 +83,7 @@ class MediaWorkers:
             consumer.stop()
         await asyncio.wait(self.loops)
         await self.endpoint.stop()
+        await self.files.stop()
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,19 @@ class MediaService:
             max_concurrency=self.concurrency * 2,
         )
         await endpoint.start()
+        extracts = await ExtractCache.open(bus.js)
+        # Extractions hold the GIL (pure-Python readers): one per core the worker may use.
+        reader = FileReader(sources, extracts, slots=max(1, self.concurrency - 1))
+        files = Endpoint(
+            bus,
+            SUBJECT_MEDIA_READ_FILE,
+            QUEUE_MEDIA,
+            model_decoder(ReadFileRequest),
+            ReadFiles(reader).handle,
+            read_file_error,
+            max_concurrency=self.concurrency * 2,
+        )
+        await files.start()
         await bus.flush()
 
         consumers = tuple(
@@ -149,6 +167,9 @@ class MediaService:
         async def cache_ready() -> Check:
             return Check(True, await cache.status())
 
+        async def extracts_ready() -> Check:
+            return Check(True, await extracts.status())
+
         async def vision_ready() -> Check:
             # Informational: without a vision endpoint, alt_text jobs are answered ``unsupported``.
             return Check(True, vision.endpoint or "not configured: alt_text jobs answer unsupported")
@@ -156,9 +177,10 @@ class MediaService:
         ctx.add_check("consumer", consuming)
         ctx.add_check("blobs", blobs_ready)
         ctx.add_check("alt_text_cache", cache_ready)
+        ctx.add_check("file_extract_cache", extracts_ready)
         ctx.add_check("vision", vision_ready)
         log.info("media workers: %d loops, vision endpoint %s", self.concurrency, vision.endpoint)
-        return MediaWorkers(transformer, endpoint, consumers, loops)
+        return MediaWorkers(transformer, endpoint, files, consumers, loops)
 
 
 def main() -> int:

@@ -39,3 +39,28 @@ READ_IMAGE = Counter(
     "media.read_image requests, by detail and outcome",
     ["detail", "outcome"],
 )
+EMOJI_RESOLUTIONS = Counter(
+    "larkbot_media_custom_emoji_resolutions_total",
+    "Custom emoji asked of an ingress (getCustomEmojiStickers), by outcome (ok, unknown, failed)",
+    ["outcome"],
+)
+READ_FILE = Counter(
+    "larkbot_media_read_file_total",
+    "media.read_file requests, by the format read (kind; unknown when refused first) and outcome",
+    ["kind", "outcome"],
+)
+READ_FILE_SECONDS = Histogram(
+    "larkbot_media_read_file_seconds",
+    "Time to answer one media.read_file request (download, extraction or cache)",
+    buckets=_SECONDS,
+)
+EXTRACT_CACHE = Counter(
+    "larkbot_media_file_extract_cache_lookups_total",
+    "File extract cache lookups, by result (hit, miss)",
+    ["result"],
+)
+
+for _outcome in ("ok", "unknown", "failed"):
+    EMOJI_RESOLUTIONS.labels(_outcome)
+for _result in ("hit", "miss"):
+    EXTRACT_CACHE.labels(_result)

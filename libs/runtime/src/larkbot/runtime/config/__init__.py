@@ -14,7 +14,8 @@ Chats: the keys of ``chats`` other than ``default`` are the residency whitelist,
 One private module per section, imported from here only (the names below are the public API):
 ``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``, their ``budgets``),
 ``_llm``, ``_chats``, ``_manners`` (a chat's ``talk_level``, ``share_of_voice``, ``quiet_hours``,
-``rate_limit``), ``_reminders`` (a chat's ``reminders`` and the deployment's), ``_driver`` (``memory``,
+``rate_limit``), ``_reminders`` (a chat's ``reminders`` and the deployment's), ``_files`` (a chat's
+``files``), ``_driver`` (``memory``,
 ``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``), ``_jetstream`` (``jetstream``);
 ``_secrets`` says which service receives which secret; ``_root`` is the whole file and the checks
 spanning sections, ``_loading`` reads it.
@@ -23,6 +24,7 @@ spanning sections, ``_loading`` reads it.
 from ._base import UserIds
 from ._chats import ChatSettings
 from ._driver import AuditSettings, MemorySettings, ShellSettings
+from ._files import ChatFilesSettings
 from ._inspector import InspectorSettings, is_loopback
 from ._jetstream import AssetSettings, JetStreamSettings
 from ._llm import (
@@ -72,6 +74,7 @@ __all__ = [
     "AssetSettings",
     "AuditSettings",
     "BackoffSettings",
+    "ChatFilesSettings",
     "ChatRateLimit",
     "ChatRemindersSettings",
     "ChatSettings",

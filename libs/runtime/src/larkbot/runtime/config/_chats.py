@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from ._base import UserIds, _Section
+from ._files import ChatFilesSettings
 from ._manners import (
     QuietHoursSettings,
     RateLimitSettings,
@@ -97,6 +98,8 @@ class ChatSettings(_Section):
     #: Reminders (docs/driver.md "Reminders"): the tools ``set_reminder``, ``cancel_reminder`` and
     #: ``list_reminders``, and the chat's limits.
     reminders: ChatRemindersSettings = ChatRemindersSettings()
+    #: Documents read by ``read_file`` (docs/driver.md "read_file"): how much text, how large a file.
+    files: ChatFilesSettings = ChatFilesSettings()
 
     @model_validator(mode="before")
     @classmethod

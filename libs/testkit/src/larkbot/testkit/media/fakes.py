@@ -3,7 +3,8 @@ the playground.
 
 - :class:`FakeIngress` answers ``download`` actions on ``actions.<platform>`` (queue group ``ingress``)
   from an in-memory file table, storing the bytes in the ``blobs`` object store under ``sha256:<hex>``
-  exactly as the real ingresses do, and refusing files over the action's ``max_bytes`` as ``too_large``.
+  exactly as the real ingresses do, and refusing files over the action's ``max_bytes`` as ``too_large``;
+  and ``custom_emoji`` actions from its emoji table (the stickers' bytes are files of the file table).
 - :class:`FakeVision` answers ``llm.generate`` (queue group ``llm-gateway``) like the gateway does: it
   reads every image part from the object store, and describes what it got — size and dominant colour —
   so a test can tell which pixels reached the model. It can hold its answers (``hold``) and answer
@@ -19,7 +20,14 @@ from collections.abc import Callable
 
 from PIL import Image, ImageStat
 
-from larkbot.canonical.actions import ActionRequest, ActionResult, DownloadAction
+from larkbot.canonical.actions import (
+    ActionRequest,
+    ActionResult,
+    CustomEmojiAction,
+    CustomEmojiSticker,
+    DownloadAction,
+)
+from larkbot.canonical.content import StickerFormat
 from larkbot.canonical.llm import (
     AssistantMessage,
     ImagePart,
@@ -61,6 +69,9 @@ class FakeIngress:
         #: ``(code, retryable)`` answered to the next downloads, in order, before any success.
         self.errors: list[tuple[str, bool]] = []
         self.downloads: list[DownloadAction] = []
+        #: emoji id → the sticker that draws it (its ``file_id`` a key of :attr:`files`).
+        self.emoji: dict[str, CustomEmojiSticker] = {}
+        self.emoji_lookups: list[CustomEmojiAction] = []
         self._endpoint = actions_endpoint(bus, platform.value, self._handle)
 
     async def start(self) -> FakeIngress:
@@ -71,8 +82,21 @@ class FakeIngress:
     async def stop(self) -> None:
         await self._endpoint.stop()
 
+    def add_emoji(self, emoji_id: str, data: bytes, *, pack: str | None = None) -> CustomEmojiSticker:
+        """A custom emoji drawn by a static sticker of these bytes."""
+        sticker = CustomEmojiSticker(
+            emoji_id=emoji_id, file_id=f"emoji_{emoji_id}", set_name=pack, format=StickerFormat.STATIC
+        )
+        self.files[sticker.file_id] = data
+        self.emoji[emoji_id] = sticker
+        return sticker
+
     async def _handle(self, action: ActionRequest) -> ActionResult:
         key = action.idempotency_key
+        if isinstance(action, CustomEmojiAction):
+            self.emoji_lookups.append(action)
+            found = tuple(self.emoji[i] for i in action.emoji_ids if i in self.emoji)
+            return ActionResult(idempotency_key=key, ok=True, outcome="done", custom_emoji=found)
         if not isinstance(action, DownloadAction):
             return failed(key, "unsupported", f"the fake ingress does not {action.kind}")
         self.downloads.append(action)

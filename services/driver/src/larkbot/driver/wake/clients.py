@@ -1,5 +1,5 @@
 """Typed bus clients of the driver: the LLM gateway, the platform actions of an ingress, the pipeline's
-request services, media ``read_image`` and the bot identity bucket.
+request services, media ``read_image`` / ``read_file`` and the bot identity bucket.
 
 Translation at the edge: a bus failure on ``llm.generate`` becomes a transient :class:`LLMError` so the
 turn sees one failure shape; on the other services it stays :class:`BusUnavailable` (a retryable error).
@@ -29,10 +29,11 @@ from larkbot.canonical.context import (
 from larkbot.canonical.errors import RetryableError
 from larkbot.canonical.events import BotIdentity
 from larkbot.canonical.llm import LLM_REPLY_ADAPTER, LLMError, LLMReply, LLMRequest
-from larkbot.canonical.media import ReadImageRequest, ReadImageResponse
+from larkbot.canonical.media import ReadFileRequest, ReadFileResponse, ReadImageRequest, ReadImageResponse
 from larkbot.canonical.names import (
     KV_IDENTITY,
     SUBJECT_LLM_GENERATE,
+    SUBJECT_MEDIA_READ_FILE,
     SUBJECT_MEDIA_READ_IMAGE,
     SUBJECT_PIPELINE_CURSOR,
     SUBJECT_PIPELINE_HISTORY,
@@ -185,6 +186,11 @@ class BusClients:
     async def read_image(self, request: ReadImageRequest, timeout_s: float) -> ReadImageResponse:
         return await self.bus.request(
             SUBJECT_MEDIA_READ_IMAGE, request, ReadImageResponse, timeout_s=max(0.1, timeout_s)
+        )
+
+    async def read_file(self, request: ReadFileRequest, timeout_s: float) -> ReadFileResponse:
+        return await self.bus.request(
+            SUBJECT_MEDIA_READ_FILE, request, ReadFileResponse, timeout_s=max(0.1, timeout_s)
         )
 
     async def identity(self, platform: str) -> BotIdentity | None:

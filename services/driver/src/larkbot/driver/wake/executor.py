@@ -14,6 +14,7 @@ resolve too. The media worker gets the platform's file key and, when known, the 
 renders aliases, computed as the pipeline does), so the model can reply to it or recall it before the
 platform's echo arrives. ``recall_message`` deletes only the bot's own messages: those the context or
 history marks as the bot's, and those sent in this wake-up.
+``read_file`` runs in ``files.tools`` on the same resolution (:meth:`ToolExecutor.attachment`).
 ``ban_spammer`` runs in ``moderation.moderation`` (only where the chat enables it), on the same resolution;
 the reminder tools in ``reminders.reminders`` (only where the chat turns reminders on).
 """
@@ -31,6 +32,8 @@ from larkbot.canonical.context import AttachmentRef, HistoryItem, HistoryRequest
 from larkbot.canonical.llm import TextPart, UserPart
 from larkbot.canonical.media import ReadImageRequest
 from larkbot.canonical.names import Platform
+from larkbot.driver.files import tools as file_tools
+from larkbot.driver.files.core.files import FileLimits
 from larkbot.driver.memory import tools as memory_tools
 from larkbot.driver.memory.core.evidence import Provenance
 from larkbot.driver.memory.memory_tools import MemoryAccess, MemoryTools
@@ -54,6 +57,8 @@ from .core.ids import alias_table, mentioned_uids
 from .core.outcomes import settled_text, settlement
 from .core.turn import ToolDone, ToolRun
 
+#: ``read_file``'s limits where a chat has no ``files`` settings (the settings' defaults).
+DEFAULT_FILE_LIMITS: Final = FileLimits(max_chars=8000, max_bytes=20 * 1024 * 1024)
 #: Attachment types a media worker renders as a picture; any other type must say ``image/*`` in its mime.
 _IMAGE_TYPES = frozenset({AttachmentType.PHOTO, AttachmentType.STICKER, AttachmentType.ANIMATION})
 
@@ -76,6 +81,7 @@ class ToolExecutor:
         shell: ShellAccess | None = None,
         moderation: ModerationAccess | None = None,
         reminders: ReminderAccess | None = None,
+        files: FileLimits = DEFAULT_FILE_LIMITS,
     ) -> None:
         self.clients = clients
         #: The chat log shows message ids as aliases (``larkbot.canonical.aliases``).
@@ -100,6 +106,7 @@ class ToolExecutor:
         self.memory = MemoryTools(memory, self._evidence, clock.now_ms) if memory is not None else None
         self.shell = shell
         self.reminders = reminders
+        self.files = files
         self.moderation = (
             Moderation(moderation, clients, self.platform, chat_id, self._evidence, action_attempts)
             if moderation is not None
@@ -252,7 +259,7 @@ class ToolExecutor:
             parts.append(TextPart(text="not found: " + ", ".join(found.missing)))
         return bool(found.found), tuple(parts), False
 
-    async def _attachment(self, file_id: str) -> tuple[str, AttachmentRef] | None:
+    async def attachment(self, file_id: str) -> tuple[str, AttachmentRef] | None:
         """The canonical message id and the attachment a rendered file-id names, or ``None``."""
         shown, _, index = file_id.rpartition(":")
         if not shown or not index.isascii() or not index.isdigit():
@@ -266,10 +273,13 @@ class ToolExecutor:
 
     async def read_image(self, call: ToolRun, args: dict[str, Any]) -> Result:
         file_id: str = args["file_id"]
-        target = await self._attachment(file_id)
+        target = await self.attachment(file_id)
         if target is None:
             return False, text(f"error: no attachment with file-id {file_id!r}"), False
         message_id, ref = target
+        if self.platform is Platform.FEISHU and ref.type is AttachmentType.STICKER:
+            # Feishu's message resource API serves no sticker to a bot (see pipeline.core.admission).
+            return False, text(f"error: Feishu does not let bots see stickers ({file_id!r})"), False
         if ref.type not in _IMAGE_TYPES and not (ref.mime or "").startswith("image/"):
             return (
                 False,
@@ -310,6 +320,7 @@ HANDLERS: Final = dispatch(
             wake_tools.RECALL: ToolExecutor.recall,
         },
     ),
+    file_tools.handlers,
     memory_tools.handlers,
     moderation_tools.handlers,
     reminder_tools.handlers,

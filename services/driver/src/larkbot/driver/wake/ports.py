@@ -23,6 +23,7 @@ from larkbot.canonical.llm import (
 )
 from larkbot.driver.audit.core.audit import AuditDraft
 from larkbot.driver.compaction.core.compaction import turn_tokens
+from larkbot.driver.files.core.files import FileLimits
 from larkbot.driver.memory.memory_tools import MemoryAccess
 from larkbot.driver.moderation.moderation import ModerationAccess
 from larkbot.driver.reminders.reminders import ReminderAccess
@@ -239,6 +240,7 @@ class ChatPorts:
                 if chat.settings.ban_spammer_enabled
                 else None,
                 reminders=self._reminder_access(),
+                files=FileLimits(chat.settings.files.max_extract_chars, chat.settings.files.max_bytes),
             )
         return await self._executor.run(run)
 

@@ -38,6 +38,7 @@ from larkbot.canonical.actions import (
     ActionRequest,
     ActionResult,
     BanMemberAction,
+    CustomEmojiAction,
     DeleteMessageAction,
     DownloadAction,
     ModerateAction,
@@ -197,6 +198,9 @@ class Actions:
                 return ActionResult(idempotency_key=key, ok=True, outcome="done")  # Feishu has no typing
             case DownloadAction():
                 return await self._download(action)
+            case CustomEmojiAction():
+                # Feishu's emoji are named by their emoji_type; there is no sticker behind one to fetch.
+                return failed(key, "unsupported", "Feishu has no custom emoji to resolve")
             case SendImageAction():
                 ids = await self._send_image(action)
                 return ActionResult(idempotency_key=key, ok=True, outcome="done", message_ids=ids)

@@ -1,5 +1,5 @@
 """``actions.telegram``: sends (paced, ledgered, retried, with a synthetic self-sent event), reactions,
-typing, downloads into the object store, bans and deletions.
+typing, downloads into the object store, custom emoji resolved to their stickers, bans and deletions.
 
 Error mapping, once, here: ``BotApiError`` 429 → ``rate_limited`` (retryable, ``retry_after_s``), 403 →
 ``forbidden``, 400 "not found" → ``not_found``, 5xx → ``unavailable`` (retryable), other 4xx →
@@ -37,6 +37,7 @@ from larkbot.canonical.actions import (
     ActionRequest,
     ActionResult,
     BanMemberAction,
+    CustomEmojiAction,
     DeleteMessageAction,
     DownloadAction,
     ModerateAction,
@@ -68,7 +69,7 @@ from ..core import (
 from ..core.context import platform_message_id
 from ..core.ledger import unknown_answer
 from .botapi import BotApi, BotApiError, NotSent, OutcomeUnknown
-from .downloads import download
+from .downloads import custom_emoji, download
 from .ledger import SentLedger
 from .migrations import ChatMigrations
 from .moderation import TelegramModeration
@@ -77,6 +78,10 @@ from .records import SendRecords, now_ms, seconds_left
 log = logging.getLogger(__name__)
 
 PLATFORM: Final = Platform.TELEGRAM.value
+#: The idempotent actions: nothing to ledger, a failure is the Bot API's answer.
+_Simple = (
+    ReactAction | TypingAction | BanMemberAction | DeleteMessageAction | DownloadAction | CustomEmojiAction
+)
 
 
 class ActionExecutor:
@@ -121,7 +126,12 @@ class ActionExecutor:
             case ModerateAction():
                 result = await self.moderation.moderate(action)
             case (
-                ReactAction() | TypingAction() | BanMemberAction() | DeleteMessageAction() | DownloadAction()
+                ReactAction()
+                | TypingAction()
+                | BanMemberAction()
+                | DeleteMessageAction()
+                | DownloadAction()
+                | CustomEmojiAction()
             ):
                 try:
                     result = await self._simple(action)
@@ -301,9 +311,7 @@ class ActionExecutor:
                 raise
         return await self.api.call(method, {"chat_id": self._chat(chat_id), **params})
 
-    async def _simple(
-        self, action: ReactAction | TypingAction | BanMemberAction | DeleteMessageAction | DownloadAction
-    ) -> ActionResult:
+    async def _simple(self, action: _Simple) -> ActionResult:
         key = action.idempotency_key
         match action:
             case ReactAction():
@@ -321,6 +329,8 @@ class ActionExecutor:
                 return await self._delete(action)
             case DownloadAction():
                 return await download(self.api, self.bus, action)
+            case CustomEmojiAction():
+                return await custom_emoji(self.api, action)
             case _:
                 assert_never(action)
         return ActionResult(idempotency_key=key, ok=True, outcome="done")

@@ -1,4 +1,5 @@
-"""``download``: an attachment's bytes from the Bot API into the object store, content-addressed."""
+"""What media workers ask of the Bot API: ``download`` (an attachment's bytes into the object store,
+content-addressed) and ``custom_emoji`` (the stickers that draw custom emoji, ``getCustomEmojiStickers``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from typing import Final
 
 import nats
 
-from larkbot.canonical.actions import ActionResult, DownloadAction
+from larkbot.canonical.actions import ActionResult, CustomEmojiAction, DownloadAction
 from larkbot.canonical.names import OBJECT_STORE_BLOBS
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.ingress import failed
 
+from ..core.errors import MalformedUpdate
+from ..core.message import custom_emoji_stickers
+from ..core.payload import Obj
 from .botapi import BotApi, BotApiError
 
 #: Telegram serves bots files up to 20 MB.
@@ -41,3 +45,15 @@ async def download(api: BotApi, bus: Bus, action: DownloadAction) -> ActionResul
     except (nats.errors.Error, TimeoutError) as exc:
         return failed(key, "bus", f"object store unavailable: {type(exc).__name__}", retryable=True)
     return ActionResult(idempotency_key=key, ok=True, outcome="done", blob_key=blob_key)
+
+
+async def custom_emoji(api: BotApi, action: CustomEmojiAction) -> ActionResult:
+    key = action.idempotency_key
+    answer = await api.call("getCustomEmojiStickers", {"custom_emoji_ids": list(action.emoji_ids)})
+    if not isinstance(answer, list):
+        return failed(key, "platform", "getCustomEmojiStickers answered without a list of stickers")
+    try:
+        stickers = custom_emoji_stickers([Obj(item, f"result.{n}") for n, item in enumerate(answer)])
+    except MalformedUpdate as exc:
+        return failed(key, "platform", f"getCustomEmojiStickers answered a malformed sticker: {exc}")
+    return ActionResult(idempotency_key=key, ok=True, outcome="done", custom_emoji=stickers)

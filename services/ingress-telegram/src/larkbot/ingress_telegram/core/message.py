@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from larkbot.canonical.actions import CustomEmojiSticker
 from larkbot.canonical.content import Attachment, AttachmentType, Content, StickerFormat, Text
 from larkbot.canonical.events import ForwardInfo, QuotedMessage
 
@@ -76,8 +77,7 @@ def _attachment(kind: str, msg: Obj) -> Attachment:
         "duration_s": media.opt_int("duration"),
     }
     if kind == "sticker":
-        animated, video = media.bool_("is_animated"), media.bool_("is_video")
-        fmt = StickerFormat.ANIMATED if animated else StickerFormat.VIDEO if video else StickerFormat.STATIC
+        fmt = _sticker_format(media)
         return Attachment(
             type=AttachmentType.STICKER,
             file_id=base["file_id"],
@@ -110,6 +110,35 @@ def _attachment(kind: str, msg: Obj) -> Attachment:
         height=media.opt_int("height"),
         **base,
     )
+
+
+def _sticker_format(sticker: Obj) -> StickerFormat:
+    if sticker.bool_("is_animated"):
+        return StickerFormat.ANIMATED
+    return StickerFormat.VIDEO if sticker.bool_("is_video") else StickerFormat.STATIC
+
+
+def custom_emoji_stickers(stickers: list[Obj]) -> tuple[CustomEmojiSticker, ...]:
+    """``getCustomEmojiStickers``' answer: the stickers that carry a ``custom_emoji_id`` (Telegram leaves
+    out the ids it does not know, and so do we)."""
+    out: list[CustomEmojiSticker] = []
+    for sticker in stickers:
+        emoji_id = sticker.opt_str("custom_emoji_id")
+        if not emoji_id:
+            continue
+        out.append(
+            CustomEmojiSticker(
+                emoji_id=emoji_id,
+                file_id=sticker.str_("file_id"),
+                set_name=sticker.opt_str("set_name") or None,
+                emoji=sticker.opt_str("emoji") or None,
+                format=_sticker_format(sticker),
+                width=sticker.opt_int("width"),
+                height=sticker.opt_int("height"),
+                size_bytes=sticker.opt_int("file_size"),
+            )
+        )
+    return tuple(out)
 
 
 _STICKER_MIME: Final = {

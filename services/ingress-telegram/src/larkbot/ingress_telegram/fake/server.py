@@ -2,8 +2,9 @@
 
 Implements what LarkBot uses — getMe, getUpdates (offsets, ``limit``, long-poll ``timeout``,
 ``allowed_updates``), sendMessage (HTML parsed and refused like Telegram: unknown/unbalanced tags, more
-than 4096 characters), setMessageReaction, sendChatAction, getFile + download, getChatMember,
-banChatMember, deleteMessage, set/deleteWebhook — with Telegram's response envelope.
+than 4096 characters), setMessageReaction, sendChatAction, getFile + download and
+getCustomEmojiStickers (:mod:`.files`), getChatMember, banChatMember, deleteMessage, set/deleteWebhook —
+with Telegram's response envelope.
 
 Members: :attr:`members` holds the ``ChatMember`` objects a test sets, by (chat, user) — the bot's own
 rights included; anyone else is a plain ``member``. ``deleteMessage`` refuses, like Telegram, a message
@@ -21,13 +22,14 @@ between handling and confirming looks like), :meth:`fail` the next calls of a me
 ``retry_after`` / 4xx / 5xx — Telegram's error answer, ``{"ok":false,"error_code":N,"description":…}``
 (``parameters.retry_after`` on a 429), the method not executed —, :meth:`lose_answer` of the next calls
 (executed, then the connection closes without an answer: the outcome a client cannot know),
-:meth:`admin` (the bot's rights in a chat), :meth:`add_file`, :meth:`post_webhook`,
+:meth:`admin` (the bot's rights in a chat), :meth:`add_file`, :meth:`add_custom_emoji`, :meth:`post_webhook`,
 :meth:`new_message_id` (an id for a member's message, from the chat's one sequence); every request is
 recorded in :attr:`requests`.
 
 The wire's shapes (a recorded request, a scripted failure, the error envelope, reading parameters) are
-:mod:`.wire`'s. The methods stay in one class of ~390 lines: each reads and changes the same chat state
-(updates, messages, members, files), and the method table is the class itself (``_api_<method>``).
+:mod:`.wire`'s. The chat methods stay in one class: each reads and changes the same chat state (updates,
+messages, members), and the method table is the class itself (``_api_<method>``); files and custom
+emoji, which touch no chat, are :mod:`.files`' mixin.
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ from typing import Any, Final
 
 from aiohttp import ClientSession, web
 
+from .files import FileRoutes
 from .html import HtmlParseError, parse_html
 from .wire import ApiError, Failure, Recorded, error_answer, read_params
 
-MAX_DOWNLOAD_BYTES: Final = 20 * 1024 * 1024
 _CHAT_ACTIONS: Final = frozenset(
     {"typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
      "upload_document", "choose_sticker", "find_location", "record_video_note", "upload_video_note"}
@@ -51,7 +53,7 @@ _CHAT_ACTIONS: Final = frozenset(
 
 
 @dataclass
-class FakeBotApi:
+class FakeBotApi(FileRoutes):
     token: str = "7000000001:AAFakeTokenForTestsOnly_abcdefghijklmno"
     bot_id: int = 7000000001
     bot_first_name: str = "LarkBot"
@@ -76,6 +78,7 @@ class FakeBotApi:
         self._arrived = asyncio.Event()
         self._failures: dict[str, deque[Failure]] = {}
         self._files: dict[str, tuple[str, bytes]] = {}
+        self._custom_emoji: dict[str, dict[str, Any]] = {}
         self._dates: dict[tuple[int, int], int] = {}  # (chat, message) → date of messages seen
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -160,9 +163,6 @@ class FakeBotApi:
         for _ in range(times):
             queue.append(Failure(0, "", None))
 
-    def add_file(self, file_id: str, data: bytes, path: str | None = None) -> None:
-        self._files[file_id] = (path or f"documents/{file_id}.bin", data)
-
     def new_message_id(self, chat_id: int) -> int:
         """The chat's next message id. One sequence per chat for the bot's messages and the members' (the
         playground's), as in Telegram, where ids of one chat never collide and grow with time."""
@@ -212,15 +212,6 @@ class FakeBotApi:
         if failure is not None and request.transport is not None:
             request.transport.close()  # executed; the client sees the connection close, no answer
         return web.json_response({"ok": True, "result": result})
-
-    async def _download(self, request: web.Request) -> web.StreamResponse:
-        if request.match_info["token"] != self.token:
-            return web.Response(status=401)
-        path = request.match_info["path"]
-        for stored, data in self._files.values():
-            if stored == path:
-                return web.Response(body=data, content_type="application/octet-stream")
-        return web.Response(status=404)
 
     # -- methods ---------------------------------------------------------------------------------------
     async def _api_getMe(self, _params: dict[str, Any]) -> dict[str, Any]:
@@ -326,16 +317,6 @@ class FakeBotApi:
         if params.get("action") not in _CHAT_ACTIONS:
             raise ApiError(400, "Bad Request: wrong parameter action in request")
         return True
-
-    async def _api_getFile(self, params: dict[str, Any]) -> dict[str, Any]:
-        found = self._files.get(str(params.get("file_id")))
-        if found is None:
-            raise ApiError(400, "Bad Request: invalid file_id")
-        path, data = found
-        if len(data) > MAX_DOWNLOAD_BYTES:
-            raise ApiError(400, "Bad Request: file is too big")
-        return {"file_id": params["file_id"], "file_unique_id": f"u{abs(hash(path))}", "file_size": len(data),
-                "file_path": path}  # fmt: skip
 
     def admin(self, chat_id: int, *, can_restrict: bool = True, can_delete: bool = True) -> None:
         """Make the bot an administrator of ``chat_id`` with these rights."""

@@ -12,7 +12,9 @@ from aiohttp import web
 
 from larkbot.canonical.errors import PermanentError
 
-_COMPLEX: Final = frozenset({"allowed_updates", "reply_parameters", "reaction", "link_preview_options"})
+_COMPLEX: Final = frozenset(
+    {"allowed_updates", "reply_parameters", "reaction", "link_preview_options", "custom_emoji_ids"}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""What the media workers ask of other services: downloads (``actions.<platform>``) and descriptions
-(``llm.generate``). Their failures become typed :class:`MediaFailure` s here, once.
+"""What the media workers ask of other services: downloads and custom emoji (``actions.<platform>``) and
+descriptions (``llm.generate``). Their failures become typed :class:`MediaFailure` s here, once.
 
 Decisions:
 
@@ -9,6 +9,8 @@ Decisions:
 - A download the ingress refuses as ``too_large`` is final; any other failure is retryable
   (``DownloadUnavailable``) or final (``DownloadRefused``) as the ingress's own ``retryable`` says, and an
   ``unknown`` outcome or no answer at all is retryable.
+- A custom emoji is resolved to its sticker by the ingress (``custom_emoji``); an id the platform does not
+  know is final (``DownloadRefused``), failures otherwise as for downloads.
 - Vision calls carry an absolute deadline; the bus waits a little longer than it, so the gateway's own
   ``deadline`` answer (retryable) arrives before our timeout would.
 """
@@ -19,10 +21,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from larkbot.canonical.actions import ActionResult, DownloadAction
+from larkbot.canonical.actions import (
+    ActionRequest,
+    ActionResult,
+    CustomEmojiAction,
+    CustomEmojiSticker,
+    DownloadAction,
+)
 from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.llm import LLM_REPLY_ADAPTER
+from larkbot.canonical.media import ReadFileRequest, ReadImageRequest
 from larkbot.canonical.names import SUBJECT_LLM_GENERATE, Platform, actions_subject
 from larkbot.runtime.bus import Bus, BusUnavailable
 
@@ -48,6 +57,18 @@ class SourceRef:
     attachment_type: AttachmentType
     blob_key: str | None = None
 
+    @classmethod
+    def of(cls, request: ReadImageRequest | ReadFileRequest) -> SourceRef:
+        """The file a driver's request names (the stored original when it knows one)."""
+        return cls(
+            request.platform,
+            request.chat_id,
+            request.message_id,
+            request.file_id,
+            request.attachment_type,
+            request.blob_key,
+        )
+
 
 class Sources:
     def __init__(
@@ -65,18 +86,20 @@ class Sources:
         self.max_bytes = max_bytes
         self.clock_ms = clock_ms
 
-    async def fetch(self, ref: SourceRef) -> bytes:
+    async def fetch(self, ref: SourceRef, max_bytes: int | None = None) -> bytes:
+        """The file's bytes; :class:`TooLarge` above ``max_bytes`` (never above the worker's own limit)."""
+        limit = self.max_bytes if max_bytes is None else min(max_bytes, self.max_bytes)
         if ref.blob_key is not None:
-            data = await self.blobs.read(ref.blob_key, max_bytes=self.max_bytes)
+            data = await self.blobs.read(ref.blob_key, max_bytes=limit)
             if data is not None:
                 return data
-        blob_key = await self._download(ref)
-        data = await self.blobs.read(blob_key, max_bytes=self.max_bytes)
+        blob_key = await self._download(ref, limit)
+        data = await self.blobs.read(blob_key, max_bytes=limit)
         if data is None:
             raise DownloadUnavailable("the ingress reported a download that is not in the object store")
         return data
 
-    async def _download(self, ref: SourceRef) -> str:
+    async def _download(self, ref: SourceRef, limit: int) -> str:
         platform = ref.platform.value
         action = DownloadAction(
             platform=ref.platform,
@@ -86,32 +109,67 @@ class Sources:
             message_id=ref.message_id,
             file_id=ref.file_id,
             attachment_type=ref.attachment_type,
-            max_bytes=self.max_bytes,
+            max_bytes=limit,
         )
+        result = await self._ask(action)
+        if result.ok and result.blob_key is not None:
+            metrics.DOWNLOADS.labels(platform, "ok").inc()
+            return result.blob_key
+        code = _code(result)
+        metrics.DOWNLOADS.labels(platform, code if code in _CODES else "failed").inc()
+        if code == "too_large":
+            raise TooLarge(f"the {platform} ingress refused the download: larger than {limit} bytes")
+        raise _failure(result, "download", "the download answered without a blob")
+
+    async def custom_emoji(self, platform: Platform, chat_id: str, emoji_id: str) -> CustomEmojiSticker:
+        """The sticker that draws a custom emoji, resolved by the ingress."""
+        action = CustomEmojiAction(
+            platform=platform,
+            idempotency_key=f"media-emoji:{emoji_id}",
+            deadline_ms=self.clock_ms() + int(self.timeout_s * 1000),
+            chat_id=chat_id,
+            emoji_ids=(emoji_id,),
+        )
+        result = await self._ask(action)
+        if not result.ok:
+            metrics.EMOJI_RESOLUTIONS.labels("failed").inc()
+            raise _failure(result, "custom emoji", "the custom emoji was not resolved")
+        found = next((s for s in result.custom_emoji if s.emoji_id == emoji_id), None)
+        if found is None:
+            metrics.EMOJI_RESOLUTIONS.labels("unknown").inc()
+            raise DownloadRefused(f"the {platform.value} platform knows no custom emoji {emoji_id}")
+        metrics.EMOJI_RESOLUTIONS.labels("ok").inc()
+        return found
+
+    async def _ask(self, action: ActionRequest) -> ActionResult:
+        platform = action.platform.value
         try:
-            result = await self.bus.request(
+            return await self.bus.request(
                 actions_subject(platform), action, ActionResult, timeout_s=self.timeout_s + 5
             )
         except BusUnavailable as exc:
             metrics.DOWNLOADS.labels(platform, "unavailable").inc()
-            raise DownloadUnavailable(f"no download from the {platform} ingress: {exc}") from None
+            raise DownloadUnavailable(f"no {action.kind} from the {platform} ingress: {exc}") from None
         except ContractError as exc:
             metrics.DOWNLOADS.labels(platform, "bad_reply").inc()
-            raise DownloadUnavailable(f"the {platform} ingress answered a download badly: {exc}") from None
-        if result.ok and result.blob_key is not None:
-            metrics.DOWNLOADS.labels(platform, "ok").inc()
-            return result.blob_key
-        error = result.error
-        code = error.code if error is not None else result.outcome
-        metrics.DOWNLOADS.labels(platform, code if code in _CODES else "failed").inc()
-        if code == "too_large":
-            raise TooLarge(f"the {platform} ingress refused the download: larger than {self.max_bytes} bytes")
-        message = error.message if error is not None else "the download answered without a blob"
-        # The wire's ``retryable`` (the ingress's verdict) picks the type; an ``unknown`` outcome may
-        # still come true, so it is retryable whatever the flag says.
-        retryable = error.retryable if error is not None else True
-        failure = DownloadUnavailable if retryable or code == "unknown" else DownloadRefused
-        raise failure(f"download failed ({code}): {message}")
+            raise DownloadUnavailable(
+                f"the {platform} ingress answered a {action.kind} badly: {exc}"
+            ) from None
+
+
+def _code(result: ActionResult) -> str:
+    return result.error.code if result.error is not None else result.outcome
+
+
+def _failure(result: ActionResult, what: str, missing: str) -> DownloadUnavailable | DownloadRefused:
+    """A failed action as the worker's failure: the wire's ``retryable`` (the ingress's verdict) picks
+    the type; an ``unknown`` outcome may still come true, so it is retryable whatever the flag says."""
+    error = result.error
+    code = _code(result)
+    message = error.message if error is not None else missing
+    retryable = error.retryable if error is not None else True
+    failure = DownloadUnavailable if retryable or code == "unknown" else DownloadRefused
+    return failure(f"{what} failed ({code}): {message}")
 
 
 _CODES = frozenset({"too_large", "not_found", "forbidden", "rate_limited", "deadline", "platform", "unknown"})
@@ -142,10 +200,12 @@ class Vision:
         request_id: str,
         chat_key: str | None,
         times_ms: Sequence[int] = (),
+        what: str | None = None,
     ) -> tuple[str, str]:
         """``(alt text, model identity)``; raises :class:`VisionFailed`."""
         request = vision_request(
             times_ms=times_ms,
+            what=what,
             request_id=request_id,
             endpoint=endpoint,
             image_keys=image_keys,

@@ -40,7 +40,7 @@ from larkbot.runtime.reader import SequenceGap, read_subject
 from .. import metrics
 from ..core.errors import StoreFailed, TooLarge
 from ..core.images import MAX_SOURCE_BYTES, content_key
-from ..core.jobs import alt_cache_key
+from ..core.jobs import alt_cache_key, emoji_cache_key
 
 ALT_TEXT_BUCKET: Final = KV_MEDIA_ALT_TEXTS
 
@@ -115,7 +115,8 @@ class Blobs:
 
 
 class AltTextCache:
-    """``alt.<hex>`` → ``{"alt_text", "model", "at_ms"}`` in :data:`ALT_TEXT_BUCKET`."""
+    """``alt.<hex>`` → ``{"alt_text", "model", "at_ms"}`` in :data:`ALT_TEXT_BUCKET`; a custom emoji's
+    ``emoji.<id>`` → the same and its ``pack``."""
 
     def __init__(self, kv: KeyValue) -> None:
         self.kv = kv
@@ -126,21 +127,38 @@ class AltTextCache:
         return cls(await js.key_value(bucket))
 
     async def get(self, content: str) -> str | None:
+        found = await self._get(alt_cache_key(content))
+        return found[0] if found is not None else None
+
+    async def get_emoji(self, emoji_id: str) -> tuple[str, str | None] | None:
+        """A custom emoji's description and sticker set, when cached."""
+        return await self._get(emoji_cache_key(emoji_id))
+
+    async def put(self, content: str, alt_text: str, model: str) -> None:
+        await self._put(alt_cache_key(content), {"alt_text": alt_text, "model": model})
+
+    async def put_emoji(self, emoji_id: str, alt_text: str, model: str, pack: str | None) -> None:
+        await self._put(emoji_cache_key(emoji_id), {"alt_text": alt_text, "model": model, "pack": pack})
+
+    async def _get(self, key: str) -> tuple[str, str | None] | None:
         try:
-            entry = await self.kv.get(alt_cache_key(content))
+            entry = await self.kv.get(key)
         except KeyNotFoundError:
             metrics.ALT_TEXT_CACHE.labels("miss").inc()
             return None
         except (nats.errors.Error, TimeoutError) as exc:
             raise StoreFailed(f"alt-text cache unavailable: {type(exc).__name__}") from None
         metrics.ALT_TEXT_CACHE.labels("hit").inc()
-        text = json.loads(entry.value or b"{}").get("alt_text")
-        return text if isinstance(text, str) and text else None
+        value = json.loads(entry.value or b"{}")
+        text, pack = value.get("alt_text"), value.get("pack")
+        if not isinstance(text, str) or not text:
+            return None
+        return text, pack if isinstance(pack, str) and pack else None
 
-    async def put(self, content: str, alt_text: str, model: str) -> None:
-        value = {"alt_text": alt_text, "model": model, "at_ms": int(time.time() * 1000)}
+    async def _put(self, key: str, value: dict[str, str | None]) -> None:
+        stamped = {**value, "at_ms": int(time.time() * 1000)}
         try:
-            await self.kv.put(alt_cache_key(content), json.dumps(value, ensure_ascii=False).encode())
+            await self.kv.put(key, json.dumps(stamped, ensure_ascii=False).encode())
         except (nats.errors.Error, TimeoutError) as exc:
             raise StoreFailed(f"alt-text cache unavailable: {type(exc).__name__}") from None
 

@@ -11,14 +11,19 @@ Decisions:
 - ``frames`` succeed without a vision endpoint (frames and a thumbnail are outputs in their own right);
   with one, the picked frames are described together, each with its time, and cached under the file's
   hash. ``max_frames`` is the worker's (``services.media.max_frames``, ≤ 5); a job may ask for fewer.
-- ``custom_emoji`` jobs carry an emoji id, not a downloadable file, and no ingress action turns one into
-  bytes yet: refused as ``unsupported``.
+- ``custom_emoji`` jobs carry an emoji id (``file_id``). Its description is cached under the id
+  (``emoji.<id>``): a hit answers without asking the platform anything. A miss asks the ingress for the
+  emoji's sticker (``custom_emoji``), downloads it (``download``), describes its frames as one custom emoji
+  and caches the description under the id and under the file's hash (so the same sticker posted as a
+  sticker is not described again). Without a vision endpoint it is refused as ``unsupported`` before
+  anything is asked: there is nothing to say of an emoji but its fallback, which the event already has.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass
 from typing import assert_never
 
 from larkbot.canonical.content import AttachmentType
@@ -28,7 +33,7 @@ from larkbot.canonical.media import MediaJob, MediaResult, ReadImageRequest, Rea
 from .. import metrics
 from ..core import images, motion
 from ..core.errors import Unsupported
-from ..core.jobs import source_type, succeeded
+from ..core.jobs import emoji_key, source_type, succeeded
 from .remote import SourceRef, Sources, Vision
 from .store import AltTextCache, Blobs
 
@@ -36,6 +41,29 @@ from .store import AltTextCache, Blobs
 MOVING = frozenset(
     {AttachmentType.STICKER, AttachmentType.ANIMATION, AttachmentType.VIDEO, AttachmentType.VIDEO_NOTE}
 )
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """A moving picture's stored frames and thumbnail, and its description when one was made or cached
+    (``model``: the model that made it now, ``None`` when it came from the cache)."""
+
+    frame_keys: tuple[str, ...]
+    times_ms: tuple[int, ...]
+    thumbnail_key: str
+    alt_text: str | None
+    model: str | None
+
+    def result(self, job: MediaJob, content: str, pack: str | None = None) -> MediaResult:
+        return succeeded(
+            job,
+            content_hash=content,
+            thumbnail_key=self.thumbnail_key,
+            alt_text=self.alt_text,
+            frame_keys=self.frame_keys,
+            frame_times_ms=self.times_ms,
+            pack=pack,
+        )
 
 
 class Transformer:
@@ -59,7 +87,9 @@ class Transformer:
         endpoint = job.vision_endpoint or self.vision.endpoint
         match job.transform:
             case "custom_emoji":
-                raise Unsupported("custom emoji have no downloadable image on the supported platforms yet")
+                if endpoint is None:
+                    raise Unsupported("no vision endpoint is configured (llm.vision)")
+                return await self._custom_emoji(job, endpoint)
             case "thumbnail":
                 data, content = await self._source(job)
                 thumbnail_key = await self._thumbnail(data)
@@ -103,40 +133,68 @@ class Transformer:
 
     async def _frames(self, job: MediaJob, data: bytes, content: str, endpoint: str | None) -> MediaResult:
         picks = min(job.max_frames or self.max_frames, self.max_frames)
+        kind = job.attachment_type or AttachmentType.ANIMATION
+        seen = await self._described(data, content, picks, endpoint, _chat(job), kind, None)
+        return seen.result(job, content)
+
+    async def _custom_emoji(self, job: MediaJob, endpoint: str) -> MediaResult:
+        emoji_id = job.file_id
+        try:
+            emoji_key(emoji_id)
+        except ValueError:
+            raise Unsupported("the custom emoji id cannot name a cache entry") from None
+        cached = await self.cache.get_emoji(emoji_id)
+        if cached is not None:
+            alt, pack = cached
+            return succeeded(job, content_hash=None, alt_text=alt, pack=pack)
+        sticker = await self.sources.custom_emoji(job.platform, job.chat_id, emoji_id)
+        ref = SourceRef(job.platform, job.chat_id, job.message_id, sticker.file_id, AttachmentType.STICKER)
+        data = await self.sources.fetch(ref)
+        metrics.INPUT_BYTES.labels(job.transform).inc(len(data))
+        content = await asyncio.to_thread(images.content_key, data)
+        picks = min(job.max_frames or self.max_frames, self.max_frames)
+        seen = await self._described(
+            data, content, picks, endpoint, _chat(job), AttachmentType.STICKER, "custom emoji"
+        )
+        if seen.alt_text is None:
+            raise AssertionError("with an endpoint, a description is cached, made or raised")
+        # A description found under the file's hash was made by an earlier job's model: "cache" says so.
+        await self.cache.put_emoji(emoji_id, seen.alt_text, seen.model or "cache", sticker.set_name)
+        return seen.result(job, content, pack=sticker.set_name)
+
+    async def _described(
+        self,
+        data: bytes,
+        content: str,
+        picks: int,
+        endpoint: str | None,
+        chat_key: str,
+        kind: AttachmentType,
+        what: str | None,
+    ) -> _Seen:
+        """Frames and thumbnail stored; the description cached under the file's hash (or made now, when
+        an endpoint is given, and cached)."""
         found = await asyncio.to_thread(motion.frames, data, picks)
         frame_keys = tuple([await self.blobs.put(frame, "frame") for frame in found.frames])
         thumbnail_key = await self.blobs.put(found.thumbnail, "thumbnail")
         alt = await self.cache.get(content)
+        model: str | None = None
         if alt is None and endpoint is not None:
             alt, model = await self.vision.describe(
                 endpoint,
                 frame_keys,
-                job.attachment_type or AttachmentType.ANIMATION,
+                kind,
                 request_id=uuid.uuid4().hex,
-                chat_key=_chat(job),
+                chat_key=chat_key,
                 times_ms=found.times_ms,
+                what=what,
             )
             await self.cache.put(content, alt, model)
-        return succeeded(
-            job,
-            content_hash=content,
-            thumbnail_key=thumbnail_key,
-            alt_text=alt,
-            frame_keys=frame_keys,
-            frame_times_ms=found.times_ms,
-        )
+        return _Seen(frame_keys, found.times_ms, thumbnail_key, alt, model)
 
     async def read_image(self, request: ReadImageRequest) -> ReadImageResponse:
         """An image part of at most 512 px (``low``) or 1024 px (``high``); raises :class:`MediaFailure`."""
-        ref = SourceRef(
-            request.platform,
-            request.chat_id,
-            request.message_id,
-            request.file_id,
-            request.attachment_type,
-            request.blob_key,
-        )
-        data = await self.sources.fetch(ref)
+        data = await self.sources.fetch(SourceRef.of(request))
         side = images.VISION_MAX_SIDE if request.detail == "low" else images.HIGH_MAX_SIDE
         png = await asyncio.to_thread(images.rendition, data, side)
         key = await self.blobs.put(png, "rendition")

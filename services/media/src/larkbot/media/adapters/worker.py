@@ -124,16 +124,24 @@ class ReadImages:
         return ReadImageResponse(request_id=request.request_id, ok=False, error=error)
 
 
-def read_image_error(data: bytes, exc: BaseException) -> ReadImageResponse:
-    """The reply to a request that did not decode or crashed the handler (``Endpoint.error_reply``)."""
-    request_id = "unknown"
+def request_id_of(data: bytes) -> str:
+    """The ``request_id`` of a request that may not decode (``unknown`` when it has none)."""
     with contextlib.suppress(ValueError):
         parsed = json.loads(data)
         if isinstance(parsed, dict) and isinstance(parsed.get("request_id"), str) and parsed["request_id"]:
-            request_id = parsed["request_id"]
+            return str(parsed["request_id"])
+    return "unknown"
+
+
+def request_error(exc: BaseException) -> MediaError:
+    """A request that did not decode is a bad request; anything else that escaped a handler a bug."""
     if isinstance(exc, ContractError):
-        error = MediaError(code="bad_request", message=str(exc)[:500], retryable=False)
-    else:
-        error = MediaError(code="internal", message=_INTERNAL, retryable=True)
+        return MediaError(code="bad_request", message=str(exc)[:500], retryable=False)
+    return MediaError(code="internal", message=_INTERNAL, retryable=True)
+
+
+def read_image_error(data: bytes, exc: BaseException) -> ReadImageResponse:
+    """The reply to a request that did not decode or crashed the handler (``Endpoint.error_reply``)."""
+    error = request_error(exc)
     metrics.READ_IMAGE.labels("unknown", error.code).inc()
-    return ReadImageResponse(request_id=request_id, ok=False, error=error)
+    return ReadImageResponse(request_id=request_id_of(data), ok=False, error=error)

@@ -5,7 +5,8 @@ Decisions:
 - Alt-text cache keys are content hashes (SPEC §6): a photo's key is its *thumbnail's* hash (two encodings
   of the same picture usually share it), an animation's key is the *file's* hash. Both are ``sha256`` of
   distinct byte strings, so one key space holds both. NATS KV keys cannot contain ``:``, hence
-  ``alt.<hex>``.
+  ``alt.<hex>``. A custom emoji's key is its id (SPEC §6: ``emoji:<id>``, ``emoji.<id>`` in the bucket):
+  the id names one picture for good, so a cache hit needs no platform call at all.
 - The vision model gets PNGs of at most 512 px (one per picked frame for animations), a fixed system
   prompt and temperature 0: the description should depend on the picture, not on the chat it came from.
   Each frame of a moving picture is preceded by its time (``Frame 2 at 1.5 s:``), so the model can tell
@@ -38,6 +39,9 @@ from .images import RENDITION_MIME
 ALT_TEXT_MAX_CHARS: Final = 1000
 VISION_MAX_OUTPUT_TOKENS: Final = 400
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+_EMOJI_ID = re.compile(r"[0-9A-Za-z_-]{1,64}")
+#: The prefix of a custom emoji's description key in the pipeline (``emoji:<id>``).
+EMOJI_KEY_PREFIX: Final = "emoji:"
 _SPACES = re.compile(r"\s+")
 
 SYSTEM_PROMPT: Final = (
@@ -63,6 +67,18 @@ def alt_cache_key(content_key: str) -> str:
     return f"alt.{digest}"
 
 
+def emoji_key(emoji_id: str) -> str:
+    """``emoji:<id>``: the key a custom emoji's description is cached and rendered under."""
+    if not _EMOJI_ID.fullmatch(emoji_id):
+        raise ValueError("a custom emoji id is 1-64 letters, digits, '_' or '-'")
+    return f"{EMOJI_KEY_PREFIX}{emoji_id}"
+
+
+def emoji_cache_key(emoji_id: str) -> str:
+    """``emoji.<id>`` in the alt-text bucket (KV keys cannot contain ``:``)."""
+    return emoji_key(emoji_id).replace(":", ".", 1)
+
+
 def source_type(job: MediaJob) -> AttachmentType:
     """What to tell the ingress it is downloading (Feishu fetches images and files differently)."""
     if job.attachment_type is not None:
@@ -79,12 +95,14 @@ def vision_request(
     deadline_ms: int,
     chat_key: str | None,
     times_ms: Sequence[int] = (),
+    what: str | None = None,
 ) -> LLMRequest:
-    """``times_ms``, when given, are the frames' times from the start (one per image key)."""
+    """``times_ms``, when given, are the frames' times from the start (one per image key); ``what`` names
+    the picture instead of its attachment type (``custom emoji``)."""
     if times_ms and len(times_ms) != len(image_keys):
         raise ValueError("one time per frame")
     images = tuple(ImagePart(blob_key=key, mime=RENDITION_MIME, detail="low") for key in image_keys)
-    moving = _MOVING.get(attachment_type) if attachment_type is not None else None
+    moving = what or (_MOVING.get(attachment_type) if attachment_type is not None else None)
     parts: tuple[ImagePart | TextPart, ...] = images
     if moving is not None and len(images) > 1 and times_ms:
         parts = tuple(
@@ -156,6 +174,7 @@ def succeeded(
     alt_text: str | None = None,
     frame_keys: tuple[str, ...] = (),
     frame_times_ms: tuple[int, ...] = (),
+    pack: str | None = None,
 ) -> MediaResult:
     return MediaResult(
         job_id=job.job_id,
@@ -171,6 +190,7 @@ def succeeded(
         alt_text=alt_text,
         frame_keys=frame_keys,
         frame_times_ms=frame_times_ms,
+        pack=pack,
     )
 
 

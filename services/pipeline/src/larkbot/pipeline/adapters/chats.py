@@ -38,14 +38,14 @@ from larkbot.canonical.context import (
     ReplaceOp,
     ResetOp,
 )
-from larkbot.canonical.events import CanonicalEvent, MessageEvent
+from larkbot.canonical.events import CanonicalEvent
 from larkbot.canonical.names import HEADER_TRACE, Platform, context_subject, partition_of
 from larkbot.runtime import tracing
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .. import metrics
-from ..core import Projection, RenderParams, attachment_key
+from ..core import Projection, RenderParams, render_keys
 from ..errors import Unpublished
 from .repository import EventRepository
 from .writes import decode_event
@@ -199,6 +199,12 @@ class ResidentChats:
         last = rows[-1][0] if rows else await self.repo.last_event_id(platform.value, chat_id)
         return await self._build(platform, chat_id, params, cursor, rows, last)
 
+    async def hydrate(self, events: Iterable[CanonicalEvent]) -> None:
+        """Load the alt texts that rendering ``events`` needs (attachments' and custom emoji's)."""
+        keys = {key for event in events for key in render_keys(event)} - self.alt_texts.keys()
+        if keys:
+            self.alt_texts.update(await self.repo.alt_texts(keys))
+
     async def _build(
         self,
         platform: Platform,
@@ -209,15 +215,7 @@ class ResidentChats:
         last: int,
     ) -> Chat:
         decoded = [(row_id, decode_event(payload)) for row_id, payload in rows]
-        keys = {
-            key
-            for _, event in decoded
-            if isinstance(event, MessageEvent)
-            for a in event.attachments
-            if (key := attachment_key(a)) is not None
-        }
-        if keys:
-            self.alt_texts.update(await self.repo.alt_texts(keys))
+        await self.hydrate(event for _, event in decoded)
         projection = Projection(params, cursor=cursor, alt_texts=self.alt_texts)
         for row_id, event in decoded:
             projection.apply(event, row_id)

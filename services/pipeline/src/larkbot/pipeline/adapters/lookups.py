@@ -41,9 +41,11 @@ async def history(chats: ResidentChats, request: HistoryRequest) -> HistoryRespo
         from_db = await chats.repo.resolve_aliases(platform.value, chat_id, unresolved)
         resolved.update(from_db)
     rows = await chats.repo.message_history(platform.value, chat_id, set(resolved.values()))
+    decoded = [(row_id, decode_event(payload)) for row_id, payload in rows]
+    await chats.hydrate(event for _, event in decoded)
     projection = Projection(params, alt_texts=chats.alt_texts)
-    for row_id, payload in rows:
-        projection.apply(decode_event(payload), row_id)
+    for row_id, event in decoded:
+        projection.apply(event, row_id)
     by_id = {
         node.message_id: segment
         for node, segment in zip(projection.ic.nodes, projection.segments, strict=True)

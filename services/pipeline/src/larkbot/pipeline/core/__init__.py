@@ -19,7 +19,7 @@ from .model import IC, MessageNode, NameChange, Node, ReplySnapshot, RuntimeNode
 from .params import RenderParams
 from .projection import Projection, replay, replay_chat
 from .reduce import Change, reduce
-from .render import Renderer, attachment_key
+from .render import Renderer, attachment_key, render_keys
 from .timefmt import format_time
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "format_time",
     "looks_like_alias",
     "reduce",
+    "render_keys",
     "replay",
     "replay_chat",
 ]

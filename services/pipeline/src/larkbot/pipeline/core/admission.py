@@ -8,6 +8,9 @@ non-retryable failure (``too_large``, ``unsupported``) makes the attachment read
 the event commits with the attachment rendered from its metadata alone, and the shell writes a
 dead-letter record of the failure. A half-transformed event never leaves the queue.
 
+Telegram custom emoji in the text wait the same way: one ``custom_emoji`` job per distinct id
+(:mod:`.emoji`), whose description is written into the event's emoji nodes when it succeeds.
+
 Time is passed in (``now`` in seconds, any monotonic origin); nothing here reads a clock.
 """
 
@@ -22,7 +25,9 @@ from typing import Generic, TypeVar
 from larkbot.canonical.content import Attachment, AttachmentType
 from larkbot.canonical.events import CanonicalEvent, EditEvent, MessageEvent
 from larkbot.canonical.media import MediaJob, MediaResult, Transform
+from larkbot.canonical.names import Platform
 
+from .emoji import described, emoji_key, resolvable_ids
 from .render import attachment_key
 
 T = TypeVar("T")
@@ -38,8 +43,16 @@ TRANSFORMS: dict[AttachmentType, Transform] = {
 }
 
 
-def job_id(event: CanonicalEvent, index: int, transform: str) -> str:
-    """Deterministic: a re-submitted job is the same job (and the MEDIA stream dedups it)."""
+def fetchable(event: CanonicalEvent, attachment: Attachment) -> bool:
+    """Whether a media worker can have the attachment's bytes at all. Feishu serves no sticker to a bot
+    (its message resource API refuses them: "暂不支持获取表情包资源"), so a Feishu sticker is rendered
+    from its message alone; a job for it would fail for good every time and dead-letter each one."""
+    return not (event.platform is Platform.FEISHU and attachment.type is AttachmentType.STICKER)
+
+
+def job_id(event: CanonicalEvent, index: int | str, transform: str) -> str:
+    """Deterministic: a re-submitted job is the same job (and the MEDIA stream dedups it). ``index``:
+    the attachment's, or a custom emoji's key."""
     raw = f"{event.platform.value}\x00{event.chat_id}\x00{event.dedup_key}\x00{index}\x00{transform}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
@@ -52,7 +65,7 @@ def jobs_for(event: CanonicalEvent, vision_endpoint: str | None = None) -> list[
     jobs = []
     for index, attachment in enumerate(event.attachments):
         transform = TRANSFORMS.get(attachment.type)
-        if transform is None or attachment.thumbnail_key is not None:
+        if transform is None or attachment.thumbnail_key is not None or not fetchable(event, attachment):
             continue
         jobs.append(
             MediaJob(
@@ -67,6 +80,20 @@ def jobs_for(event: CanonicalEvent, vision_endpoint: str | None = None) -> list[
                 file_id=attachment.file_id,
                 mime=attachment.mime or None,
                 content_hash=attachment.content_hash,
+                vision_endpoint=vision_endpoint,
+            )
+        )
+    for emoji_id in resolvable_ids(event.platform, event.content.nodes):
+        jobs.append(
+            MediaJob(
+                job_id=job_id(event, emoji_key(emoji_id), "custom_emoji"),
+                platform=event.platform,
+                chat_id=event.chat_id,
+                message_id=event.message_id,
+                dedup_key=event.dedup_key,
+                attachment_index=None,
+                transform="custom_emoji",
+                file_id=emoji_id,
                 vision_endpoint=vision_endpoint,
             )
         )
@@ -95,9 +122,16 @@ class Pending(Generic[T]):
         if not self.jobs or not isinstance(event, MessageEvent | EditEvent):
             return event, []
         attachments: list[Attachment] = list(event.attachments)
+        content = event.content.nodes
         alts: list[tuple[str, str]] = []
-        for result in self.results.values():
-            if not result.ok or result.attachment_index is None:
+        for jid, result in self.results.items():
+            if not result.ok:
+                continue
+            if result.attachment_index is None:
+                emoji_id = self.jobs[jid].file_id
+                if result.alt_text:
+                    content = described(content, emoji_id, result.pack)
+                    alts.append((emoji_key(emoji_id), result.alt_text))
                 continue
             index = result.attachment_index
             updated = attachments[index].model_copy(
@@ -110,7 +144,8 @@ class Pending(Generic[T]):
             key = attachment_key(updated)
             if result.alt_text and key is not None:
                 alts.append((key, result.alt_text))
-        return event.model_copy(update={"attachments": tuple(attachments)}), alts
+        body = event.content.model_copy(update={"nodes": content})
+        return event.model_copy(update={"attachments": tuple(attachments), "content": body}), alts
 
 
 class Admission(Generic[T]):

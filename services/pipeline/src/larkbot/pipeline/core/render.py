@@ -12,7 +12,8 @@ appending a node never changes an earlier segment's bytes. Vocabulary, attribute
   message with a later platform time (``MessageNode.out_of_order``): arrival order stays, the model sees
   why the times go backwards;
 - inline ``<b> <i> <u> <s> <spoiler> <code> <pre lang?> <a href> <blockquote> <mention uid?>
-  <custom-emoji pack?>``;
+  <custom-emoji pack?>``, a custom emoji's body its description when the event records one
+  (``alt_key``), else its fallback emoji;
 - attachments ``<image|sticker|animation|attachment type? mime? name? size? duration? pack? file-id>alt
   </…>``; without alt text a thumbnail image part follows. ``file-id`` is ``<rendered message id>:<index>``,
   and ``Segment.attachments`` lists every rendered attachment under that index with its platform file key;
@@ -49,11 +50,12 @@ from larkbot.canonical.content import (
     Underline,
 )
 from larkbot.canonical.context import AttachmentRef, Segment
-from larkbot.canonical.events import ForwardInfo, Sender
+from larkbot.canonical.events import CanonicalEvent, EditEvent, ForwardInfo, MessageEvent, Sender
 from larkbot.canonical.llm import ImagePart
 
 from . import xml
 from .aliases import AliasTable
+from .emoji import alt_keys
 from .events_xml import event_xml
 from .model import MessageNode, Node, RuntimeNode, SystemNode, segment_id
 from .params import RenderParams
@@ -79,6 +81,14 @@ THUMBNAIL_MIME = "image/webp"
 def attachment_key(attachment: Attachment) -> str | None:
     """The content-addressed key its alt text is cached under (thumbnail first, then file hash)."""
     return attachment.thumbnail_key or attachment.content_hash
+
+
+def render_keys(event: CanonicalEvent) -> set[str]:
+    """The alt-text keys rendering ``event`` may need: its attachments' and its custom emoji's."""
+    if not isinstance(event, MessageEvent | EditEvent):
+        return set()
+    keys = {key for a in event.attachments if (key := attachment_key(a)) is not None}
+    return keys | alt_keys(event.content.nodes)
 
 
 class Renderer:
@@ -129,7 +139,10 @@ class Renderer:
                     out.append(f'<a href="{xml.attr(node.url)}">{body}</a>')
                 case CustomEmoji():
                     pairs = [("pack", node.pack)] if node.pack else []
-                    out.append(f"<custom-emoji{xml.attrs(pairs)}>{xml.text(node.alt)}</custom-emoji>")
+                    # The description only where the event records one (``core.emoji``), else the fallback.
+                    alt = self.alt_texts.get(node.alt_key) if node.alt_key is not None else None
+                    body = xml.text(alt or node.alt)
+                    out.append(f"<custom-emoji{xml.attrs(pairs)}>{body}</custom-emoji>")
                 case Bold() | Italic() | Underline() | Strikethrough() | Spoiler() | Blockquote():
                     tag = _TAGS[type(node)]
                     out.append(f"<{tag}>{self.inline(node.children, sender_id)}</{tag}>")

@@ -90,4 +90,6 @@ def attachment_ref(index: int, attachment: Attachment) -> AttachmentRef:
         file_id=attachment.file_id,
         blob_key=digest if digest is not None and digest.startswith(BLOB_KEY_PREFIX) else None,
         mime=attachment.mime or None,
+        name=attachment.name or None,
+        size_bytes=attachment.size_bytes,
     )

@@ -3,8 +3,9 @@
 Each feature declares its tools in its own ``core/tools.py`` (name, schema, kind, where it is offered,
 what a dry run answers) and handles them in its ``tools.py`` beside it; ``tools.core.router`` says how.
 The include order below is the order of the tools in every request (part of the cached prefix): the
-wake-up's own tools, then the per-chat constants (memory, ``ban_spammer``, reminders), then the shell
-tools while the maintainer gate is open, so opening the gate appends to the list.
+wake-up's own tools and ``read_file``, then the per-chat constants (memory, ``ban_spammer``,
+reminders), then the shell tools while the maintainer gate is open, so opening the gate appends to the
+list.
 
 Validation is JSON Schema (draft 2020-12) over the model's raw ``arguments_json``; an invalid call
 becomes an error result for the model, never an exception in the loop.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from larkbot.canonical.llm import ToolSpec
+from larkbot.driver.files.core import tools as files
 from larkbot.driver.memory.core import tools as memory
 from larkbot.driver.memory.core.tools import (
     MEMORY_CONTENT_MAX_CHARS,
@@ -36,6 +38,7 @@ from .router import Invalid, Kind, Registry, Switches, Tool
 
 REGISTRY: Final = Registry(
     wake.router,
+    files.router,
     memory.router,
     moderation.router,
     reminders.router,
