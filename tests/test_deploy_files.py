@@ -440,7 +440,14 @@ def test_promql_name_extraction() -> None:
 
 def defined_series() -> set[str]:
     """Every series name the services expose, from the registry their ``metrics`` modules fill."""
-    modules = ["larkbot.runtime.metrics", *(f"larkbot.{name.replace('-', '_')}.metrics" for name in SERVICES)]
+    # Every ``metrics`` module of the runtime (its features keep theirs, e.g. ``budgets.metrics``), not only
+    # those a service's own metrics module happens to import.
+    runtime = Path(importlib.import_module("larkbot.runtime").__file__ or "").parent
+    features = sorted(
+        "larkbot.runtime." + ".".join(p.relative_to(runtime).with_suffix("").parts)
+        for p in runtime.rglob("metrics.py")
+    )
+    modules = [*features, *(f"larkbot.{name.replace('-', '_')}.metrics" for name in SERVICES)]
     for module in modules:
         importlib.import_module(module)
     suffixes = {
