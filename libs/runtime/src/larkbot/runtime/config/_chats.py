@@ -14,6 +14,7 @@ from ._manners import (
     TalkLevel,
     with_level_defaults,
 )
+from ._media import ChatMediaSettings
 from ._reminders import ChatRemindersSettings
 
 
@@ -96,6 +97,8 @@ class ChatSettings(_Section):
     #: Reminders (docs/driver.md "Reminders"): the tools ``set_reminder``, ``cancel_reminder`` and
     #: ``list_reminders``, and the chat's limits.
     reminders: ChatRemindersSettings = ChatRemindersSettings()
+    #: Media limits (docs/media.md): frames, file size, transcription language and duration.
+    media: ChatMediaSettings = ChatMediaSettings()
 
     @model_validator(mode="before")
     @classmethod
