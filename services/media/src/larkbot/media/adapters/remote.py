@@ -1,5 +1,6 @@
-"""What the media workers ask of other services: downloads (``actions.<platform>``) and descriptions
-(``llm.generate``). Their failures become typed :class:`MediaFailure` s here, once.
+"""What the media workers ask of other services: downloads (``actions.<platform>``), descriptions
+(``llm.generate``) and transcripts (``llm.transcribe``). Their failures become typed
+:class:`MediaFailure` s here, once.
 
 Decisions:
 
@@ -23,13 +24,28 @@ from larkbot.canonical.actions import ActionResult, DownloadAction
 from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.llm import LLM_REPLY_ADAPTER
-from larkbot.canonical.names import SUBJECT_LLM_GENERATE, Platform, actions_subject
+from larkbot.canonical.names import (
+    SUBJECT_LLM_GENERATE,
+    SUBJECT_LLM_TRANSCRIBE,
+    Platform,
+    actions_subject,
+)
+from larkbot.canonical.transcription import TRANSCRIPTION_REPLY_ADAPTER
 from larkbot.runtime.bus import Bus, BusUnavailable
 
 from .. import metrics
-from ..core.errors import DownloadRefused, DownloadUnavailable, TooLarge, VisionFailed, VisionUnavailable
+from ..core.errors import (
+    DownloadRefused,
+    DownloadUnavailable,
+    TooLarge,
+    TranscriptionFailed,
+    TranscriptionUnavailable,
+    VisionFailed,
+    VisionUnavailable,
+)
 from ..core.images import MAX_SOURCE_BYTES
 from ..core.jobs import description_from, vision_request
+from ..core.transcripts import transcript_from, transcription_request
 from .store import Blobs
 
 
@@ -65,18 +81,20 @@ class Sources:
         self.max_bytes = max_bytes
         self.clock_ms = clock_ms
 
-    async def fetch(self, ref: SourceRef) -> bytes:
+    async def fetch(self, ref: SourceRef, *, max_bytes: int | None = None) -> bytes:
+        """The attachment's bytes; ``max_bytes`` (a chat's limit) may only lower the worker's."""
+        limit = min(self.max_bytes, max_bytes) if max_bytes is not None else self.max_bytes
         if ref.blob_key is not None:
-            data = await self.blobs.read(ref.blob_key, max_bytes=self.max_bytes)
+            data = await self.blobs.read(ref.blob_key, max_bytes=limit)
             if data is not None:
                 return data
-        blob_key = await self._download(ref)
-        data = await self.blobs.read(blob_key, max_bytes=self.max_bytes)
+        blob_key = await self._download(ref, limit)
+        data = await self.blobs.read(blob_key, max_bytes=limit)
         if data is None:
             raise DownloadUnavailable("the ingress reported a download that is not in the object store")
         return data
 
-    async def _download(self, ref: SourceRef) -> str:
+    async def _download(self, ref: SourceRef, limit: int) -> str:
         platform = ref.platform.value
         action = DownloadAction(
             platform=ref.platform,
@@ -86,7 +104,7 @@ class Sources:
             message_id=ref.message_id,
             file_id=ref.file_id,
             attachment_type=ref.attachment_type,
-            max_bytes=self.max_bytes,
+            max_bytes=limit,
         )
         try:
             result = await self.bus.request(
@@ -105,7 +123,7 @@ class Sources:
         code = error.code if error is not None else result.outcome
         metrics.DOWNLOADS.labels(platform, code if code in _CODES else "failed").inc()
         if code == "too_large":
-            raise TooLarge(f"the {platform} ingress refused the download: larger than {self.max_bytes} bytes")
+            raise TooLarge(f"the {platform} ingress refused the download: larger than {limit} bytes")
         message = error.message if error is not None else "the download answered without a blob"
         # The wire's ``retryable`` (the ingress's verdict) picks the type; an ``unknown`` outcome may
         # still come true, so it is retryable whatever the flag says.
@@ -173,3 +191,53 @@ class Vision:
             raise
         metrics.VISION_CALLS.labels("ok").inc()
         return described
+
+
+class Speech:
+    """Transcribes audio through ``llm.transcribe`` with the configured speech-to-text endpoint."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        endpoint: str | None,
+        *,
+        timeout_s: float = 120.0,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.bus = bus
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self.clock_ms = clock_ms
+
+    async def transcribe(
+        self, endpoint: str, blob_key: str, *, language: str | None, request_id: str, chat_key: str
+    ) -> tuple[str, str]:
+        """``(transcript, model identity)``; raises :class:`TranscriptionFailed`."""
+        request = transcription_request(
+            request_id=request_id,
+            endpoint=endpoint,
+            blob_key=blob_key,
+            language=language,
+            deadline_ms=self.clock_ms() + int(self.timeout_s * 1000),
+            chat_key=chat_key,
+        )
+        started = time.perf_counter()
+        try:
+            reply = await self.bus.request_as(
+                SUBJECT_LLM_TRANSCRIBE, request, TRANSCRIPTION_REPLY_ADAPTER, timeout_s=self.timeout_s + 5
+            )
+        except BusUnavailable as exc:
+            metrics.TRANSCRIPTIONS.labels("unavailable").inc()
+            raise TranscriptionUnavailable(f"no answer from llm.transcribe: {exc}") from None
+        except ContractError as exc:
+            metrics.TRANSCRIPTIONS.labels("bad_reply").inc()
+            raise TranscriptionUnavailable(f"llm.transcribe answered badly: {exc}") from None
+        finally:
+            metrics.TRANSCRIPTION_SECONDS.observe(time.perf_counter() - started)
+        try:
+            found = transcript_from(reply)
+        except TranscriptionFailed:
+            metrics.TRANSCRIPTIONS.labels("failed").inc()
+            raise
+        metrics.TRANSCRIPTIONS.labels("ok").inc()
+        return found

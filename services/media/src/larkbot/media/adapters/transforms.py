@@ -11,6 +11,13 @@ Decisions:
 - ``frames`` succeed without a vision endpoint (frames and a thumbnail are outputs in their own right);
   with one, the picked frames are described together, each with its time, and cached under the file's
   hash. ``max_frames`` is the worker's (``services.media.max_frames``, ≤ 5); a job may ask for fewer.
+- ``transcript`` jobs (voice, audio, video notes): the file's audio becomes 16 kHz mono WAV in the
+  object store and ``llm.transcribe`` reads it from there; the transcript and the audio's duration are
+  cached under the file's hash, so a second identical job neither decodes nor calls the model. Without
+  a transcription endpoint the job is ``unsupported`` before anything is downloaded (the pipeline does
+  not ask for transcripts then; see ``llm.transcription``).
+- Every job is checked against the chat's limits before downloading: the declared size (``max_bytes``,
+  at most the platform's 20 MB) and, for transcripts, the declared duration (``max_duration_s``).
 - ``custom_emoji`` jobs carry an emoji id, not a downloadable file, and no ingress action turns one into
   bytes yet: refused as ``unsupported``.
 """
@@ -18,6 +25,7 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import assert_never
 
@@ -26,10 +34,10 @@ from larkbot.canonical.llm import ImagePart
 from larkbot.canonical.media import MediaJob, MediaResult, ReadImageRequest, ReadImageResponse
 
 from .. import metrics
-from ..core import images, motion
+from ..core import audio, images, motion, transcripts
 from ..core.errors import Unsupported
 from ..core.jobs import source_type, succeeded
-from .remote import SourceRef, Sources, Vision
+from .remote import SourceRef, Sources, Speech, Vision
 from .store import AltTextCache, Blobs
 
 #: Attachment types described from frames, whose alt text is cached under the file's hash.
@@ -45,6 +53,7 @@ class Transformer:
         blobs: Blobs,
         cache: AltTextCache,
         vision: Vision,
+        speech: Speech,
         *,
         max_frames: int = motion.MAX_FRAMES,
     ) -> None:
@@ -52,14 +61,23 @@ class Transformer:
         self.blobs = blobs
         self.cache = cache
         self.vision = vision
+        self.speech = speech
         self.max_frames = max_frames
 
     async def run(self, job: MediaJob) -> MediaResult:
         """The job's result; raises :class:`MediaFailure` for a typed failure."""
         endpoint = job.vision_endpoint or self.vision.endpoint
+        if job.transform != "custom_emoji":
+            transcripts.check_declared(job)
         match job.transform:
             case "custom_emoji":
                 raise Unsupported("custom emoji have no downloadable image on the supported platforms yet")
+            case "transcript":
+                speaking = job.transcription_endpoint or self.speech.endpoint
+                if speaking is None:
+                    raise Unsupported("no transcription endpoint is configured (llm.transcription)")
+                data, content = await self._source(job)
+                return await self._transcript(job, data, content, speaking)
             case "thumbnail":
                 data, content = await self._source(job)
                 thumbnail_key = await self._thumbnail(data)
@@ -80,7 +98,7 @@ class Transformer:
         # The ingress stores downloads under their sha256, which is what ``content_hash`` records.
         stored = job.blob_key or _stored_key(job.content_hash)
         ref = SourceRef(job.platform, job.chat_id, job.message_id, job.file_id, source_type(job), stored)
-        data = await self.sources.fetch(ref)
+        data = await self.sources.fetch(ref, max_bytes=transcripts.max_bytes(job))
         metrics.INPUT_BYTES.labels(job.transform).inc(len(data))
         content = await asyncio.to_thread(images.content_key, data)
         return data, content
@@ -125,6 +143,22 @@ class Transformer:
             frame_keys=frame_keys,
             frame_times_ms=found.times_ms,
         )
+
+    async def _transcript(self, job: MediaJob, data: bytes, content: str, endpoint: str) -> MediaResult:
+        cached = await self.cache.get_transcript(content)
+        if cached is None:
+            started = time.perf_counter()
+            found = await asyncio.to_thread(audio.speech, data, transcripts.max_duration_s(job))
+            metrics.AUDIO_CONVERT_SECONDS.observe(time.perf_counter() - started)
+            wav_key = await self.blobs.put(found.wav, "audio")
+            metrics.AUDIO_SECONDS.inc(found.duration_ms / 1000)
+            text, model = await self.speech.transcribe(
+                endpoint, wav_key, language=job.language, request_id=uuid.uuid4().hex, chat_key=_chat(job)
+            )
+            await self.cache.put_transcript(content, text, found.duration_ms, model)
+            cached = text, found.duration_ms
+        text, duration_ms = cached
+        return succeeded(job, content_hash=content, alt_text=text or None, duration_ms=duration_ms)
 
     async def read_image(self, request: ReadImageRequest) -> ReadImageResponse:
         """An image part of at most 512 px (``low``) or 1024 px (``high``); raises :class:`MediaFailure`."""

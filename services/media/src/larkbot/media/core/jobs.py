@@ -67,7 +67,13 @@ def source_type(job: MediaJob) -> AttachmentType:
     """What to tell the ingress it is downloading (Feishu fetches images and files differently)."""
     if job.attachment_type is not None:
         return job.attachment_type
-    return AttachmentType.PHOTO if job.transform in ("thumbnail", "alt_text") else AttachmentType.ANIMATION
+    match job.transform:
+        case "thumbnail" | "alt_text":
+            return AttachmentType.PHOTO
+        case "transcript":
+            return AttachmentType.AUDIO
+        case _:
+            return AttachmentType.ANIMATION
 
 
 def vision_request(
@@ -156,6 +162,7 @@ def succeeded(
     alt_text: str | None = None,
     frame_keys: tuple[str, ...] = (),
     frame_times_ms: tuple[int, ...] = (),
+    duration_ms: int | None = None,
 ) -> MediaResult:
     return MediaResult(
         job_id=job.job_id,
@@ -171,6 +178,7 @@ def succeeded(
         alt_text=alt_text,
         frame_keys=frame_keys,
         frame_times_ms=frame_times_ms,
+        duration_ms=duration_ms,
     )
 
 
