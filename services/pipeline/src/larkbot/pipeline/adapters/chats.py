@@ -45,7 +45,7 @@ from larkbot.runtime.bus import Bus
 from larkbot.runtime.retry import Failure, RetryPolicy, retrying
 
 from .. import metrics
-from ..core import Projection, RenderParams, attachment_key
+from ..core import Projection, RenderParams, alt_keys
 from ..errors import Unpublished
 from .repository import EventRepository
 from .writes import decode_event
@@ -214,7 +214,7 @@ class ResidentChats:
             for _, event in decoded
             if isinstance(event, MessageEvent)
             for a in event.attachments
-            if (key := attachment_key(a)) is not None
+            for key in alt_keys(a)
         }
         if keys:
             self.alt_texts.update(await self.repo.alt_texts(keys))

@@ -19,7 +19,7 @@ from .model import IC, MessageNode, NameChange, Node, ReplySnapshot, RuntimeNode
 from .params import RenderParams
 from .projection import Projection, replay, replay_chat
 from .reduce import Change, reduce
-from .render import Renderer, attachment_key
+from .render import Renderer, alt_keys, attachment_key, transcript_key
 from .timefmt import format_time
 
 __all__ = [
@@ -36,10 +36,12 @@ __all__ = [
     "RuntimeNode",
     "SystemNode",
     "alias_for",
+    "alt_keys",
     "attachment_key",
     "format_time",
     "looks_like_alias",
     "reduce",
     "replay",
     "replay_chat",
+    "transcript_key",
 ]
