@@ -17,6 +17,8 @@ from larkbot.runtime.config import NatsSettings
 
 FEISHU_CHATS = tuple(f"oc_e2e_{name}" for name in ("reply", "silent", "react", "image", "long", "recall"))
 TELEGRAM_CHATS = (-1001000000001, -1001000000002, -1001000000003, -1001000000004, -1001000000005)
+#: The chats of the voice scenarios (test_e2e_voice.py).
+FEISHU_VOICE, TELEGRAM_VOICE = "oc_e2e_voice", -1001000000006
 MEMBER = feishu_user(1)
 
 
@@ -40,8 +42,9 @@ async def e2e(
     if request.param == "postgres" and not postgres:
         pytest.skip("PostgreSQL end-to-end runs need TEST_DATABASE_URL")
     script = BotScript()
-    chats: dict[str, dict[str, Any]] = {f"feishu:{c}": {} for c in FEISHU_CHATS}
+    chats: dict[str, dict[str, Any]] = {f"feishu:{c}": {} for c in (*FEISHU_CHATS, FEISHU_VOICE)}
     chats.update({f"telegram:{c}": {} for c in TELEGRAM_CHATS})
+    chats[f"telegram:{TELEGRAM_VOICE}"] = {"media": {"transcription": {"language": "en"}}}
     root = tmp_path_factory.mktemp(f"e2e-{request.param}")
     async with world(
         root, e2e_bus, nats_url, script, chats, database=request.param, postgres_url=postgres
