@@ -19,6 +19,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+from prometheus_client import Counter, Histogram
+from pydantic import BaseModel, TypeAdapter
 
 from larkbot.canonical.actions import ActionResult, DownloadAction
 from larkbot.canonical.content import AttachmentType
@@ -37,6 +41,7 @@ from .. import metrics
 from ..core.errors import (
     DownloadRefused,
     DownloadUnavailable,
+    MediaFailure,
     TooLarge,
     TranscriptionFailed,
     TranscriptionUnavailable,
@@ -47,6 +52,9 @@ from ..core.images import MAX_SOURCE_BYTES
 from ..core.jobs import description_from, vision_request
 from ..core.transcripts import transcript_from, transcription_request
 from .store import Blobs
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 
 def _now_ms() -> int:
@@ -171,26 +179,18 @@ class Vision:
             deadline_ms=self.clock_ms() + int(self.timeout_s * 1000),
             chat_key=chat_key,
         )
-        started = time.perf_counter()
-        try:
-            reply = await self.bus.request_as(
-                SUBJECT_LLM_GENERATE, request, LLM_REPLY_ADAPTER, timeout_s=self.timeout_s + 5
-            )
-        except BusUnavailable as exc:
-            metrics.VISION_CALLS.labels("unavailable").inc()
-            raise VisionUnavailable(f"no answer from llm.generate: {exc}") from None
-        except ContractError as exc:
-            metrics.VISION_CALLS.labels("bad_reply").inc()
-            raise VisionUnavailable(f"llm.generate answered badly: {exc}") from None
-        finally:
-            metrics.VISION_SECONDS.observe(time.perf_counter() - started)
-        try:
-            described = description_from(reply)
-        except VisionFailed:
-            metrics.VISION_CALLS.labels("failed").inc()
-            raise
-        metrics.VISION_CALLS.labels("ok").inc()
-        return described
+        return await _ask_model(
+            self.bus,
+            SUBJECT_LLM_GENERATE,
+            request,
+            LLM_REPLY_ADAPTER,
+            description_from,
+            timeout_s=self.timeout_s + 5,
+            calls=metrics.VISION_CALLS,
+            seconds=metrics.VISION_SECONDS,
+            unavailable=VisionUnavailable,
+            failure=VisionFailed,
+        )
 
 
 class Speech:
@@ -221,23 +221,50 @@ class Speech:
             deadline_ms=self.clock_ms() + int(self.timeout_s * 1000),
             chat_key=chat_key,
         )
-        started = time.perf_counter()
-        try:
-            reply = await self.bus.request_as(
-                SUBJECT_LLM_TRANSCRIBE, request, TRANSCRIPTION_REPLY_ADAPTER, timeout_s=self.timeout_s + 5
-            )
-        except BusUnavailable as exc:
-            metrics.TRANSCRIPTIONS.labels("unavailable").inc()
-            raise TranscriptionUnavailable(f"no answer from llm.transcribe: {exc}") from None
-        except ContractError as exc:
-            metrics.TRANSCRIPTIONS.labels("bad_reply").inc()
-            raise TranscriptionUnavailable(f"llm.transcribe answered badly: {exc}") from None
-        finally:
-            metrics.TRANSCRIPTION_SECONDS.observe(time.perf_counter() - started)
-        try:
-            found = transcript_from(reply)
-        except TranscriptionFailed:
-            metrics.TRANSCRIPTIONS.labels("failed").inc()
-            raise
-        metrics.TRANSCRIPTIONS.labels("ok").inc()
-        return found
+        return await _ask_model(
+            self.bus,
+            SUBJECT_LLM_TRANSCRIBE,
+            request,
+            TRANSCRIPTION_REPLY_ADAPTER,
+            transcript_from,
+            timeout_s=self.timeout_s + 5,
+            calls=metrics.TRANSCRIPTIONS,
+            seconds=metrics.TRANSCRIPTION_SECONDS,
+            unavailable=TranscriptionUnavailable,
+            failure=TranscriptionFailed,
+        )
+
+
+async def _ask_model(
+    bus: Bus,
+    subject: str,
+    request: BaseModel,
+    adapter: TypeAdapter[R],
+    read: Callable[[R], T],
+    *,
+    timeout_s: float,
+    calls: Counter,
+    seconds: Histogram,
+    unavailable: Callable[[str], MediaFailure],
+    failure: type[MediaFailure],
+) -> T:
+    """One model call through the gateway, counted by outcome (ok, unavailable, bad_reply, failed) and
+    timed; no answer or a bad one is ``unavailable`` (retryable), an error answer what ``read`` raises."""
+    started = time.perf_counter()
+    try:
+        reply = await bus.request_as(subject, request, adapter, timeout_s=timeout_s)
+    except BusUnavailable as exc:
+        calls.labels("unavailable").inc()
+        raise unavailable(f"no answer from {subject}: {exc}") from None
+    except ContractError as exc:
+        calls.labels("bad_reply").inc()
+        raise unavailable(f"{subject} answered badly: {exc}") from None
+    finally:
+        seconds.observe(time.perf_counter() - started)
+    try:
+        found = read(reply)
+    except failure:
+        calls.labels("failed").inc()
+        raise
+    calls.labels("ok").inc()
+    return found

@@ -55,12 +55,17 @@ _MOVING: Final[dict[AttachmentType, str]] = {
 }
 
 
-def alt_cache_key(content_key: str) -> str:
-    """``sha256:<hex>`` → ``alt.<hex>``."""
+def cache_key(prefix: str, content_key: str) -> str:
+    """``sha256:<hex>`` → ``<prefix>.<hex>`` (a NATS KV key)."""
     algo, sep, digest = content_key.partition(":")
     if algo != "sha256" or not sep or not _DIGEST.fullmatch(digest):
-        raise ValueError("alt-text cache keys are made from sha256:<hex> content keys")
-    return f"alt.{digest}"
+        raise ValueError("cache keys are made from sha256:<hex> content keys")
+    return f"{prefix}.{digest}"
+
+
+def alt_cache_key(content_key: str) -> str:
+    """``sha256:<hex>`` → ``alt.<hex>``."""
+    return cache_key("alt", content_key)
 
 
 def source_type(job: MediaJob) -> AttachmentType:

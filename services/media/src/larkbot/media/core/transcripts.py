@@ -25,22 +25,19 @@ from larkbot.canonical.transcription import TranscriptionReply, TranscriptionReq
 from .audio import WAV_MIME, WAV_NAME
 from .errors import TooLarge, TooLong, TranscriptionFailed, TranscriptionRefused, TranscriptionUnavailable
 from .images import MAX_SOURCE_BYTES
+from .jobs import cache_key
 
 #: The longest audio a job may ask for (``chats.<key>.media.transcription.max_duration_s`` ≤ this).
 MAX_DURATION_S: Final = 1800
 #: A job that names no limit (a pipeline that predates per-chat limits) gets the chats' default.
 DEFAULT_DURATION_S: Final = 300
 TRANSCRIPT_MAX_CHARS: Final = 4000
-_DIGEST = re.compile(r"[0-9a-f]{64}")
 _SPACES = re.compile(r"\s+")
 
 
 def transcript_cache_key(content_key: str) -> str:
     """``sha256:<hex>`` → ``tr.<hex>``."""
-    algo, sep, digest = content_key.partition(":")
-    if algo != "sha256" or not sep or not _DIGEST.fullmatch(digest):
-        raise ValueError("transcript cache keys are made from sha256:<hex> content keys")
-    return f"tr.{digest}"
+    return cache_key("tr", content_key)
 
 
 def max_bytes(job: MediaJob) -> int:
