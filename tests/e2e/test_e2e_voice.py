@@ -13,9 +13,9 @@ from tests.harness.script import BotScript
 from tests.harness.world import World, until
 
 from larkbot.canonical.names import Platform
-from larkbot.llm_gateway.fake import TranscriptionCall, fake_transcript
 from larkbot.media.core.audio import speech
 from larkbot.testkit.media import samples
+from larkbot.testkit.media.fakes import heard as fake_heard
 
 from .conftest import FEISHU_VOICE, MEMBER, TELEGRAM_VOICE
 
@@ -29,8 +29,7 @@ def now_ms() -> int:
 
 def heard(data: bytes, language: str | None) -> str:
     """What the fake provider answers for ``data`` once the worker has converted it."""
-    wav = speech(data, 300).wav
-    return fake_transcript(TranscriptionCall(0, {}, "", "json", language, "speech.wav", "audio/wav", wav))
+    return fake_heard(speech(data, 300).wav, language)
 
 
 def telegram_message(message_id: int, kind: str, media: dict[str, object]) -> dict[str, object]:

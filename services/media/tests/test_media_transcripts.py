@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from larkbot.canonical.names import Platform, Service
-from larkbot.llm_gateway.fake import TranscriptionCall, fake_transcript
 from larkbot.media.app import MediaService
 from larkbot.media.core import audio, images
 from larkbot.media.core.errors import TooLong, Unreadable
@@ -22,7 +21,7 @@ from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
 from larkbot.runtime.service import built
 from larkbot.testkit.media import samples
-from larkbot.testkit.media.fakes import FakeIngress, FakeSpeech, FakeVision
+from larkbot.testkit.media.fakes import FakeIngress, FakeSpeech, FakeVision, heard
 
 from .test_media_service import Results, Stack, counter, job
 
@@ -31,7 +30,7 @@ M4A = samples.audio_file(1.5)
 
 
 def expected(wav: bytes, language: str | None = None) -> str:
-    return fake_transcript(TranscriptionCall(0, {}, "m", "json", language, "speech.wav", "audio/wav", wav))
+    return heard(wav, language)
 
 
 @contextlib.asynccontextmanager

@@ -189,6 +189,13 @@ def _image_parts(request: LLMRequest) -> list[ImagePart]:
     ]
 
 
+def heard(wav: bytes, language: str | None = None) -> str:
+    """The fake provider's transcript of ``wav`` (what :class:`FakeSpeech` and the real gateway in front
+    of the fake provider answer)."""
+    call = TranscriptionCall(0, {}, "", "json", language, "speech.wav", "audio/wav", wav)
+    return fake_transcript(call)
+
+
 class FakeSpeech:
     def __init__(self, bus: Bus, *, model: str = "fake-whisper-1") -> None:
         self.bus = bus
