@@ -150,17 +150,18 @@ async def test_transient_failures_are_retried_then_fall_back() -> None:
 
 
 @pytest.mark.parametrize(
-    ("request_", "category", "says"),
+    ("changes", "category", "says"),
     [
-        (ask("nope"), "config", "no LLM endpoint named 'nope'"),
-        (ask("chat"), "config", "not a speech-to-text endpoint"),
-        (ask().model_copy(update={"blob_key": "sha256:gone"}), "invalid_request", "sha256:gone"),
-        (ask().model_copy(update={"deadline_ms": 1}), "deadline", "deadline"),
+        ({"endpoint": "nope"}, "config", "no LLM endpoint named 'nope'"),
+        ({"endpoint": "chat"}, "config", "not a speech-to-text endpoint"),
+        ({"blob_key": "sha256:gone"}, "invalid_request", "sha256:gone"),
+        ({"deadline_ms": 1}, "deadline", "deadline"),
     ],
 )
-async def test_typed_errors(request_: TranscriptionRequest, category: str, says: str) -> None:
+async def test_typed_errors(changes: dict[str, Any], category: str, says: str) -> None:
+    # Built here, not at collection: the deadline is 20 s from now.
     async with transcribers({"whisper": fake_transcript}) as (t, fakes):
-        reply = await t.transcribe(request_)
+        reply = await t.transcribe(ask().model_copy(update=changes))
     assert isinstance(reply, LLMError), reply
     assert reply.category == category
     assert says in reply.message
