@@ -143,8 +143,9 @@ class Sources:
 _CODES = frozenset({"too_large", "not_found", "forbidden", "rate_limited", "deadline", "platform", "unknown"})
 
 
-class Vision:
-    """Describes pictures through ``llm.generate`` with the configured vision endpoint."""
+class _ModelClient:
+    """A model reached through the gateway: the configured endpoint (``None``: not configured) and the
+    time a call may take, as an absolute deadline on the request."""
 
     def __init__(
         self,
@@ -158,6 +159,10 @@ class Vision:
         self.endpoint = endpoint
         self.timeout_s = timeout_s
         self.clock_ms = clock_ms
+
+
+class Vision(_ModelClient):
+    """Describes pictures through ``llm.generate`` with the configured vision endpoint."""
 
     async def describe(
         self,
@@ -193,21 +198,8 @@ class Vision:
         )
 
 
-class Speech:
+class Speech(_ModelClient):
     """Transcribes audio through ``llm.transcribe`` with the configured speech-to-text endpoint."""
-
-    def __init__(
-        self,
-        bus: Bus,
-        endpoint: str | None,
-        *,
-        timeout_s: float = 120.0,
-        clock_ms: Callable[[], int] = _now_ms,
-    ) -> None:
-        self.bus = bus
-        self.endpoint = endpoint
-        self.timeout_s = timeout_s
-        self.clock_ms = clock_ms
 
     async def transcribe(
         self, endpoint: str, blob_key: str, *, language: str | None, request_id: str, chat_key: str

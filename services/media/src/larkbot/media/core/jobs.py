@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final, assert_never
+from typing import Final, TypeVar, assert_never
 
 from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.llm import (
@@ -32,7 +32,7 @@ from larkbot.canonical.llm import (
 )
 from larkbot.canonical.media import MediaError, MediaJob, MediaResult
 
-from .errors import VisionFailed, VisionRefused, VisionUnavailable
+from .errors import MediaFailure, VisionFailed, VisionRefused, VisionUnavailable
 from .images import RENDITION_MIME
 
 ALT_TEXT_MAX_CHARS: Final = 1000
@@ -148,13 +148,20 @@ def description_from(reply: LLMReply) -> tuple[str, str]:
 
 
 def vision_failure(category: LLMErrorCategory) -> type[VisionFailed]:
-    """The failure of a vision call the model's gateway answered with an error: retryable only when
-    retrying can help."""
+    """The failure of a vision call the model's gateway answered with an error."""
+    return model_failure(category, VisionUnavailable, VisionRefused)
+
+
+F = TypeVar("F", bound=MediaFailure)
+
+
+def model_failure(category: LLMErrorCategory, retryable: type[F], final: type[F]) -> type[F]:
+    """Of a model call the gateway answered with an error: ``retryable`` only when retrying can help."""
     match category:
         case "transient" | "deadline":
-            return VisionUnavailable
+            return retryable
         case "permanent" | "invalid_request" | "config" | "context_length":
-            return VisionRefused
+            return final
         case _:
             assert_never(category)
 

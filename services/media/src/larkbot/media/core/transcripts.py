@@ -16,7 +16,7 @@ Decisions:
 from __future__ import annotations
 
 import re
-from typing import Final, assert_never
+from typing import Final
 
 from larkbot.canonical.llm import LLMError, LLMErrorCategory
 from larkbot.canonical.media import MediaJob
@@ -25,7 +25,7 @@ from larkbot.canonical.transcription import TranscriptionReply, TranscriptionReq
 from .audio import WAV_MIME, WAV_NAME
 from .errors import TooLarge, TooLong, TranscriptionFailed, TranscriptionRefused, TranscriptionUnavailable
 from .images import MAX_SOURCE_BYTES
-from .jobs import cache_key
+from .jobs import cache_key, model_failure
 
 #: The longest audio a job may ask for (``chats.<key>.media.transcription.max_duration_s`` ≤ this).
 MAX_DURATION_S: Final = 1800
@@ -88,10 +88,4 @@ def transcript_from(reply: TranscriptionReply) -> tuple[str, str]:
 
 
 def transcription_failure(category: LLMErrorCategory) -> type[TranscriptionFailed]:
-    match category:
-        case "transient" | "deadline":
-            return TranscriptionUnavailable
-        case "permanent" | "invalid_request" | "config" | "context_length":
-            return TranscriptionRefused
-        case _:
-            assert_never(category)
+    return model_failure(category, TranscriptionUnavailable, TranscriptionRefused)
