@@ -23,6 +23,7 @@ from larkbot.cli.web import CSP, FAVICON
 from larkbot.ingress_telegram.core import ALLOWED_UPDATES, TelegramAdapter
 from larkbot.ingress_telegram.fake.wire import Recorded
 from larkbot.runtime.config import parse_config
+from larkbot.testkit.media import samples
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 HOSTILE_TEXT = "<script>alert('x')</script> \"quoted\" & <b>xml</b>"
@@ -215,12 +216,12 @@ def image(kind: str, size: tuple[int, int]) -> bytes:
 
 
 async def upload(
-    http: aiohttp.ClientSession, pg: Playground, data: bytes, caption: str = ""
+    http: aiohttp.ClientSession, pg: Playground, data: bytes, caption: str = "", filename: str = "x.bin"
 ) -> tuple[int, dict[str, Any]]:
     form = aiohttp.FormData()
     form.add_field("user", "Carol")
     form.add_field("caption", caption)
-    form.add_field("file", io.BytesIO(data), filename="x.bin", content_type="application/octet-stream")
+    form.add_field("file", io.BytesIO(data), filename=filename, content_type="application/octet-stream")
     async with http.post(pg.control_url + "/upload", data=form) as resp:
         return resp.status, await resp.json()
 
@@ -252,6 +253,37 @@ async def test_an_uploaded_image_is_a_photo_message_with_its_real_size(
         assert resp.content_type == content_type
         assert await resp.read() == data
         assert resp.headers["Content-Security-Policy"] == CSP
+
+
+async def test_a_recording_is_a_voice_message_and_a_sound_file_an_audio_message(
+    playground: Playground, http: aiohttp.ClientSession
+) -> None:
+    voice, song = samples.voice_note(3.0), samples.audio_file(2.0)
+    status, answer = await upload(http, playground, voice, "listen")
+    assert status == 200, answer
+    status, answer = await upload(http, playground, song, filename="tone.m4a")
+    assert status == 200, answer
+    first, second = await delivered(http, playground)
+    note = first["message"]["voice"]
+    assert (note["duration"], note["mime_type"], note["file_size"]) == (3, "audio/ogg", len(voice))
+    assert set(note) == {"file_id", "file_unique_id", "duration", "mime_type", "file_size"}
+    assert first["message"]["caption"] == "listen"
+    assert "photo" not in first["message"]
+    audio = second["message"]["audio"]
+    assert (audio["duration"], audio["mime_type"], audio["file_name"]) == (2, "audio/mp4", "tone.m4a")
+    api = f"{playground.telegram.base_url}/bot{playground.telegram.token}"
+    async with http.post(f"{api}/getFile", json={"file_id": note["file_id"]}) as resp:
+        path = (await resp.json())["result"]["file_path"]
+    async with http.get(f"{playground.telegram.base_url}/file/bot{playground.telegram.token}/{path}") as resp:
+        assert await resp.read() == voice
+    _, timeline = await call(http, playground, "/messages")
+    recording = timeline["messages"][0]["recording"]
+    assert (recording["kind"], recording["duration"]) == ("voice", 3)
+    assert timeline["messages"][1]["recording"]["name"] == "tone.m4a"
+    async with http.get(playground.control_url + recording["url"]) as resp:
+        assert resp.content_type == "audio/ogg"
+        assert await resp.read() == voice
+        assert "media-src 'self'" in resp.headers["Content-Security-Policy"]
 
 
 async def test_an_upload_that_is_not_a_photo_is_refused(

@@ -804,6 +804,31 @@ ROWS: list[tuple[str, list[Panel]]] = [
                     counter("larkbot_media_file_extract_cache_lookups_total", "result"),
                     *quantiles("larkbot_media_read_file_seconds", qs=(0.95,)),
                 ],
+                "ops",
+            ),
+            panel(
+                "Transcriptions",
+                "Speech-to-text calls by outcome; seconds of audio sent, per second.",
+                [
+                    counter("larkbot_media_transcriptions_total", "outcome"),
+                    (rate("larkbot_media_transcribed_audio_seconds_total", ""), "audio seconds"),
+                ],
+                "ops",
+            ),
+            panel(
+                "Transcription latency",
+                "Round trip of one llm.transcribe call and the decode to 16 kHz WAV before it, p95.",
+                [
+                    (quantile(0.95, "larkbot_media_transcription_seconds", ""), "llm.transcribe p95"),
+                    (quantile(0.95, "larkbot_media_audio_conversion_seconds", ""), "to WAV p95"),
+                ],
+                "s",
+            ),
+            panel(
+                "Transcript cache",
+                "Lookups by result (hit, miss): a hit is a file transcribed before.",
+                [counter("larkbot_media_transcript_cache_lookups_total", "result")],
+                "ops",
             ),
         ],
     ),

@@ -24,6 +24,8 @@ TELEGRAM_CHATS = (
     -1001000000005,
     -1001000000006,
 )
+#: The chats of the voice scenarios (test_e2e_voice.py).
+FEISHU_VOICE, TELEGRAM_VOICE = "oc_e2e_voice", -1001000000007
 MEMBER = feishu_user(1)
 
 
@@ -47,8 +49,9 @@ async def e2e(
     if request.param == "postgres" and not postgres:
         pytest.skip("PostgreSQL end-to-end runs need TEST_DATABASE_URL")
     script = BotScript()
-    chats: dict[str, dict[str, Any]] = {f"feishu:{c}": {} for c in FEISHU_CHATS}
+    chats: dict[str, dict[str, Any]] = {f"feishu:{c}": {} for c in (*FEISHU_CHATS, FEISHU_VOICE)}
     chats.update({f"telegram:{c}": {} for c in TELEGRAM_CHATS})
+    chats[f"telegram:{TELEGRAM_VOICE}"] = {"media": {"transcription": {"language": "en"}}}
     root = tmp_path_factory.mktemp(f"e2e-{request.param}")
     async with world(
         root, e2e_bus, nats_url, script, chats, database=request.param, postgres_url=postgres

@@ -36,6 +36,7 @@ from larkbot.driver.wake.core.records import ProbeRecord
 from larkbot.driver.wake.repository import DriverRepository
 from larkbot.runtime.config import parse_config
 from larkbot.runtime.db import create_engine, migrate
+from larkbot.testkit.media import samples
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -52,7 +53,7 @@ CHROMIUM_ARGS = (
     "--no-first-run",
     "--disable-quic",
 )
-SERVICES = ("llm-gateway", "pipeline", "driver", "ingress-telegram")
+SERVICES = ("llm-gateway", "media", "pipeline", "driver", "ingress-telegram")
 WAIT_MS = 90_000
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 HOSTILE_TEXT = "<script>alert('x')</script> \"quoted\" & <b>bold</b> @LarkBot?"
@@ -92,8 +93,12 @@ def _config(root: Path, telegram: int, llm: int, inspector: int) -> dict[str, An
             "polling_timeout_s": 2,
         },
         "llm": {
-            "endpoints": {"playground": endpoint},
+            "endpoints": {
+                "playground": endpoint,
+                "speech": {**endpoint, "format": "openai-transcription", "model": "playground-whisper"},
+            },
             **{role: "playground" for role in ("probe", "primary", "compaction", "vision", "memory")},
+            "transcription": "speech",
         },
         "inspector": {"port": inspector},
         "chats": {
@@ -247,6 +252,32 @@ async def test_a_member_mentions_the_bot_and_the_inspector_shows_why_it_spoke(si
     assert await page.locator("table.wakeups tbody tr").count() >= 1
     if shot := _shot("inspector-chat.png"):
         await page.screenshot(path=shot, full_page=False)
+
+
+async def test_a_voice_message_is_played_in_the_page_and_heard_by_the_bot(site: Site, page: Any) -> None:
+    """The playground's Voice button posts an OGG/Opus recording as a Telegram voice message; the media
+    worker transcribes it through the fake model's /audio/transcriptions, and the request the model got
+    shows the transcript inside the message."""
+    await page.goto(site.playground)
+    username = await page.locator("#mention-bot").get_attribute("data-username")
+    await page.select_option("#member", "Carol")
+    replies = await page.locator("li.msg.bot").count()
+    await page.fill("#composer", f"@{username} listen to this")
+    note = samples.voice_note(2.0, frequency=392.0)
+    await page.set_input_files(
+        "#voice-upload", files=[{"name": "note.ogg", "mimeType": "audio/ogg", "buffer": note}]
+    )
+    mine = page.locator("li.msg.member", has_text="listen to this")
+    await mine.wait_for(timeout=WAIT_MS)
+    assert "Voice message · 2 s" in await mine.inner_text()
+    assert await mine.locator("audio.recording").count() == 1
+    reply = await _bot_replies(page, replies + 1)
+    href = await reply.locator("a.inspect").get_attribute("href")
+    assert href is not None
+    await _open_wake_up(page, href)
+    heard = page.locator(".request .block", has_text="Fake transcript of 2.0 s of audio").first
+    await heard.wait_for(timeout=WAIT_MS)
+    assert 'type="voice" mime="audio/ogg" duration="2s"' in await heard.inner_text()
 
 
 async def test_hostile_names_and_texts_are_shown_as_text_and_run_nothing(site: Site, page: Any) -> None:

@@ -61,6 +61,17 @@ def feishu_image(chat_id: str, n: int, image_key: str, *, sender: str, create_ti
     return envelope
 
 
+def feishu_audio(
+    chat_id: str, n: int, file_key: str, duration_ms: int, *, sender: str, create_time_ms: int
+) -> dict[str, Any]:
+    """A Feishu voice message: ``audio`` content names the file and its duration in milliseconds."""
+    envelope = feishu_text(chat_id, n, "", sender=sender, create_time_ms=create_time_ms)
+    message = envelope["event"]["message"]
+    message["message_type"] = "audio"
+    message["content"] = json.dumps({"file_key": file_key, "duration": duration_ms})
+    return envelope
+
+
 def feishu_recall(chat_id: str, message_id: str, *, create_time_ms: int) -> dict[str, Any]:
     envelope = copy.deepcopy(payload("message_recalled"))
     envelope["header"]["event_id"] = _hex("recall", chat_id, message_id)

@@ -98,7 +98,7 @@ BROKEN_TELEGRAM = {**RAW, "telegram": {**RAW["telegram"], "nonsense": 1}}
 @pytest.mark.parametrize(
     ("raw", "key", "refused_by", "started_by"),
     [
-        (BROKEN_LLM, "llm", ("driver", "llm-gateway", "media"), ("ingress-feishu", "pipeline", "bootstrap")),
+        (BROKEN_LLM, "llm", ("driver", "llm-gateway", "media", "pipeline"), ("ingress-feishu", "bootstrap")),
         (BROKEN_TELEGRAM, "telegram.nonsense", ("ingress-telegram",), ("media", "ingress-feishu", "driver")),
     ],
 )
@@ -128,3 +128,15 @@ def test_a_misspelt_section_is_refused_by_every_service() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config({**RAW, "telegarm": {}}, ALL, service="media")
     assert "telegarm" in str(caught.value)
+
+
+def test_the_pipeline_reads_the_llm_routes_of_its_media_jobs_without_any_key() -> None:
+    # Regression: the pipeline names a chat's vision and transcription endpoints on its media jobs from
+    # llm.routes / llm.<purpose>; with the llm section withheld from it, every job named none.
+    config = parse_config(RAW, ALL, service="pipeline")
+    assert config.llm.endpoints
+    assert config.llm.primary == RAW["llm"]["primary"]
+    assert not any(
+        endpoint.api_key is not None and endpoint.api_key.get_secret_value() != WITHHELD
+        for endpoint in config.llm.endpoints.values()
+    )

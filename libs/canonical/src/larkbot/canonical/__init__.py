@@ -160,12 +160,19 @@ from .names import (
     unescape_subject_token,
 )
 from .replies import ServiceError
+from .transcription import (
+    TRANSCRIPTION_REPLY_ADAPTER,
+    TranscriptionReply,
+    TranscriptionRequest,
+    TranscriptionResponse,
+)
 
 __all__ = [
     "ACTION_ADAPTER",
     "EVENT_ADAPTER",
     "LLM_REPLY_ADAPTER",
     "SCHEMA_VERSION",
+    "TRANSCRIPTION_REPLY_ADAPTER",
     "ActionError",
     "ActionRequest",
     "ActionResult",
@@ -269,6 +276,9 @@ __all__ = [
     "ToolResultMessage",
     "ToolSpec",
     "TopicChanged",
+    "TranscriptionReply",
+    "TranscriptionRequest",
+    "TranscriptionResponse",
     "Transform",
     "TypingAction",
     "TypingSignal",

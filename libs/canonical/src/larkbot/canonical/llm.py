@@ -190,7 +190,9 @@ class ToolChoice(WireModel):
         return self
 
 
-Purpose = Literal["probe", "primary", "compaction", "vision", "memory"]
+#: What a model call is for. ``transcription`` calls travel as :class:`.transcription.TranscriptionRequest`
+#: on ``llm.transcribe``; the others as :class:`LLMRequest` on ``llm.generate``.
+Purpose = Literal["probe", "primary", "compaction", "vision", "memory", "transcription"]
 
 
 class LLMRequest(WireModel):

@@ -16,6 +16,11 @@ Decisions:
 - ``media.read_file`` answers the driver's ``read_file`` tool with a bounded text extract of a document
   (:class:`FileExtract`), made on request rather than for every file posted: files can be large, and most
   are never asked about.
+- A chat's media settings travel on its jobs (``max_frames``, ``max_bytes``, the endpoints its routes name,
+  the transcription language and duration limit); ``None`` leaves the worker's default. A job may only
+  ask for less than the worker allows, never more.
+- ``transcript`` jobs answer the transcript in ``alt_text`` (the text that stands for the attachment)
+  and the audio's duration in ``duration_ms``.
 - A result with ``ok=False`` is a failure of the head of the chat's queue: the pipeline retries it with
   backoff and holds the chat (consistency above availability); ``error.retryable=False`` is reported and
   dead-lettered, never silently skipped.
@@ -31,6 +36,7 @@ from ._base import EpochMs, Id, NonEmptyStr, NonNegativeInt, WireModel
 from .content import AttachmentType
 from .llm import ImagePart
 from .names import Platform
+from .transcription import LanguageCode
 
 __all__ = [
     "FileExtract",
@@ -45,12 +51,14 @@ __all__ = [
     "Transform",
 ]
 
-Transform = Literal["thumbnail", "alt_text", "frames", "custom_emoji"]
+Transform = Literal["thumbnail", "alt_text", "frames", "transcript", "custom_emoji"]
 
 
 class MediaJob(WireModel):
-    """One transform of one attachment (or custom emoji) of one event. ``max_frames`` and
-    ``vision_endpoint`` carry the chat's settings; ``None`` uses the worker's defaults."""
+    """One transform of one attachment (or custom emoji) of one event. ``size_bytes`` and
+    ``duration_s`` are what the platform declared (checked against the limits before downloading);
+    ``max_frames``, ``max_bytes``, ``vision_endpoint``, ``transcription_endpoint``, ``language`` and
+    ``max_duration_s`` carry the chat's settings; ``None`` uses the worker's defaults."""
 
     job_id: Id
     platform: Platform
@@ -64,8 +72,14 @@ class MediaJob(WireModel):
     blob_key: Id | None = None
     mime: NonEmptyStr | None = None
     content_hash: str | None = None
+    size_bytes: NonNegativeInt | None = None
+    duration_s: Annotated[float, Field(ge=0)] | None = None
     max_frames: Annotated[int, Field(ge=1)] | None = None
+    max_bytes: Annotated[int, Field(ge=1)] | None = None
     vision_endpoint: Id | None = None
+    transcription_endpoint: Id | None = None
+    language: LanguageCode | None = None
+    max_duration_s: Annotated[int, Field(ge=1)] | None = None
 
     @model_validator(mode="after")
     def _source_matches_transform(self) -> MediaJob:
@@ -86,9 +100,9 @@ class MediaResult(WireModel):
     """The outcome of a :class:`MediaJob`, echoing its coordinates. ``thumbnail_key`` is a WebP of at most
     75k pixels; ``frame_keys`` are up to ``max_frames`` equidistant frames (first and last included,
     near-identical ones dropped) and ``frame_times_ms`` their times from the start of the clip (empty from
-    workers that predate them); ``alt_text`` goes to the content-addressed cache (never into the event);
-    ``pack`` is the sticker set of a described custom emoji. ``error`` is present exactly when ``ok`` is
-    false."""
+    workers that predate them); ``alt_text`` goes to the content-addressed cache (never into the event):
+    a description, or for ``transcript`` the transcript, whose audio lasted ``duration_ms``; ``pack`` is
+    the sticker set of a described custom emoji. ``error`` is present exactly when ``ok`` is false."""
 
     job_id: Id
     platform: Platform
@@ -104,6 +118,7 @@ class MediaResult(WireModel):
     frame_keys: tuple[Id, ...] = ()
     frame_times_ms: tuple[NonNegativeInt, ...] = ()
     pack: str | None = None
+    duration_ms: NonNegativeInt | None = None
     error: MediaError | None = None
 
     @model_validator(mode="after")

@@ -58,6 +58,7 @@ __all__ = [
     "SUBJECTS_EVENTS",
     "SUBJECTS_MEDIA",
     "SUBJECT_LLM_GENERATE",
+    "SUBJECT_LLM_TRANSCRIBE",
     "SUBJECT_MEDIA_READ_FILE",
     "SUBJECT_MEDIA_READ_IMAGE",
     "SUBJECT_PIPELINE_CURSOR",
@@ -162,6 +163,7 @@ SUBJECTS_MEDIA: Final = "media.jobs.>"
 SUBJECTS_DEAD_LETTER: Final = "deadletter.>"
 
 SUBJECT_LLM_GENERATE: Final = "llm.generate"
+SUBJECT_LLM_TRANSCRIBE: Final = "llm.transcribe"
 SUBJECT_PIPELINE_SNAPSHOT: Final = "pipeline.snapshot"
 SUBJECT_PIPELINE_HISTORY: Final = "pipeline.history"
 SUBJECT_PIPELINE_CURSOR: Final = "pipeline.cursor"

@@ -30,8 +30,11 @@ class Refused(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Photo:
+    """A file a member posted (a photo, or with ``kind`` ``voice``/``audio`` a recording)."""
+
     file_id: str
     content_type: str
+    kind: str = "photo"
 
 
 @dataclass(slots=True)
@@ -81,17 +84,23 @@ class Group:
         *,
         reply_to: int | None = None,
         photo: tuple[Photo, list[dict[str, Any]]] | None = None,
+        recording: tuple[Photo, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        limit = MAX_CAPTION if photo is not None else MAX_TEXT
-        if photo is None and not text.strip():
+        """``recording``: a voice note or an audio file (``Photo.kind``) and its Bot API object."""
+        attached = photo[0] if photo is not None else recording[0] if recording is not None else None
+        limit = MAX_CAPTION if attached is not None else MAX_TEXT
+        if attached is None and not text.strip():
             raise Refused(400, "text is required")
         if tg.utf16_len(text) > limit:
             raise Refused(400, f"longer than Telegram's {limit} characters")
         user = self.join(name)
         target = self._target(reply_to) if reply_to is not None else None
         sizes = photo[1] if photo is not None else None
-        built = tg.message(self._new_id(), user, self.chat, date, text, reply_to=target, photo=sizes)
-        self.posted[built["message_id"]] = Posted(name, built, photo[0] if photo is not None else None)
+        media = (recording[0].kind, recording[1]) if recording is not None else None
+        built = tg.message(
+            self._new_id(), user, self.chat, date, text, reply_to=target, photo=sizes, media=media
+        )
+        self.posted[built["message_id"]] = Posted(name, built, attached)
         return {"message": built}
 
     def edit(self, name: str, message_id: int, text: str, date: int) -> dict[str, Any]:

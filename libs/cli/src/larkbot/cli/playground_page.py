@@ -4,7 +4,8 @@ so it is escaped here, and the script writes text only through ``textContent``.
 
 Stable hooks for browser tests: ``#model-banner`` (the demo script answers) or ``#model-info`` (a model
 does), ``#member``, ``#new-member``, ``#add-member``, ``#composer``, ``#mention-bot``, ``#upload``,
-``#send``, ``#context-bar`` (replying to / editing), ``#cancel-context``, ``#status``, ``#timeline``.
+``#voice-upload``, ``#send``, ``#context-bar`` (replying to / editing), ``#cancel-context``, ``#status``,
+``#timeline``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def _composer(bot: dict[str, Any], members: list[str]) -> object:
         [el("option", {"value": name}, name) for name in members],
     )
     photo = el("input", {"id": "upload", "type": "file", "accept": "image/png,image/jpeg,image/webp"})
+    recording = el("input", {"id": "voice-upload", "type": "file", "accept": "audio/*,.ogg,.oga,.opus"})
     return el(
         "form",
         {"id": "compose-form", "autocomplete": "off"},
@@ -76,6 +78,16 @@ def _composer(bot: dict[str, Any], members: list[str]) -> object:
                     {"id": "upload-label", "class": "button secondary", "title": "send a photo"},
                     "Photo",
                     photo,
+                ),
+                el(
+                    "label",
+                    {
+                        "id": "voice-upload-label",
+                        "class": "button secondary",
+                        "title": "send a voice message (OGG/Opus) or an audio file",
+                    },
+                    "Voice",
+                    recording,
                 ),
                 el("button", {"id": "send", "type": "submit"}, "Send"),
             ),

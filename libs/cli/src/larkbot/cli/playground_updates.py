@@ -90,18 +90,22 @@ def message(
     *,
     reply_to: dict[str, Any] | None = None,
     photo: list[dict[str, Any]] | None = None,
+    media: tuple[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """``media``: ``("voice" | "audio", its Bot API object)``; like a photo, it takes a caption."""
     built: dict[str, Any] = {"message_id": message_id, "from": user, "chat": chat, "date": date}
     if reply_to is not None:
         built["reply_to_message"] = {k: v for k, v in reply_to.items() if k != "reply_to_message"}
     if photo is not None:
         built["photo"] = photo
-    return {**built, **text_fields(text, caption=photo is not None)}
+    if media is not None:
+        built[media[0]] = media[1]
+    return {**built, **text_fields(text, caption=photo is not None or media is not None)}
 
 
 def edited(previous: dict[str, Any], text: str, edit_date: int) -> dict[str, Any]:
     """``previous`` with its new text (or caption) and ``edit_date``."""
-    photo = "photo" in previous
+    photo = "photo" in previous or "voice" in previous or "audio" in previous
     kept = {
         k: v
         for k, v in previous.items()

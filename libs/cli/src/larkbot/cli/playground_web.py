@@ -8,9 +8,10 @@ page polls one timeline of the group (docs in the README's playground paragraph)
     POST /react {user, message_id, emoji}      a ``message_reaction`` update; ``emoji: null`` removes
     POST /edit {user, message_id, text}        an ``edited_message`` update (own messages only)
     POST /delete {user, message_id}            gone for the members; no update (the Bot API has none)
-    POST /upload (multipart user, file, caption?)   a ``message`` with ``photo``
+    POST /upload (multipart user, file, caption?)   a ``message`` with ``photo``, or with ``voice`` (an
+                               OGG/Opus recording) or ``audio`` (any other sound file)
     POST /members {name}                       a member to switch to
-    GET  /files/<file_id>                      an uploaded photo, same origin for the page's CSP
+    GET  /files/<file_id>                      an uploaded photo or recording, same origin for the CSP
     GET  /transcript                           what ``larkbot say`` reads (see ``say``)
 """
 
@@ -24,6 +25,7 @@ from urllib.parse import urlencode
 from aiohttp import BodyPartReader, web
 
 from . import playground_updates as tg
+from .playground_audio import MAX_AUDIO_BYTES, AudioInfo, audio_info, audio_object
 from .playground_group import Group, Photo, Refused
 from .playground_page import render_page
 
@@ -136,22 +138,47 @@ class ControlApi:
             if not isinstance(part, BodyPartReader):
                 return _error(400, "nested multipart is not accepted")
             if part.name == "file":
-                data = await _read_limited(part, tg.MAX_PHOTO_BYTES)
+                name = part.filename
+                data = await _read_limited(part, MAX_AUDIO_BYTES)
                 if data is None:
-                    return _error(413, f"a photo is at most {tg.MAX_PHOTO_BYTES // (1024 * 1024)} MB")
+                    return _error(413, f"a file is at most {MAX_AUDIO_BYTES // (1024 * 1024)} MB")
             elif part.name in ("user", "caption", "reply_to"):
                 fields[part.name] = (await _read_limited(part, 64 * 1024) or b"").decode("utf-8", "replace")
         if data is None:
             return _error(400, "file is required")
+        heard = audio_info(data)
+        if heard is not None:
+            return self._recording(data, heard, name, fields)
+        if len(data) > tg.MAX_PHOTO_BYTES:
+            return _error(413, f"a photo is at most {tg.MAX_PHOTO_BYTES // (1024 * 1024)} MB")
         try:
             info = tg.image_info(data)
         except tg.NotAPhoto as exc:
             return _error(415, str(exc))
-        digest = hashlib.sha256(data).hexdigest()[:24]
-        file_id, unique_id = f"playground-photo-{digest}", f"pg{digest[:14]}"
-        self.telegram.add_file(file_id, data, f"photos/{file_id}.{info.extension}")
-        self.photos[file_id] = (info.content_type, data)
+        file_id, unique_id = self._store(data, "photo", info.extension, info.content_type)
         sizes = tg.photo_sizes(file_id, unique_id, info, len(data))
+        return self._post(fields, "photo", sizes, photo=(Photo(file_id, info.content_type), sizes))
+
+    def _recording(
+        self, data: bytes, heard: AudioInfo, name: str | None, fields: dict[str, str]
+    ) -> web.Response:
+        """A voice note (OGG/Opus, as a client records one) or an audio file."""
+        file_id, unique_id = self._store(data, heard.kind, heard.extension, heard.content_type)
+        found = audio_object(heard, file_id, unique_id, len(data), name)
+        recording = (Photo(file_id, heard.content_type, heard.kind), found)
+        return self._post(fields, heard.kind, found, recording=recording)
+
+    def _store(self, data: bytes, kind: str, extension: str, content_type: str) -> tuple[str, str]:
+        """The file's ``(file_id, file_unique_id)``, served by the fake Bot API and the page."""
+        digest = hashlib.sha256(data).hexdigest()[:24]
+        file_id, unique_id = f"playground-{kind}-{digest}", f"pg{digest[:14]}"
+        folder = {"photo": "photos", "audio": "music"}.get(kind, kind)  # as Telegram's file paths read
+        self.telegram.add_file(file_id, data, f"{folder}/{file_id}.{extension}")
+        self.photos[file_id] = (content_type, data)
+        return file_id, unique_id
+
+    def _post(self, fields: dict[str, str], kind: str, shown: Any, **attached: Any) -> web.Response:
+        """The member's message with its file, enqueued as the update Telegram sends."""
         reply = fields.get("reply_to")
         try:
             update = self.group.say(
@@ -159,12 +186,12 @@ class ControlApi:
                 fields.get("caption", ""),
                 int(time.time()),
                 reply_to=int(reply) if reply else None,
-                photo=(Photo(file_id, info.content_type), sizes),
+                **attached,
             )
         except (Refused, ValueError) as exc:
             return _refused(exc if isinstance(exc, Refused) else Refused(400, "reply_to is a message id"))
         self.telegram.enqueue(update)
-        return web.json_response({"ok": True, "message_id": update["message"]["message_id"], "photo": sizes})
+        return web.json_response({"ok": True, "message_id": update["message"]["message_id"], kind: shown})
 
     # -- reading ---------------------------------------------------------------------------------------
     async def _file(self, request: web.Request) -> web.Response:
@@ -219,13 +246,21 @@ class ControlApi:
     def _member_entry(self, message_id: int, removed: set[int]) -> dict[str, Any]:
         posted = self.group.posted[message_id]
         message = posted.message
-        photo = None
-        if posted.photo is not None:
+        photo = recording = None
+        if posted.photo is not None and posted.photo.kind == "photo":
             size = message["photo"][-1]
             photo = {
                 "url": f"/files/{posted.photo.file_id}",
                 "width": size["width"],
                 "height": size["height"],
+            }
+        elif posted.photo is not None:
+            found = message[posted.photo.kind]
+            recording = {
+                "kind": posted.photo.kind,
+                "url": f"/files/{posted.photo.file_id}",
+                "duration": found["duration"],
+                "name": found.get("file_name"),
             }
         deleted_by = "member" if posted.deleted else "bot" if message_id in removed else None
         return {
@@ -233,6 +268,7 @@ class ControlApi:
             "text": message.get("text", message.get("caption", "")),
             "edited": posted.edited,
             "photo": photo,
+            "recording": recording,
             "inspect": None,
         }
 
@@ -244,6 +280,7 @@ class ControlApi:
             "text": sent.get("text", ""),  # the fake keeps the text its HTML renders, as Telegram shows it
             "edited": False,
             "photo": None,
+            "recording": None,
             "inspect": f"{self.inspector}/find?{query}",
         }
 

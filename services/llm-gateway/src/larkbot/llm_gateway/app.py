@@ -1,4 +1,5 @@
-"""Composition root of the LLM gateway: the ``llm.generate`` request/reply service (queue group).
+"""Composition root of the LLM gateway: the ``llm.generate`` and ``llm.transcribe`` request/reply
+services (queue group).
 
 Stateless: any number of replicas share the queue group. Wiring: the object-store image source, the
 pooled HTTP transport (inside :class:`Gateway`), metrics, and the request/reply endpoint.
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from larkbot.canonical.llm import LLMError, LLMRequest
-from larkbot.canonical.names import QUEUE_LLM, SUBJECT_LLM_GENERATE, Service
+from larkbot.canonical.names import QUEUE_LLM, SUBJECT_LLM_GENERATE, SUBJECT_LLM_TRANSCRIBE, Service
+from larkbot.canonical.transcription import TranscriptionRequest
 from larkbot.runtime.config import LarkbotConfig
 from larkbot.runtime.http import Check
 from larkbot.runtime.logs import mask
@@ -23,9 +25,11 @@ from larkbot.runtime.serve import Endpoint, model_decoder
 from larkbot.runtime.service import ServiceContext, run
 
 from . import metrics
+from .adapters.audio import ObjectStoreAudio
 from .adapters.images import ObjectStoreImages
 from .gateway import Gateway
 from .outcome import Outcome
+from .transcribe import Transcriber
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +44,11 @@ class LlmGateway:
 
     gateway: Gateway
     endpoint: Endpoint[LLMRequest]
+    transcriptions: Endpoint[TranscriptionRequest]
 
     async def stop(self) -> None:
         await self.endpoint.stop()
+        await self.transcriptions.stop()
         await self.gateway.aclose()
 
 
@@ -82,13 +88,22 @@ class GatewayService:
             error_reply,
         )
         await endpoint.start()
+        transcriptions = Endpoint(
+            ctx.bus,
+            SUBJECT_LLM_TRANSCRIBE,
+            QUEUE_LLM,
+            model_decoder(TranscriptionRequest),
+            Transcriber(gateway, ObjectStoreAudio(ctx.bus.js)).transcribe,
+            error_reply,
+        )
+        await transcriptions.start()
 
         async def endpoints_check() -> Check:
             names = ", ".join(sorted(settings.endpoints)) or "none"
             return Check(True, f"endpoints: {names}")
 
         ctx.add_check("llm", endpoints_check)
-        return LlmGateway(gateway, endpoint)
+        return LlmGateway(gateway, endpoint, transcriptions)
 
     def _account(self, outcome: Outcome) -> None:
         metrics.record(outcome)

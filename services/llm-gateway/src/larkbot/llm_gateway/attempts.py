@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from larkbot.canonical.llm import LLMRequest
+from larkbot.canonical.transcription import TranscriptionRequest
 from larkbot.runtime import tracing
 from larkbot.runtime.config import LlmEndpoint
 from larkbot.runtime.retry import Failure, RetryPolicy, retrying
@@ -27,10 +28,13 @@ from .adapters.dumps import DumpWriter
 from .adapters.transport import HttpReply, Transport
 from .core.common import dumps
 from .core.errors import classify, error_info, retry_after_s, retry_kind, retry_window_s
-from .core.formats import CODECS, FAKE_HEADER
+from .core.formats import FAKE_HEADER, codec_of
 from .core.redact import redact_headers
 from .errors import CallFailed, ProviderTimeout, ProviderUnreachable, call_failed
 from .outcome import Outcome
+
+#: A call the attempts serve: both carry ``request_id``, ``endpoint`` and ``deadline_ms``.
+Call = LLMRequest | TranscriptionRequest
 
 
 class Attempts:
@@ -64,9 +68,27 @@ class Attempts:
         headers: dict[str, str],
         outcome: Outcome,
     ) -> tuple[dict[str, Any], float]:
-        """One body to the provider, retrying transient failures within the deadline (``retry.llm_call``,
-        the only retry of a call): the parsed reply and the provider time of the attempt that answered."""
+        """One JSON body to the provider, retrying transient failures within the deadline
+        (``retry.llm_call``, the only retry of a call): the parsed reply and the provider time of the
+        attempt that answered."""
         body = dumps(wire)
+        failed = codec_of(endpoint.format).failed
+        return await self.send_body(request, endpoint, url, body, headers, outcome, failed=failed)
+
+    async def send_body(
+        self,
+        request: Call,
+        endpoint: LlmEndpoint,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        outcome: Outcome,
+        *,
+        failed: Callable[[dict[str, Any]], CallFailed | None] = lambda _reply: None,
+        dumped: Any = None,
+    ) -> tuple[dict[str, Any], float]:
+        """:meth:`send` of a body already encoded (a multipart form: ``dumped`` stands for it in dumps);
+        ``failed`` reads a failure reported inside a 2xx reply."""
 
         def left_s() -> float:
             return retry_window_s((request.deadline_ms - self.clock_ms()) / 1000, self.min_attempt_s)
@@ -86,18 +108,19 @@ class Attempts:
             jitter=self.jitter,
         ):
             with attempt:
-                reply = await self._attempt(request, endpoint, url, body, headers, outcome)
-                return self._parse(endpoint, reply), reply.elapsed_s
+                reply = await self._attempt(request, endpoint, url, body, headers, outcome, dumped)
+                return self._parse(endpoint, reply, failed), reply.elapsed_s
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _attempt(
         self,
-        request: LLMRequest,
+        request: Call,
         endpoint: LlmEndpoint,
         url: str,
         body: bytes,
         headers: dict[str, str],
         outcome: Outcome,
+        dumped: Any,
     ) -> HttpReply:
         outcome.attempts += 1
         attempt = outcome.attempts
@@ -114,7 +137,7 @@ class Attempts:
                 tracing.set_attributes(span, {"http.response.status_code": reply.status})
         except ProviderTimeout:
             outcome.provider_s.append(time.perf_counter() - started)
-            await self._dump(request, attempt, record, headers, body, {"failure": "timeout"})
+            await self._dump(request, attempt, record, headers, body, dumped, {"failure": "timeout"})
             if shortened:
                 raise call_failed(
                     "deadline",
@@ -123,7 +146,7 @@ class Attempts:
             raise call_failed("transient", f"provider timed out after {timeout_s:.1f} s") from None
         except ProviderUnreachable as exc:
             outcome.provider_s.append(time.perf_counter() - started)
-            await self._dump(request, attempt, record, headers, body, {"failure": str(exc)})
+            await self._dump(request, attempt, record, headers, body, dumped, {"failure": str(exc)})
             raise call_failed("transient", f"provider unreachable: {exc}", reason="connect") from None
         outcome.provider_s.append(reply.elapsed_s)
         await self._dump(
@@ -132,6 +155,7 @@ class Attempts:
             record,
             headers,
             body,
+            dumped,
             {"status": reply.status, "headers": reply.headers, "body": _json_or_text(reply.body)},
         )
         if reply.headers.get(FAKE_HEADER) and not endpoint.fake:
@@ -146,7 +170,12 @@ class Attempts:
             raise call_failed(category, message, status=reply.status, retry_after=retry_after, info=info)
         return reply
 
-    def _parse(self, endpoint: LlmEndpoint, reply: HttpReply) -> dict[str, Any]:
+    def _parse(
+        self,
+        endpoint: LlmEndpoint,
+        reply: HttpReply,
+        failed: Callable[[dict[str, Any]], CallFailed | None],
+    ) -> dict[str, Any]:
         """The reply as a JSON object, or the failure it reports (a Responses ``status: failed``)."""
         try:
             parsed = json.loads(reply.body)
@@ -158,18 +187,19 @@ class Attempts:
                 f"provider reply is not valid {endpoint.format}: not a JSON object",
                 status=reply.status,
             )
-        failed = CODECS[endpoint.format].failed(parsed)
-        if failed is not None:
-            raise call_failed(failed.category, str(failed), status=reply.status, reason=failed.reason)
+        failure = failed(parsed)
+        if failure is not None:
+            raise call_failed(failure.category, str(failure), status=reply.status, reason=failure.reason)
         return parsed
 
     async def _dump(
         self,
-        request: LLMRequest,
+        request: Call,
         attempt: int,
         record: dict[str, Any],
         headers: dict[str, str],
         body: bytes,
+        dumped: Any,
         response: dict[str, Any],
     ) -> None:
         if self.dumps is None:
@@ -178,7 +208,7 @@ class Attempts:
             **record,
             "attempt": attempt,
             "headers": redact_headers(headers),
-            "request": json.loads(body),
+            "request": json.loads(body) if dumped is None else dumped,
             "response": response,
         }
         await self.dumps.write(request.request_id, attempt, full)

@@ -1,9 +1,9 @@
 """The exception tree of the LLM gateway, rooted in :mod:`larkbot.canonical.errors`.
 
 None of these leaves the gateway: a call's failure is replied as an ``LLMError`` of its category, in one
-place (``Gateway.generate``); a request that does not decode is replied ``invalid_request``
-(``app.error_reply``). Whether a call's failure is tried again is its TYPE; the wire's ``category`` is
-what the caller acts on (the contract)::
+place per kind of call (``Gateway.generate``, ``Transcriber.transcribe``); a request that does not decode
+is replied ``invalid_request`` (``app.error_reply``). Whether a call's failure is tried again is its
+TYPE; the wire's ``category`` is what the caller acts on (the contract)::
 
     LarkbotError
     ├── ContractError
@@ -14,7 +14,8 @@ what the caller acts on (the contract)::
     │       ├── ProviderTimeout
     │       └── ProviderUnreachable
     ├── PermanentError
-    │   └── ImageUnavailable      an image key not in the object store, or not an image (adapters.images)
+    │   ├── ImageUnavailable      an image key not in the object store, or not an image (adapters.images)
+    │   └── AudioUnavailable      an audio key not in the object store, or too large (adapters.audio)
     └── CallFailed                one call's failure, with its wire ``category`` (:func:`call_failed`)
         ├── TransientFailure      ``transient`` — also a RetryableError: retried within the deadline
         │                         (``retry.llm_call``)
@@ -52,6 +53,10 @@ class ProviderUnreachable(TransportError):
 
 class ImageUnavailable(PermanentError):
     """An image key that is not in the store or is not a readable image."""
+
+
+class AudioUnavailable(PermanentError):
+    """An audio key that is not in the store, or larger than a provider takes."""
 
 
 class CallFailed(LarkbotError):

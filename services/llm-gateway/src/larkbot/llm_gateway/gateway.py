@@ -35,15 +35,14 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Message
+from larkbot.canonical.llm import LLMError, LLMRequest, LLMResponse, Message, WireFormat
 from larkbot.runtime import tracing
 from larkbot.runtime.config import LlmEndpoint, LlmSettings, RetrySettings
 from larkbot.runtime.logs import mask, register_secrets
 from larkbot.runtime.retry import RetryPolicy
 
-from . import metrics
 from .adapters.dumps import DumpWriter
 from .adapters.transport import Transport
 from .attempts import Attempts
@@ -60,6 +59,7 @@ from .core.common import (
 from .core.errors import context_numbers
 from .core.formats import CODECS, request_headers
 from .errors import CallFailed, ImageUnavailable, WireError, call_failed
+from .fallbacks import falling_back
 from .outcome import Outcome
 
 log = logging.getLogger(__name__)
@@ -73,10 +73,6 @@ MIN_ATTEMPT_S = 0.5
 MAX_ADJUSTMENTS = 4
 #: Continuations of a paused turn per call.
 MAX_CONTINUATIONS = 3
-#: The errors after which the purpose's next fallback endpoint is asked (``llm.fallbacks``): what another
-#: provider or account may well not answer the same way. A request too long, refused or past its deadline
-#: would meet the same answer anywhere.
-FALLBACK_CATEGORIES = frozenset({"transient", "config"})
 
 
 class ImageSource(Protocol):
@@ -140,29 +136,7 @@ class Gateway:
             return reply
 
     async def _falling_back(self, request: LLMRequest) -> LLMResponse | LLMError:
-        """The request's endpoint, then each fallback of its purpose in turn while the answer is an error
-        another endpoint may not give (:data:`FALLBACK_CATEGORIES`), within the request's deadline (an
-        endpoint asked after it passed answers ``deadline``, which ends the turns)."""
-        reply = await self._answer(request)
-        current = request.endpoint
-        failed: list[str] = []
-        for name in self.settings.fallbacks.get(request.purpose, ()):
-            if not isinstance(reply, LLMError) or reply.category not in FALLBACK_CATEGORIES:
-                break
-            if name == current or name in failed:
-                continue
-            failed.append(current)
-            metrics.FALLBACKS.labels(request.purpose, current, name).inc()
-            log.warning(
-                "endpoint %s failed for %s (%s): asking %s", current, request.purpose, reply.category, name
-            )
-            current = name
-            reply = await self._answer(request.model_copy(update={"endpoint": name}))
-        if failed and isinstance(reply, LLMResponse):
-            reply = reply.model_copy(update={"fallback_from": tuple(failed), "endpoint": current})
-        elif failed:
-            reply = reply.model_copy(update={"endpoint": current})
-        return reply
+        return await falling_back(self.settings.fallbacks, request, self._answer)
 
     async def _answer(self, request: LLMRequest) -> LLMResponse | LLMError:
         started = time.perf_counter()
@@ -176,7 +150,7 @@ class Gateway:
             reply: LLMResponse | LLMError = await self._generate(request, endpoint, outcome, started)
         except CallFailed as failure:
             outcome.outcome = failure.category
-            message = self._mask(str(failure))
+            message = self.mask(str(failure))
             window, given = context_numbers(message) if failure.category == "context_length" else (None, None)
             reply = LLMError(
                 request_id=request.request_id,
@@ -196,8 +170,9 @@ class Gateway:
     async def _generate(
         self, request: LLMRequest, endpoint: LlmEndpoint, outcome: Outcome, started: float
     ) -> LLMResponse:
-        codec = CODECS[endpoint.format]
-        identity = model_identity(endpoint.format, endpoint.base_url, endpoint.model)
+        fmt = chat_format(endpoint)
+        codec = CODECS[fmt]
+        identity = model_identity(fmt, endpoint.base_url, endpoint.model)
         if self.clock_ms() >= request.deadline_ms:
             raise call_failed("deadline", "the request's deadline passed before the call started")
         accepts = self._accepts_for(request.endpoint, endpoint)
@@ -205,7 +180,7 @@ class Gateway:
         def prepare(replay: bool) -> tuple[tuple[Message, ...], int]:
             return prepare_messages(
                 request,
-                fmt=endpoint.format,
+                fmt=fmt,
                 identity=identity,
                 max_images=endpoint.max_images,
                 replay_turns=endpoint.reasoning_replay_turns,
@@ -218,9 +193,7 @@ class Gateway:
         except ImageUnavailable as exc:
             raise call_failed("invalid_request", str(exc)) from None
         url = endpoint.base_url.rstrip("/") + codec.path
-        headers = request_headers(
-            endpoint.format, endpoint.api_key.get_secret_value() if endpoint.api_key else None
-        )
+        headers = request_headers(fmt, endpoint.api_key.get_secret_value() if endpoint.api_key else None)
         cache_key = self._cache_key(request) if endpoint.supports_prompt_cache_key else None
         adjustments = 0
         while True:
@@ -240,7 +213,7 @@ class Gateway:
                 break
             except CallFailed as failure:
                 refused = (
-                    refused_capability(endpoint.format, failure.info, encoded, accepts)
+                    refused_capability(fmt, failure.info, encoded, accepts)
                     if failure.category == "invalid_request" and failure.info is not None
                     else None
                 )
@@ -291,7 +264,7 @@ class Gateway:
         provider_s: float,
     ) -> LLMResponse:
         try:
-            decoded = CODECS[endpoint.format].decode_response(reply, identity)
+            decoded = CODECS[chat_format(endpoint)].decode_response(reply, identity)
         except (WireError, ValueError, KeyError, TypeError) as exc:
             # ValueError covers pydantic validation errors of a malformed reply.
             raise call_failed(
@@ -306,7 +279,8 @@ class Gateway:
             provider_latency_ms=round(provider_s * 1000),
         )
 
-    def _mask(self, text: str) -> str:
+    def mask(self, text: str) -> str:
+        """``text`` without any configured secret (every endpoint's key, the salt) or credential shape."""
         for key in self._keys:
             text = text.replace(key, "***")
         return mask(text)
@@ -317,6 +291,13 @@ class Gateway:
         if self._cache_salt is None or scope is None:
             return None
         return prompt_cache_key(self._cache_salt, request.purpose, scope)
+
+
+def chat_format(endpoint: LlmEndpoint) -> WireFormat:
+    """The endpoint's chat wire format; a speech-to-text endpoint answers ``llm.generate`` as ``config``."""
+    if endpoint.transcribes:
+        raise call_failed("config", "the endpoint is a speech-to-text endpoint (openai-transcription)")
+    return cast(WireFormat, endpoint.format)
 
 
 def _usage(reply: LLMResponse | LLMError) -> dict[str, tracing.Value]:

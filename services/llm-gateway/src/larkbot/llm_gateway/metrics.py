@@ -1,7 +1,8 @@
 """Every metric of the LLM gateway, defined once.
 
 Labels: ``model`` (the configured endpoint's model name — a small, operator-chosen set; ``unknown`` when
-the request named no configured endpoint) and ``purpose`` (probe, primary, compaction, vision, memory).
+the request named no configured endpoint) and ``purpose`` (probe, primary, compaction, vision, memory,
+transcription).
 Cache hit ratio per model::
 
     sum by (model) (rate(larkbot_llm_cache_read_tokens_total[5m]))

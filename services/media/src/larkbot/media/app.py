@@ -36,7 +36,7 @@ from larkbot.runtime.serve import Endpoint, model_decoder
 from larkbot.runtime.service import ServiceContext, run
 
 from .adapters.files import ExtractCache, FileReader, ReadFiles, read_file_error
-from .adapters.remote import Sources, Vision
+from .adapters.remote import Sources, Speech, Vision
 from .adapters.store import AltTextCache, Blobs
 from .adapters.transforms import Transformer
 from .adapters.worker import JobWorker, ReadImages, read_image_error
@@ -95,6 +95,7 @@ class MediaService:
     concurrency: int = field(default_factory=default_concurrency)
     download_timeout_s: float = 60.0
     vision_timeout_s: float = 60.0
+    transcription_timeout_s: float = 120.0
     keepalive_s: float = 30.0
     lag_interval_s: float = 5.0
 
@@ -102,6 +103,9 @@ class MediaService:
         vision = self.config.llm.vision
         if vision is not None and vision not in self.config.llm.endpoints:
             raise ConfigError("llm.vision", f"names no endpoint under llm.endpoints ({vision!r})")
+        speech = self.config.llm.transcription
+        if speech is not None and speech not in self.config.llm.endpoints:
+            raise ConfigError("llm.transcription", f"names no endpoint under llm.endpoints ({speech!r})")
 
     async def build(self, ctx: ServiceContext) -> MediaWorkers:
         bus = ctx.bus
@@ -109,8 +113,9 @@ class MediaService:
         cache = await AltTextCache.open(bus.js)
         sources = Sources(bus, blobs, timeout_s=self.download_timeout_s)
         vision = Vision(bus, self.config.llm.vision, timeout_s=self.vision_timeout_s)
+        speech = Speech(bus, self.config.llm.transcription, timeout_s=self.transcription_timeout_s)
         transformer = Transformer(
-            sources, blobs, cache, vision, max_frames=self.config.services.media.max_frames
+            sources, blobs, cache, vision, speech, max_frames=self.config.services.media.max_frames
         )
         worker = JobWorker(bus, transformer, keepalive_s=self.keepalive_s)
 
@@ -178,7 +183,13 @@ class MediaService:
         ctx.add_check("blobs", blobs_ready)
         ctx.add_check("alt_text_cache", cache_ready)
         ctx.add_check("file_extract_cache", extracts_ready)
+
+        async def transcription_ready() -> Check:
+            # Informational, like vision: the pipeline asks for no transcript without an endpoint.
+            return Check(True, speech.endpoint or "not configured: voice and audio get no transcript")
+
         ctx.add_check("vision", vision_ready)
+        ctx.add_check("transcription", transcription_ready)
         log.info("media workers: %d loops, vision endpoint %s", self.concurrency, vision.endpoint)
         return MediaWorkers(transformer, endpoint, files, consumers, loops)
 

@@ -60,7 +60,35 @@ EXTRACT_CACHE = Counter(
     ["result"],
 )
 
+TRANSCRIPT_CACHE = Counter(
+    "larkbot_media_transcript_cache_lookups_total",
+    "Transcript cache lookups, by result (hit, miss)",
+    ["result"],
+)
+TRANSCRIPTIONS = Counter(
+    "larkbot_media_transcriptions_total",
+    "Speech-to-text calls through llm.transcribe, by outcome (ok, unavailable, bad_reply, failed)",
+    ["outcome"],
+)
+TRANSCRIPTION_SECONDS = Histogram(
+    "larkbot_media_transcription_seconds",
+    "Round trip of one speech-to-text call through llm.transcribe",
+    buckets=_SECONDS,
+)
+AUDIO_SECONDS = Counter(
+    "larkbot_media_transcribed_audio_seconds_total", "Seconds of audio sent to be transcribed"
+)
+AUDIO_CONVERT_SECONDS = Histogram(
+    "larkbot_media_audio_conversion_seconds",
+    "Decoding a file's audio into the 16 kHz mono WAV sent for transcription",
+    buckets=_SECONDS,
+)
+
+# Labelled counters start at 0, so that increase() sees their first event (FACTS: Prometheus).
+for _result in ("hit", "miss"):
+    TRANSCRIPT_CACHE.labels(_result)
+    EXTRACT_CACHE.labels(_result)
 for _outcome in ("ok", "unknown", "failed"):
     EMOJI_RESOLUTIONS.labels(_outcome)
-for _result in ("hit", "miss"):
-    EXTRACT_CACHE.labels(_result)
+for _outcome in ("ok", "unavailable", "bad_reply", "failed"):
+    TRANSCRIPTIONS.labels(_outcome)

@@ -58,7 +58,7 @@ from .adapters.repository import EventRepository
 from .adapters.routing import Router, direct_subject
 from .errors import NotServedHere, OwnerUnavailable
 from .observer import UNOBSERVED, PipelineObserver
-from .settings import ChatParams, resident_keys
+from .settings import ChatParams, media_policy, resident_keys
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ class PipelineService:
             media_enabled=options.media_enabled,
             retry_base_s=options.media_retry_base_s,
             observer=options.observer,
-            vision_route=lambda platform, chat_id: config.llm.route("vision", platform, chat_id),
+            media_policy=lambda platform, chat_id: media_policy(config, platform, chat_id),
         )
         keys = resident_keys(config)
         ownership = await Ownership.open(

@@ -1,4 +1,5 @@
-"""Render parameters of a chat from the configuration, the bot's identity and the frozen deployment offset."""
+"""Render parameters of a chat from the configuration, the bot's identity and the frozen deployment offset;
+a chat's media policy (the settings its media jobs carry)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from larkbot.canonical.names import Platform
 from larkbot.runtime.config import ChatSettings, LarkbotConfig
 
 from .core import RenderParams
+from .core.admission import NO_POLICY, MediaPolicy
 
 
 def render_params(
@@ -63,3 +65,24 @@ def resident_keys(config: LarkbotConfig) -> list[tuple[str, str]]:
         for platform in Platform
         for chat_id in sorted(config.chat_ids(platform.value))
     ]
+
+
+def media_policy(config: LarkbotConfig, platform: str, chat_id: str) -> MediaPolicy:
+    """``chats.<key>.media`` and the chat's routes for ``vision`` and ``transcription`` (``llm.routes``,
+    else ``llm.<purpose>``; a vision job naming none uses the workers' ``llm.vision``). Transcripts are
+    asked for only when the chat has them enabled and some transcription endpoint serves it."""
+    chat = config.chat(platform, chat_id)
+    if chat is None:
+        return NO_POLICY
+    media = chat.media
+    llm = config.llm
+    heard = media.transcription
+    speech = (llm.route("transcription", platform, chat_id) or llm.transcription) if heard.enabled else None
+    return MediaPolicy(
+        vision_endpoint=llm.route("vision", platform, chat_id),
+        transcription_endpoint=speech,
+        max_frames=media.max_frames,
+        max_bytes=media.max_bytes,
+        language=heard.language,
+        max_duration_s=heard.max_duration_s,
+    )

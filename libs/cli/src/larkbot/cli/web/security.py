@@ -30,7 +30,7 @@ from .markup import FAVICON
 STATIC_DIR = Path(__file__).parent / "static"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    "media-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 COOKIE = "larkbot_token"
 _HEADERS = {

@@ -13,12 +13,12 @@ Chats: the keys of ``chats`` other than ``default`` are the residency whitelist,
 
 One private module per section, imported from here only (the names below are the public API):
 ``_process`` (``nats``, ``services``), ``_platforms`` (``feishu``, ``telegram``, their ``budgets``),
-``_llm``, ``_chats``, ``_manners`` (a chat's ``talk_level``, ``share_of_voice``, ``quiet_hours``,
-``rate_limit``), ``_reminders`` (a chat's ``reminders`` and the deployment's), ``_files`` (a chat's
-``files``), ``_driver`` (``memory``,
-``shell``, ``audit``), ``_inspector``, ``_retry`` (``retry``), ``_jetstream`` (``jetstream``);
-``_secrets`` says which service receives which secret; ``_root`` is the whole file and the checks
-spanning sections, ``_loading`` reads it.
+``_llm``, ``_chats``, ``_media`` (a chat's ``media`` limits), ``_manners`` (a chat's ``talk_level``,
+``share_of_voice``, ``quiet_hours``, ``rate_limit``), ``_reminders`` (a chat's ``reminders`` and the
+deployment's), ``_files`` (a chat's ``files``), ``_driver`` (``memory``, ``shell``, ``audit``),
+``_inspector``, ``_retry`` (``retry``), ``_jetstream`` (``jetstream``); ``_secrets`` says which service
+receives which secret; ``_root`` is the whole file and the checks spanning sections, ``_loading`` reads
+it.
 """
 
 from ._base import UserIds
@@ -29,6 +29,7 @@ from ._inspector import InspectorSettings, is_loopback
 from ._jetstream import AssetSettings, JetStreamSettings
 from ._llm import (
     PURPOSES,
+    TRANSCRIPTION_FORMAT,
     LlmAccepts,
     LlmEndpoint,
     LlmPurpose,
@@ -51,6 +52,12 @@ from ._manners import (
     ShareOfVoiceSettings,
     TalkLevel,
 )
+from ._media import (
+    MEDIA_MAX_BYTES,
+    TRANSCRIPTION_MAX_DURATION_S,
+    ChatMediaSettings,
+    TranscriptionSettings,
+)
 from ._platforms import FeishuBudgets, FeishuSettings, TelegramBudgets, TelegramSettings
 from ._process import (
     MediaServiceSettings,
@@ -66,15 +73,19 @@ from ._secrets import WITHHELD
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
+    "MEDIA_MAX_BYTES",
     "PURPOSES",
     "RATE_MAX_COUNT",
     "RATE_WINDOW_MAX_S",
     "TALK_LEVELS",
+    "TRANSCRIPTION_FORMAT",
+    "TRANSCRIPTION_MAX_DURATION_S",
     "WITHHELD",
     "AssetSettings",
     "AuditSettings",
     "BackoffSettings",
     "ChatFilesSettings",
+    "ChatMediaSettings",
     "ChatRateLimit",
     "ChatRemindersSettings",
     "ChatSettings",
@@ -107,6 +118,7 @@ __all__ = [
     "TalkLevel",
     "TelegramBudgets",
     "TelegramSettings",
+    "TranscriptionSettings",
     "UserIds",
     "deep_merge",
     "family_accepts",

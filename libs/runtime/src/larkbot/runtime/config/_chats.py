@@ -15,6 +15,7 @@ from ._manners import (
     TalkLevel,
     with_level_defaults,
 )
+from ._media import ChatMediaSettings
 from ._reminders import ChatRemindersSettings
 
 
@@ -100,6 +101,8 @@ class ChatSettings(_Section):
     reminders: ChatRemindersSettings = ChatRemindersSettings()
     #: Documents read by ``read_file`` (docs/driver.md "read_file"): how much text, how large a file.
     files: ChatFilesSettings = ChatFilesSettings()
+    #: Media limits (docs/media.md): frames, file size, transcription language and duration.
+    media: ChatMediaSettings = ChatMediaSettings()
 
     @model_validator(mode="before")
     @classmethod

@@ -14,8 +14,11 @@ from ._base import Secret, _problems, _Section
 
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 #: What a model call is for; each has its endpoint (``llm.<purpose>``), and rules may choose another.
-LlmPurpose = Literal["probe", "primary", "compaction", "vision", "memory"]
-PURPOSES: tuple[LlmPurpose, ...] = ("probe", "primary", "compaction", "vision", "memory")
+LlmPurpose = Literal["probe", "primary", "compaction", "vision", "memory", "transcription"]
+PURPOSES: tuple[LlmPurpose, ...] = ("probe", "primary", "compaction", "vision", "memory", "transcription")
+#: The format of speech-to-text endpoints (``POST {base_url}/audio/transcriptions``, multipart): the only
+#: format the ``transcription`` purpose takes, and one no other purpose takes.
+TRANSCRIPTION_FORMAT = "openai-transcription"
 #: OpenAI reasoning models (o1, o3, o4-mini, gpt-5 and its successors), also behind a ``vendor/`` prefix.
 _OPENAI_REASONING = re.compile(r"^(o[1-9]|gpt-[5-9])")
 _THINKING_TYPES = frozenset({"enabled", "adaptive"})
@@ -79,7 +82,7 @@ def family_accepts(
 
 
 class LlmEndpoint(_Section):
-    format: Literal["openai-chat", "anthropic-messages", "responses"]
+    format: Literal["openai-chat", "anthropic-messages", "responses", "openai-transcription"]
     base_url: str
     model: str
     api_key: Secret | None = None
@@ -99,13 +102,23 @@ class LlmEndpoint(_Section):
     extra_body: dict[str, Any] = Field(default_factory=dict)
     #: What the model accepts; unset keys follow its family (see :class:`LlmAccepts`).
     accepts: LlmAccepts = LlmAccepts()
+    #: ``openai-transcription`` only: ``json`` (every server and model takes it) or ``verbose_json``
+    #: (whisper-1, whisper.cpp, faster-whisper servers: the reply adds the language and the duration).
+    response_format: Literal["json", "verbose_json"] | None = None
     fake: bool = False
 
     @model_validator(mode="after")
     def _accepts_fit_format(self) -> LlmEndpoint:
         if self.accepts.max_tokens_field is not None and self.format != "openai-chat":
             raise ValueError("accepts.max_tokens_field applies to format openai-chat only")
+        if self.response_format is not None and self.format != TRANSCRIPTION_FORMAT:
+            raise ValueError(f"response_format applies to format {TRANSCRIPTION_FORMAT} only")
         return self
+
+    @property
+    def transcribes(self) -> bool:
+        """A speech-to-text endpoint (``openai-transcription``), for the ``transcription`` purpose only."""
+        return self.format == TRANSCRIPTION_FORMAT
 
     def resolved_accepts(self) -> ResolvedAccepts:
         """What to send: each configured key, else the family default."""
@@ -152,6 +165,9 @@ class LlmSettings(_Section):
     compaction: str | None = None
     vision: str | None = None
     memory: str | None = None
+    #: Speech to text for voice and audio messages (an ``openai-transcription`` endpoint); unset: no
+    #: transcripts unless a route names one for the chat.
+    transcription: str | None = None
     dump_dir: str | None = None
     #: Per chat, platform and purpose, the endpoint to use instead of ``llm.<purpose>``: the first rule
     #: that matches wins (:meth:`route`).
@@ -189,6 +205,8 @@ class LlmSettings(_Section):
             name = getattr(self, purpose)
             if name is not None and name not in self.endpoints:
                 found.append(((purpose,), f"names no endpoint of llm.endpoints ({known})", None))
+            elif name is not None and (problem := self._kind_problem(name, (purpose,))) is not None:
+                found.append(((purpose,), problem, name))
         for index, rule in enumerate(self.routes):
             if rule.endpoint not in self.endpoints:
                 found.append(
@@ -198,19 +216,40 @@ class LlmSettings(_Section):
                         rule.endpoint,
                     )
                 )
+            elif (problem := self._kind_problem(rule.endpoint, rule.purpose)) is not None:
+                found.append((("routes", index, "endpoint"), problem, rule.endpoint))
         for purpose, names in self.fallbacks.items():
             for index, name in enumerate(names):
                 if name not in self.endpoints:
                     found.append(
                         (("fallbacks", purpose, index), f"names no endpoint of llm.endpoints ({known})", name)
                     )
+                elif (problem := self._kind_problem(name, (purpose,))) is not None:
+                    found.append((("fallbacks", purpose, index), problem, name))
         if found:
             raise _problems("llm", found)
         return self
 
+    def _kind_problem(self, name: str, purposes: tuple[LlmPurpose, ...]) -> str | None:
+        """Speech-to-text endpoints serve ``transcription`` and nothing else, and it no other endpoint. A
+        rule without a purpose is checked by neither: it applies to the purposes its endpoint serves
+        (:meth:`route`)."""
+        if not purposes:
+            return None
+        transcribes = self.endpoints[name].transcribes
+        if transcribes and any(p != "transcription" for p in purposes):
+            return f"is an {TRANSCRIPTION_FORMAT} endpoint: it serves the transcription purpose only"
+        if not transcribes and "transcription" in purposes:
+            return f"the transcription purpose needs an endpoint of format {TRANSCRIPTION_FORMAT}"
+        return None
+
     def route(self, purpose: str, platform: str, chat_id: str) -> str | None:
-        """The endpoint the first matching rule of ``routes`` names; ``None``: no rule matches."""
+        """The endpoint the first matching rule of ``routes`` names; ``None``: no rule matches. A rule
+        without a purpose applies to the purposes its endpoint serves: a speech-to-text endpoint to
+        ``transcription``, any other to the rest."""
         for rule in self.routes:
-            if rule.matches(purpose, platform, chat_id):
+            if not rule.matches(purpose, platform, chat_id):
+                continue
+            if self.endpoints[rule.endpoint].transcribes == (purpose == "transcription"):
                 return rule.endpoint
         return None

@@ -66,7 +66,8 @@ SECTIONS: Final[dict[str, frozenset[str]]] = {
     "llm-gateway": _COMMON | {"llm"},
     "ingress-feishu": _COMMON | _CHATS | {"feishu"},
     "ingress-telegram": _COMMON | _CHATS | {"telegram"},
-    "pipeline": _COMMON | _CHATS,
+    # llm: the routes and purposes that name the endpoints of a chat's media jobs (vision, transcription).
+    "pipeline": _COMMON | _CHATS | {"llm"},
     "driver": _COMMON | _CHATS | {"llm", "memory", "shell", "audit", "dry_run"},
 }
 

@@ -12,6 +12,12 @@
   frames the results carry (≤ 5 a file) per second; ``files_per_s`` and one transform's time per kind
   are reported beside it.
 
+- ``transcription``: ``transcript`` jobs through the same worker and the real gateway, against the fake
+  provider's ``/audio/transcriptions`` (no model time): 10 s OGG/Opus voice notes, each distinct (no cache
+  hit), one at a time. ``transcription_overhead_ms`` is the median job time — fetch, decode to 16 kHz
+  WAV, store, ``llm.transcribe``, the gateway's read and form, the result — minus the provider's HTTP
+  time the gateway measured; ``conversion_ms`` is the pure decode beside it.
+
 Against a shared bus (``NATS_URL``) the worker also takes any real job waiting in ``MEDIA``; run it on the
 embedded server (the default) or an idle bus.
 """
@@ -32,8 +38,11 @@ from larkbot.canonical.codec import decode
 from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.media import MediaJob, MediaResult, Transform
 from larkbot.canonical.names import OBJECT_STORE_BLOBS, Platform, Service, media_job_subject
+from larkbot.llm_gateway.app import GatewayService
+from larkbot.llm_gateway.fake import FakeProvider
+from larkbot.llm_gateway.outcome import Outcome
 from larkbot.media.app import MediaService
-from larkbot.media.core import images, motion
+from larkbot.media.core import audio, images, motion
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings, parse_config
 from larkbot.runtime.service import built
@@ -165,6 +174,87 @@ async def _frames(nats_url: str, quick: bool) -> dict[str, Any]:
     }
 
 
+async def _transcription(nats_url: str, quick: bool) -> dict[str, Any]:
+    count = 4 if quick else 12
+    notes = await asyncio.to_thread(
+        lambda: [samples.voice_note(10.0, frequency=180.0 + 25.0 * n) for n in range(count + 1)]
+    )
+    started = time.perf_counter()
+    await asyncio.to_thread(audio.speech, notes[0], 300)
+    conversion_ms = (time.perf_counter() - started) * 1000
+    provider: list[float] = []
+
+    def seen(outcome: Outcome) -> None:
+        if outcome.purpose == "transcription":
+            provider.append(sum(outcome.provider_s))
+
+    bus = await connect(NatsSettings(), "media-bench", url=nats_url, give_up_after_s=30)
+    chat = f"bench-{uuid.uuid4().hex[:8]}"
+    results: asyncio.Queue[MediaResult] = asyncio.Queue()
+
+    async def on_result(msg: Msg) -> None:
+        await results.put(decode(msg.data, MediaResult, dict(msg.headers or {})))
+
+    latencies: list[float] = []
+    try:
+        async with FakeProvider() as fake:
+            endpoint = {
+                "format": "openai-transcription",
+                "base_url": fake.url,
+                "model": "bench",
+                "fake": True,
+            }
+            config = parse_config(
+                {
+                    "llm": {"endpoints": {"stt": endpoint}, "transcription": "stt"},
+                    "services": {
+                        "media": {"http_host": "127.0.0.1"},
+                        "llm-gateway": {"http_host": "127.0.0.1"},
+                    },
+                }
+            )
+            gateway = GatewayService(config, on_outcome=seen)
+            async with (
+                built(Service.LLM_GATEWAY, gateway, config, nats_url=nats_url),
+                built(Service.MEDIA, MediaService(config), config, nats_url=nats_url),
+            ):
+                store = await bus.js.object_store(OBJECT_STORE_BLOBS)
+                sub = await bus.nc.subscribe(f"media.results.telegram.{chat}", cb=on_result)
+                for n, note in enumerate(notes):  # the first one warms the codecs and connections
+                    key = images.content_key(note)
+                    await store.put(key, note)
+                    job = MediaJob(
+                        job_id=f"{chat}-{n}",
+                        platform=Platform.TELEGRAM,
+                        chat_id=chat,
+                        message_id=str(n),
+                        dedup_key=str(n),
+                        attachment_index=0,
+                        transform="transcript",
+                        attachment_type=AttachmentType.VOICE,
+                        file_id=f"voice_{n}",
+                        blob_key=key,
+                    )
+                    started = time.perf_counter()
+                    await bus.publish(media_job_subject("transcript"), job, msg_id=job.job_id)
+                    result = await asyncio.wait_for(results.get(), timeout=120)
+                    if result.error is not None:
+                        raise RuntimeError(f"a transcript job failed: {result.error.code}")
+                    latencies.append(time.perf_counter() - started)
+                await sub.unsubscribe()
+    finally:
+        await bus.close()
+    overheads = [job - http for job, http in zip(latencies[1:], provider[1:], strict=True)]
+    return {
+        "overhead_ms_p50": round(statistics.median(overheads) * 1000, 1),
+        "job_ms_p50": round(statistics.median(latencies[1:]) * 1000, 1),
+        "provider_ms_p50": round(statistics.median(provider[1:]) * 1000, 1),
+        "conversion_ms": round(conversion_ms, 1),
+        "audio_s": 10.0,
+        "jobs": count,
+    }
+
+
 async def measure(nats_url: str, quick: bool, *, photo_size: tuple[int, int] = PHOTO_SIZE) -> dict[str, Any]:
     photos = await asyncio.to_thread(_photos, 2 if quick else 4, photo_size)
     transform = await asyncio.to_thread(_transform, photos, 2 if quick else 5)
@@ -172,14 +262,17 @@ async def measure(nats_url: str, quick: bool, *, photo_size: tuple[int, int] = P
     elapsed, _ = await _worker(nats_url, photos, jobs)
     worker = {"thumbnails_per_s": round(jobs / elapsed, 1), "jobs": jobs}
     frames = await _frames(nats_url, quick)
+    transcription = await _transcription(nats_url, quick)
     return {
         "media_thumbnails_per_s": worker["thumbnails_per_s"],
         "media_frames_per_s": frames["frames_per_s"],
+        "transcription_overhead_ms": transcription["overhead_ms_p50"],
         "media": {
             "photo": f"{photo_size[0]}x{photo_size[1]} JPEG",
             "photo_bytes_avg": sum(map(len, photos)) // len(photos),
             "transform": transform,
             "worker": worker,
             "frames": frames,
+            "transcription": transcription,
         },
     }

@@ -41,6 +41,7 @@ KEYS: tuple[str, ...] = (
     "long_chat_small",
     "media_thumbnails_per_s",
     "media_frames_per_s",
+    "transcription_overhead_ms",
     "resident_bytes_per_chat",
     "chat_reload_ms",
     "many_chats",

@@ -9,6 +9,9 @@ the playground.
   reads every image part from the object store, and describes what it got — size and dominant colour —
   so a test can tell which pixels reached the model. It can hold its answers (``hold``) and answer
   scripted errors first (``errors``).
+- :class:`FakeSpeech` answers ``llm.transcribe`` like the gateway with the fake provider behind it: it
+  reads the audio from the object store and answers the fake provider's deterministic transcript
+  (:func:`larkbot.llm_gateway.fake.fake_transcript`), or scripted errors first (``errors``).
 """
 
 from __future__ import annotations
@@ -42,8 +45,11 @@ from larkbot.canonical.names import (
     OBJECT_STORE_BLOBS,
     QUEUE_LLM,
     SUBJECT_LLM_GENERATE,
+    SUBJECT_LLM_TRANSCRIBE,
     Platform,
 )
+from larkbot.canonical.transcription import TranscriptionRequest, TranscriptionResponse
+from larkbot.llm_gateway.fake import TranscriptionCall, fake_transcript, wav_seconds
 from larkbot.media.core.images import content_key
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.ingress import actions_endpoint, failed
@@ -205,3 +211,65 @@ def _image_parts(request: LLMRequest) -> list[ImagePart]:
         for part in message.parts
         if isinstance(part, ImagePart)
     ]
+
+
+def heard(wav: bytes, language: str | None = None) -> str:
+    """The fake provider's transcript of ``wav`` (what :class:`FakeSpeech` and the real gateway in front
+    of the fake provider answer)."""
+    call = TranscriptionCall(0, {}, "", "json", language, "speech.wav", "audio/wav", wav)
+    return fake_transcript(call)
+
+
+class FakeSpeech:
+    def __init__(self, bus: Bus, *, model: str = "fake-whisper-1") -> None:
+        self.bus = bus
+        self.model = model
+        self.requests: list[TranscriptionRequest] = []
+        #: What reached the model: the audio of each request, in order.
+        self.audio: list[bytes] = []
+        #: ``LLMError.category`` values answered to the next requests, in order.
+        self.errors: list[str] = []
+        self._endpoint = Endpoint(
+            bus,
+            SUBJECT_LLM_TRANSCRIBE,
+            QUEUE_LLM,
+            model_decoder(TranscriptionRequest),
+            self._handle,
+            lambda data, exc: LLMError(
+                request_id=_request_id(data, "request_id"), category="invalid_request", message="bad request"
+            ),
+        )
+
+    async def start(self) -> FakeSpeech:
+        await self._endpoint.start()
+        await self.bus.flush()
+        return self
+
+    async def stop(self) -> None:
+        await self._endpoint.stop()
+
+    async def _handle(self, request: TranscriptionRequest) -> TranscriptionResponse | LLMError:
+        self.requests.append(request)
+        if self.errors:
+            category = self.errors.pop(0)
+            return LLMError(request_id=request.request_id, category=category, message=f"scripted {category}")
+        store = await self.bus.js.object_store(OBJECT_STORE_BLOBS)
+        audio = bytes((await store.get(request.blob_key)).data or b"")
+        self.audio.append(audio)
+        call = TranscriptionCall(
+            len(self.audio) - 1,
+            {},
+            self.model,
+            "json",
+            request.language,
+            request.filename,
+            request.mime,
+            audio,
+        )
+        return TranscriptionResponse(
+            request_id=request.request_id,
+            model_identity=self.model,
+            text=fake_transcript(call),
+            duration_s=wav_seconds(audio),
+            provider_latency_ms=0,
+        )

@@ -1,4 +1,5 @@
-"""Synthetic media for tests, the benchmark and the playground: photos, animations, stickers, containers.
+"""Synthetic media for tests, the benchmark and the playground: photos, animations, stickers, containers,
+voice notes and audio files.
 
 Every generator is deterministic in its arguments. Photos are gradients with shapes and sensor-like noise,
 encoded as real camera JPEGs are (quality ~88, optional EXIF orientation), so the decoder does the work a
@@ -7,9 +8,11 @@ real photo costs rather than the work a flat colour costs.
 
 from __future__ import annotations
 
+import array
 import gzip
 import io
 import json
+import math
 import random
 import struct
 import zlib
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import av
+import av.audio
 import av.video
 from PIL import Image, ImageDraw
 
@@ -198,3 +202,41 @@ def png_header(width: int, height: int) -> bytes:
 
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
+
+
+def _tone(seconds: float, rate: int, frequency: float) -> list[int]:
+    """16-bit samples of a tone that glides up an octave, so no two moments sound the same."""
+    count = int(seconds * rate)
+    return [
+        int(12_000 * math.sin(2 * math.pi * frequency * (1 + i / max(1, count)) * i / rate))
+        for i in range(count)
+    ]
+
+
+def _encode_audio(seconds: float, fmt: str, codec: str, rate: int, frequency: float) -> bytes:
+    out = io.BytesIO()
+    samples = _tone(seconds, rate, frequency)
+    with av.open(out, "w", format=fmt) as container:
+        stream = container.add_stream(codec, rate=rate)
+        assert isinstance(stream, av.audio.AudioStream)
+        stream.layout = "mono"
+        step = 960  # 20 ms at 48 kHz: one Opus frame
+        for start in range(0, len(samples), step):
+            chunk = samples[start : start + step]
+            frame = av.AudioFrame(format="s16", layout="mono", samples=len(chunk))
+            frame.planes[0].update(array.array("h", chunk).tobytes())
+            frame.sample_rate = rate
+            frame.pts = start
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return out.getvalue()
+
+
+def voice_note(seconds: float = 2.0, frequency: float = 440.0) -> bytes:
+    """A Telegram-style voice note: Opus in OGG, mono, 48 kHz, ``seconds`` long."""
+    return _encode_audio(seconds, "ogg", "libopus", 48_000, frequency)
+
+
+def audio_file(seconds: float = 2.0, frequency: float = 330.0) -> bytes:
+    """An audio file as a music or recorder app sends it: AAC in MP4 (M4A), mono, 44.1 kHz."""
+    return _encode_audio(seconds, "mp4", "aac", 44_100, frequency)

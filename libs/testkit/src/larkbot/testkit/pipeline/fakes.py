@@ -24,6 +24,9 @@ Behaviour = Callable[[MediaJob, int], Awaitable[MediaResult]]
 
 
 def succeed(job: MediaJob, alt_text: str = "a picture") -> MediaResult:
+    """A made-up success; a ``transcript`` job answers ``alt_text`` as its transcript (no thumbnail)."""
+    if job.transform == "transcript":
+        return succeeded(job, content_hash=f"sha256:{job.job_id}", alt_text=alt_text, duration_ms=2000)
     return succeeded(
         job, content_hash=f"sha256:{job.job_id}", thumbnail_key=f"thumb-{job.job_id}", alt_text=alt_text
     )

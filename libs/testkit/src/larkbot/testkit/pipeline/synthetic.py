@@ -181,6 +181,13 @@ def photo(file_id: str = "img_1", **fields: Any) -> Attachment:
     return Attachment(type=AttachmentType.PHOTO, file_id=file_id, mime="image/jpeg", **fields)
 
 
+def voice(file_id: str = "voice_1", **fields: Any) -> Attachment:
+    """A voice note as Telegram describes one: OGG/Opus with its duration and size."""
+    fields.setdefault("duration_s", 2.0)
+    fields.setdefault("size_bytes", 19_000)
+    return Attachment(type=AttachmentType.VOICE, file_id=file_id, mime="audio/ogg", **fields)
+
+
 _WORDS = (
     "hello",
     "world",

@@ -67,6 +67,18 @@ CODECS: dict[WireFormat, Codec] = {
 }
 
 
+def codec_of(fmt: str) -> Codec:
+    """The codec of a chat format; a speech-to-text endpoint has none (``gateway.chat_format`` refuses
+    it before anything is encoded)."""
+    codec = _BY_NAME.get(fmt)
+    if codec is None:
+        raise KeyError(f"{fmt} is not a chat format")
+    return codec
+
+
+_BY_NAME: dict[str, Codec] = {fmt: codec for fmt, codec in CODECS.items()}
+
+
 def codec_for_path(path: str) -> Codec | None:
     """The codec whose endpoint path ``path`` ends with (the fake provider routes by it)."""
     for codec in CODECS.values():

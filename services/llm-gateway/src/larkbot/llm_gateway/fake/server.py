@@ -1,5 +1,6 @@
 """The fake LLM provider: a real aiohttp server speaking ``openai-chat``, ``anthropic-messages`` and
-``responses`` on ``POST <any prefix>/chat/completions``, ``/messages`` and ``/responses``.
+``responses`` on ``POST <any prefix>/chat/completions``, ``/messages`` and ``/responses``, and speech to
+text on ``/audio/transcriptions`` (``speech.py``).
 
 Faithful where the gateway depends on it: each format's request shape is read back (a body the real
 provider would reject gets HTTP 400 in that format's error shape — including Anthropic's role alternation,
@@ -42,11 +43,13 @@ from aiohttp import web
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.llm import TextPart, ToolCallPart, Usage, WireFormat
 
+from ..core import transcription
 from ..core.error_bodies import context_length_body, error_body
 from ..core.formats import FAKE_HEADER, codec_for_path, encode_response
 from ..errors import WireError
 from .cache import CacheHit, PromptCache
 from .script import ContextOverflow, Drop, Fail, FakeCall, Reply, Script, echo
+from .speech import TranscriptionCall, TranscriptionScript, fake_transcript, wav_seconds
 
 #: OpenAI's reasoning models, which refuse ``max_tokens`` and a temperature other than 1.
 _OPENAI_REASONING = re.compile(r"^(o[1-9]|gpt-[5-9])")
@@ -74,9 +77,17 @@ class _Refused(ContractError):
 
 class FakeProvider:
     def __init__(
-        self, script: Script = echo, *, api_key: str | None = None, context_window: int | None = None
+        self,
+        script: Script = echo,
+        *,
+        api_key: str | None = None,
+        context_window: int | None = None,
+        transcribe: TranscriptionScript = fake_transcript,
     ) -> None:
         self.script = script
+        #: What ``/audio/transcriptions`` answers (``speech.py``); ``.transcriptions`` records the calls.
+        self.transcribe = transcribe
+        self.transcriptions: list[TranscriptionCall] = []
         self.api_key = api_key
         #: Requests estimated above this many tokens get the format's context-length error.
         self.context_window = context_window
@@ -114,6 +125,8 @@ class FakeProvider:
         await self.stop()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path.endswith(transcription.PATH):
+            return await self._transcription(request)
         codec = codec_for_path(request.path)
         if codec is None:
             return web.json_response({"error": {"message": "unknown path"}}, status=404, headers=_FAKE)
@@ -168,6 +181,48 @@ class FakeProvider:
         )
         payload.update(action.extra)
         return web.json_response(payload, headers=_FAKE)
+
+    async def _transcription(self, request: web.Request) -> web.StreamResponse:
+        """``/audio/transcriptions`` as OpenAI answers it: multipart in, ``json`` or ``verbose_json`` out,
+        errors in OpenAI's shape."""
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        denied = self._check_auth("openai-chat", headers)
+        if denied is not None:
+            return _error("openai-chat", 401, denied)
+        try:
+            form = await request.post()
+        except ValueError as exc:
+            return _error("openai-chat", 400, f"invalid multipart body: {type(exc).__name__}")
+        upload = form.get("file")
+        model = form.get("model")
+        response_format = str(form.get("response_format") or "json")
+        if not isinstance(upload, web.FileField) or not isinstance(model, str) or not model:
+            return _error("openai-chat", 400, "model and file are required")
+        if response_format not in ("json", "verbose_json"):
+            return _error("openai-chat", 400, f"response_format {response_format!r} is not supported")
+        language = form.get("language")
+        call = TranscriptionCall(
+            index=len(self.transcriptions),
+            headers=headers,
+            model=model,
+            response_format=response_format,
+            language=language if isinstance(language, str) and language else None,
+            filename=upload.filename,
+            mime=upload.content_type,
+            audio=upload.file.read(),
+        )
+        self.transcriptions.append(call)
+        action = self.transcribe(call)
+        if isinstance(action, Drop):
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=500)
+        if isinstance(action, Fail):
+            extra = {"retry-after": action.retry_after} if action.retry_after is not None else {}
+            extra.update(action.headers)
+            return _error("openai-chat", action.status, action.message, extra)
+        found = transcription.Transcribed(action, call.language, wav_seconds(call.audio))
+        return web.json_response(transcription.encode_reply(found, response_format), headers=_FAKE)
 
     def _check_auth(self, fmt: WireFormat, headers: dict[str, str]) -> str | None:
         if self.api_key is None:
@@ -326,7 +381,10 @@ def main(argv: Seq[str] | None = None) -> int:
         provider = await serve_fake(
             args.host, args.port, script, api_key=args.api_key, context_window=args.context_window
         )
-        print(f"fake LLM provider at {provider.url} (formats: openai-chat, anthropic-messages, responses)")
+        print(
+            f"fake LLM provider at {provider.url} "
+            "(formats: openai-chat, anthropic-messages, responses, openai-transcription)"
+        )
         sys.stdout.flush()
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()

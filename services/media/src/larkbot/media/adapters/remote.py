@@ -1,5 +1,6 @@
-"""What the media workers ask of other services: downloads and custom emoji (``actions.<platform>``) and
-descriptions (``llm.generate``). Their failures become typed :class:`MediaFailure` s here, once.
+"""What the media workers ask of other services: downloads and custom emoji (``actions.<platform>``),
+descriptions (``llm.generate``) and transcripts (``llm.transcribe``). Their failures become typed
+:class:`MediaFailure` s here, once.
 
 Decisions:
 
@@ -20,6 +21,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+from prometheus_client import Counter, Histogram
+from pydantic import BaseModel, TypeAdapter
 
 from larkbot.canonical.actions import (
     ActionRequest,
@@ -32,14 +37,33 @@ from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.errors import ContractError
 from larkbot.canonical.llm import LLM_REPLY_ADAPTER
 from larkbot.canonical.media import ReadFileRequest, ReadImageRequest
-from larkbot.canonical.names import SUBJECT_LLM_GENERATE, Platform, actions_subject
+from larkbot.canonical.names import (
+    SUBJECT_LLM_GENERATE,
+    SUBJECT_LLM_TRANSCRIBE,
+    Platform,
+    actions_subject,
+)
+from larkbot.canonical.transcription import TRANSCRIPTION_REPLY_ADAPTER
 from larkbot.runtime.bus import Bus, BusUnavailable
 
 from .. import metrics
-from ..core.errors import DownloadRefused, DownloadUnavailable, TooLarge, VisionFailed, VisionUnavailable
+from ..core.errors import (
+    DownloadRefused,
+    DownloadUnavailable,
+    MediaFailure,
+    TooLarge,
+    TranscriptionFailed,
+    TranscriptionUnavailable,
+    VisionFailed,
+    VisionUnavailable,
+)
 from ..core.images import MAX_SOURCE_BYTES
 from ..core.jobs import description_from, vision_request
+from ..core.transcripts import transcript_from, transcription_request
 from .store import Blobs
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 
 def _now_ms() -> int:
@@ -175,8 +199,9 @@ def _failure(result: ActionResult, what: str, missing: str) -> DownloadUnavailab
 _CODES = frozenset({"too_large", "not_found", "forbidden", "rate_limited", "deadline", "platform", "unknown"})
 
 
-class Vision:
-    """Describes pictures through ``llm.generate`` with the configured vision endpoint."""
+class _ModelClient:
+    """A model reached through the gateway: the configured endpoint (``None``: not configured) and the
+    time a call may take, as an absolute deadline on the request."""
 
     def __init__(
         self,
@@ -190,6 +215,10 @@ class Vision:
         self.endpoint = endpoint
         self.timeout_s = timeout_s
         self.clock_ms = clock_ms
+
+
+class Vision(_ModelClient):
+    """Describes pictures through ``llm.generate`` with the configured vision endpoint."""
 
     async def describe(
         self,
@@ -213,23 +242,79 @@ class Vision:
             deadline_ms=self.clock_ms() + int(self.timeout_s * 1000),
             chat_key=chat_key,
         )
-        started = time.perf_counter()
-        try:
-            reply = await self.bus.request_as(
-                SUBJECT_LLM_GENERATE, request, LLM_REPLY_ADAPTER, timeout_s=self.timeout_s + 5
-            )
-        except BusUnavailable as exc:
-            metrics.VISION_CALLS.labels("unavailable").inc()
-            raise VisionUnavailable(f"no answer from llm.generate: {exc}") from None
-        except ContractError as exc:
-            metrics.VISION_CALLS.labels("bad_reply").inc()
-            raise VisionUnavailable(f"llm.generate answered badly: {exc}") from None
-        finally:
-            metrics.VISION_SECONDS.observe(time.perf_counter() - started)
-        try:
-            described = description_from(reply)
-        except VisionFailed:
-            metrics.VISION_CALLS.labels("failed").inc()
-            raise
-        metrics.VISION_CALLS.labels("ok").inc()
-        return described
+        return await _ask_model(
+            self.bus,
+            SUBJECT_LLM_GENERATE,
+            request,
+            LLM_REPLY_ADAPTER,
+            description_from,
+            timeout_s=self.timeout_s + 5,
+            calls=metrics.VISION_CALLS,
+            seconds=metrics.VISION_SECONDS,
+            unavailable=VisionUnavailable,
+            failure=VisionFailed,
+        )
+
+
+class Speech(_ModelClient):
+    """Transcribes audio through ``llm.transcribe`` with the configured speech-to-text endpoint."""
+
+    async def transcribe(
+        self, endpoint: str, blob_key: str, *, language: str | None, request_id: str, chat_key: str
+    ) -> tuple[str, str]:
+        """``(transcript, model identity)``; raises :class:`TranscriptionFailed`."""
+        request = transcription_request(
+            request_id=request_id,
+            endpoint=endpoint,
+            blob_key=blob_key,
+            language=language,
+            deadline_ms=self.clock_ms() + int(self.timeout_s * 1000),
+            chat_key=chat_key,
+        )
+        return await _ask_model(
+            self.bus,
+            SUBJECT_LLM_TRANSCRIBE,
+            request,
+            TRANSCRIPTION_REPLY_ADAPTER,
+            transcript_from,
+            timeout_s=self.timeout_s + 5,
+            calls=metrics.TRANSCRIPTIONS,
+            seconds=metrics.TRANSCRIPTION_SECONDS,
+            unavailable=TranscriptionUnavailable,
+            failure=TranscriptionFailed,
+        )
+
+
+async def _ask_model(
+    bus: Bus,
+    subject: str,
+    request: BaseModel,
+    adapter: TypeAdapter[R],
+    read: Callable[[R], T],
+    *,
+    timeout_s: float,
+    calls: Counter,
+    seconds: Histogram,
+    unavailable: Callable[[str], MediaFailure],
+    failure: type[MediaFailure],
+) -> T:
+    """One model call through the gateway, counted by outcome (ok, unavailable, bad_reply, failed) and
+    timed; no answer or a bad one is ``unavailable`` (retryable), an error answer what ``read`` raises."""
+    started = time.perf_counter()
+    try:
+        reply = await bus.request_as(subject, request, adapter, timeout_s=timeout_s)
+    except BusUnavailable as exc:
+        calls.labels("unavailable").inc()
+        raise unavailable(f"no answer from {subject}: {exc}") from None
+    except ContractError as exc:
+        calls.labels("bad_reply").inc()
+        raise unavailable(f"{subject} answered badly: {exc}") from None
+    finally:
+        seconds.observe(time.perf_counter() - started)
+    try:
+        found = read(reply)
+    except failure:
+        calls.labels("failed").inc()
+        raise
+    calls.labels("ok").inc()
+    return found

@@ -41,6 +41,7 @@ from .. import metrics
 from ..core.errors import StoreFailed, TooLarge
 from ..core.images import MAX_SOURCE_BYTES, content_key
 from ..core.jobs import alt_cache_key, emoji_cache_key
+from ..core.transcripts import transcript_cache_key
 
 ALT_TEXT_BUCKET: Final = KV_MEDIA_ALT_TEXTS
 
@@ -115,8 +116,9 @@ class Blobs:
 
 
 class AltTextCache:
-    """``alt.<hex>`` → ``{"alt_text", "model", "at_ms"}`` in :data:`ALT_TEXT_BUCKET`; a custom emoji's
-    ``emoji.<id>`` → the same and its ``pack``."""
+    """``alt.<hex>`` → ``{"alt_text", "model", "at_ms"}`` and ``tr.<hex>`` → ``{"transcript",
+    "duration_ms", "model", "at_ms"}`` in :data:`ALT_TEXT_BUCKET`; a custom emoji's ``emoji.<id>`` →
+    ``{"alt_text", "model", "at_ms"}`` and its ``pack``."""
 
     def __init__(self, kv: KeyValue) -> None:
         self.kv = kv
@@ -161,6 +163,35 @@ class AltTextCache:
             await self.kv.put(key, json.dumps(stamped, ensure_ascii=False).encode())
         except (nats.errors.Error, TimeoutError) as exc:
             raise StoreFailed(f"alt-text cache unavailable: {type(exc).__name__}") from None
+
+    async def get_transcript(self, content: str) -> tuple[str, int] | None:
+        """``(transcript, duration ms)`` of the file ``content`` (``tr.<hex>``), when cached."""
+        try:
+            entry = await self.kv.get(transcript_cache_key(content))
+        except KeyNotFoundError:
+            metrics.TRANSCRIPT_CACHE.labels("miss").inc()
+            return None
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise StoreFailed(f"transcript cache unavailable: {type(exc).__name__}") from None
+        value = json.loads(entry.value or b"{}")
+        text, duration_ms = value.get("transcript"), value.get("duration_ms")
+        if not isinstance(text, str) or not isinstance(duration_ms, int):
+            metrics.TRANSCRIPT_CACHE.labels("miss").inc()
+            return None
+        metrics.TRANSCRIPT_CACHE.labels("hit").inc()
+        return text, duration_ms
+
+    async def put_transcript(self, content: str, transcript: str, duration_ms: int, model: str) -> None:
+        value = {
+            "transcript": transcript,
+            "duration_ms": duration_ms,
+            "model": model,
+            "at_ms": int(time.time() * 1000),
+        }
+        try:
+            await self.kv.put(transcript_cache_key(content), json.dumps(value, ensure_ascii=False).encode())
+        except (nats.errors.Error, TimeoutError) as exc:
+            raise StoreFailed(f"transcript cache unavailable: {type(exc).__name__}") from None
 
     async def status(self) -> str:
         status = await self.kv.status()

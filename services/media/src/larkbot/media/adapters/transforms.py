@@ -17,11 +17,19 @@ Decisions:
   and caches the description under the id and under the file's hash (so the same sticker posted as a
   sticker is not described again). Without a vision endpoint it is refused as ``unsupported`` before
   anything is asked: there is nothing to say of an emoji but its fallback, which the event already has.
+- ``transcript`` jobs (voice, audio, video notes): the file's audio becomes 16 kHz mono WAV in the
+  object store and ``llm.transcribe`` reads it from there; the transcript and the audio's duration are
+  cached under the file's hash, so a second identical job neither decodes nor calls the model. Without
+  a transcription endpoint the job is ``unsupported`` before anything is downloaded (the pipeline does
+  not ask for transcripts then; see ``llm.transcription``).
+- Every job is checked against the chat's limits before downloading: the declared size (``max_bytes``,
+  at most the platform's 20 MB) and, for transcripts, the declared duration (``max_duration_s``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from dataclasses import dataclass
 from typing import assert_never
@@ -31,10 +39,10 @@ from larkbot.canonical.llm import ImagePart
 from larkbot.canonical.media import MediaJob, MediaResult, ReadImageRequest, ReadImageResponse
 
 from .. import metrics
-from ..core import images, motion
+from ..core import audio, images, motion, transcripts
 from ..core.errors import Unsupported
 from ..core.jobs import emoji_key, source_type, succeeded
-from .remote import SourceRef, Sources, Vision
+from .remote import SourceRef, Sources, Speech, Vision
 from .store import AltTextCache, Blobs
 
 #: Attachment types described from frames, whose alt text is cached under the file's hash.
@@ -73,6 +81,7 @@ class Transformer:
         blobs: Blobs,
         cache: AltTextCache,
         vision: Vision,
+        speech: Speech,
         *,
         max_frames: int = motion.MAX_FRAMES,
     ) -> None:
@@ -80,16 +89,25 @@ class Transformer:
         self.blobs = blobs
         self.cache = cache
         self.vision = vision
+        self.speech = speech
         self.max_frames = max_frames
 
     async def run(self, job: MediaJob) -> MediaResult:
         """The job's result; raises :class:`MediaFailure` for a typed failure."""
         endpoint = job.vision_endpoint or self.vision.endpoint
+        if job.transform != "custom_emoji":
+            transcripts.check_declared(job)
         match job.transform:
             case "custom_emoji":
                 if endpoint is None:
                     raise Unsupported("no vision endpoint is configured (llm.vision)")
                 return await self._custom_emoji(job, endpoint)
+            case "transcript":
+                speaking = job.transcription_endpoint or self.speech.endpoint
+                if speaking is None:
+                    raise Unsupported("no transcription endpoint is configured (llm.transcription)")
+                data, content = await self._source(job)
+                return await self._transcript(job, data, content, speaking)
             case "thumbnail":
                 data, content = await self._source(job)
                 thumbnail_key = await self._thumbnail(data)
@@ -110,7 +128,7 @@ class Transformer:
         # The ingress stores downloads under their sha256, which is what ``content_hash`` records.
         stored = job.blob_key or _stored_key(job.content_hash)
         ref = SourceRef(job.platform, job.chat_id, job.message_id, job.file_id, source_type(job), stored)
-        data = await self.sources.fetch(ref)
+        data = await self.sources.fetch(ref, max_bytes=transcripts.max_bytes(job))
         metrics.INPUT_BYTES.labels(job.transform).inc(len(data))
         content = await asyncio.to_thread(images.content_key, data)
         return data, content
@@ -191,6 +209,22 @@ class Transformer:
             )
             await self.cache.put(content, alt, model)
         return _Seen(frame_keys, found.times_ms, thumbnail_key, alt, model)
+
+    async def _transcript(self, job: MediaJob, data: bytes, content: str, endpoint: str) -> MediaResult:
+        cached = await self.cache.get_transcript(content)
+        if cached is None:
+            started = time.perf_counter()
+            found = await asyncio.to_thread(audio.speech, data, transcripts.max_duration_s(job))
+            metrics.AUDIO_CONVERT_SECONDS.observe(time.perf_counter() - started)
+            wav_key = await self.blobs.put(found.wav, "audio")
+            metrics.AUDIO_SECONDS.inc(found.duration_ms / 1000)
+            text, model = await self.speech.transcribe(
+                endpoint, wav_key, language=job.language, request_id=uuid.uuid4().hex, chat_key=_chat(job)
+            )
+            await self.cache.put_transcript(content, text, found.duration_ms, model)
+            cached = text, found.duration_ms
+        text, duration_ms = cached
+        return succeeded(job, content_hash=content, alt_text=text or None, duration_ms=duration_ms)
 
     async def read_image(self, request: ReadImageRequest) -> ReadImageResponse:
         """An image part of at most 512 px (``low``) or 1024 px (``high``); raises :class:`MediaFailure`."""

@@ -6,7 +6,9 @@ Whether the pipeline may resubmit a job is the failure's TYPE — a :class:`Retr
 
     LarkbotError
     └── MediaFailure                  a job that ends in a typed failure result (``MediaError``, ``code``)
-        ├── TooLarge                  ``too_large``: over 20 MB, or more pixels than we decode  (permanent)
+        ├── TooLarge                  ``too_large``: over 20 MB (or the chat's limit), or more pixels than
+        │   │                         we decode                                                 (permanent)
+        │   └── TooLong               ``too_long``: audio longer than the chat's limit          (permanent)
         ├── Unsupported               ``unsupported``: a format or transform this build cannot do (permanent)
         ├── Unreadable                ``unreadable``: bytes no decoder accepts                  (permanent)
         ├── DownloadFailed            ``download``: the ingress did not fetch the file
@@ -15,6 +17,9 @@ Whether the pipeline may resubmit a job is the failure's TYPE — a :class:`Retr
         ├── VisionFailed              ``vision``: the vision model did not describe it
         │   ├── VisionUnavailable     no or a bad answer, a transient or deadline error         (retryable)
         │   └── VisionRefused         the model refused, answered without text, or cannot      (permanent)
+        ├── TranscriptionFailed       ``transcription``: the speech-to-text model did not transcribe it
+        │   ├── TranscriptionUnavailable   no or a bad answer, a transient or deadline error    (retryable)
+        │   └── TranscriptionRefused  the endpoint refused the audio, or cannot                 (permanent)
         └── StoreFailed               ``store``: the object store or the alt-text bucket did not answer
                                                                                                 (retryable)
 
@@ -50,6 +55,10 @@ class TooLarge(MediaFailure, PermanentError):
     code = "too_large"
 
 
+class TooLong(TooLarge):
+    code = "too_long"
+
+
 class Unsupported(MediaFailure, PermanentError):
     code = "unsupported"
 
@@ -79,6 +88,18 @@ class VisionUnavailable(VisionFailed, RetryableError):
 
 
 class VisionRefused(VisionFailed, PermanentError):
+    pass
+
+
+class TranscriptionFailed(MediaFailure):
+    code = "transcription"
+
+
+class TranscriptionUnavailable(TranscriptionFailed, RetryableError):
+    pass
+
+
+class TranscriptionRefused(TranscriptionFailed, PermanentError):
     pass
 
 

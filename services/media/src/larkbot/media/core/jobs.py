@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final, assert_never
+from typing import Final, TypeVar, assert_never
 
 from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.llm import (
@@ -33,7 +33,7 @@ from larkbot.canonical.llm import (
 )
 from larkbot.canonical.media import MediaError, MediaJob, MediaResult
 
-from .errors import VisionFailed, VisionRefused, VisionUnavailable
+from .errors import MediaFailure, VisionFailed, VisionRefused, VisionUnavailable
 from .images import RENDITION_MIME
 
 ALT_TEXT_MAX_CHARS: Final = 1000
@@ -59,12 +59,17 @@ _MOVING: Final[dict[AttachmentType, str]] = {
 }
 
 
-def alt_cache_key(content_key: str) -> str:
-    """``sha256:<hex>`` → ``alt.<hex>``."""
+def cache_key(prefix: str, content_key: str) -> str:
+    """``sha256:<hex>`` → ``<prefix>.<hex>`` (a NATS KV key)."""
     algo, sep, digest = content_key.partition(":")
     if algo != "sha256" or not sep or not _DIGEST.fullmatch(digest):
-        raise ValueError("alt-text cache keys are made from sha256:<hex> content keys")
-    return f"alt.{digest}"
+        raise ValueError("cache keys are made from sha256:<hex> content keys")
+    return f"{prefix}.{digest}"
+
+
+def alt_cache_key(content_key: str) -> str:
+    """``sha256:<hex>`` → ``alt.<hex>``."""
+    return cache_key("alt", content_key)
 
 
 def emoji_key(emoji_id: str) -> str:
@@ -83,7 +88,13 @@ def source_type(job: MediaJob) -> AttachmentType:
     """What to tell the ingress it is downloading (Feishu fetches images and files differently)."""
     if job.attachment_type is not None:
         return job.attachment_type
-    return AttachmentType.PHOTO if job.transform in ("thumbnail", "alt_text") else AttachmentType.ANIMATION
+    match job.transform:
+        case "thumbnail" | "alt_text":
+            return AttachmentType.PHOTO
+        case "transcript":
+            return AttachmentType.AUDIO
+        case _:
+            return AttachmentType.ANIMATION
 
 
 def vision_request(
@@ -155,13 +166,20 @@ def description_from(reply: LLMReply) -> tuple[str, str]:
 
 
 def vision_failure(category: LLMErrorCategory) -> type[VisionFailed]:
-    """The failure of a vision call the model's gateway answered with an error: retryable only when
-    retrying can help."""
+    """The failure of a vision call the model's gateway answered with an error."""
+    return model_failure(category, VisionUnavailable, VisionRefused)
+
+
+F = TypeVar("F", bound=MediaFailure)
+
+
+def model_failure(category: LLMErrorCategory, retryable: type[F], final: type[F]) -> type[F]:
+    """Of a model call the gateway answered with an error: ``retryable`` only when retrying can help."""
     match category:
         case "transient" | "deadline":
-            return VisionUnavailable
+            return retryable
         case "permanent" | "invalid_request" | "config" | "context_length":
-            return VisionRefused
+            return final
         case _:
             assert_never(category)
 
@@ -175,6 +193,7 @@ def succeeded(
     frame_keys: tuple[str, ...] = (),
     frame_times_ms: tuple[int, ...] = (),
     pack: str | None = None,
+    duration_ms: int | None = None,
 ) -> MediaResult:
     return MediaResult(
         job_id=job.job_id,
@@ -191,6 +210,7 @@ def succeeded(
         frame_keys=frame_keys,
         frame_times_ms=frame_times_ms,
         pack=pack,
+        duration_ms=duration_ms,
     )
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 from larkbot.canonical.codec import decode, decode_as
 from larkbot.canonical.errors import ContractError
-from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent
+from larkbot.canonical.events import EVENT_ADAPTER, CanonicalEvent, EditEvent, MessageEvent
 from larkbot.canonical.media import MediaJob, MediaResult
 from larkbot.canonical.names import Platform, media_job_subject
 from larkbot.runtime import tracing
@@ -39,7 +39,7 @@ from larkbot.runtime.retry import retrying
 from larkbot.runtime.subscribe import Subscription
 
 from .. import metrics
-from ..core.admission import Admission, Pending
+from ..core.admission import NO_POLICY, Admission, MediaPolicy, Pending
 from ..core.offsets import Ticket, resume_points
 from ..core.repeats import classify
 from ..errors import DatabaseUnavailable, PartitionNotOpen
@@ -72,11 +72,11 @@ class Intake:
         job_timeout_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         observer: PipelineObserver = UNOBSERVED,
-        vision_route: Callable[[str, str], str | None] = lambda _platform, _chat_id: None,
+        media_policy: Callable[[str, str], MediaPolicy] = lambda _platform, _chat_id: NO_POLICY,
     ) -> None:
         self.bus = bus
-        #: The chat's endpoint for the ``vision`` purpose (``llm.routes``), carried by its media jobs.
-        self.vision_route = vision_route
+        #: The chat's media settings and routed endpoints, carried by its media jobs.
+        self.media_policy = media_policy
         self.dead_letters = DeadLetters(bus.js)
         self.chats = chats
         self.repo = repo
@@ -176,7 +176,8 @@ class Intake:
                     ticket,
                     now,
                     transforms=resident and self.media_enabled,
-                    vision_endpoint=self.vision_route(*chat),
+                    # Routes are matched only for events that may need a transform.
+                    policy=self.media_policy(*chat) if _has_attachments(event) else NO_POLICY,
                 )
                 jobs += ((job, trace) for job in admitted)
             self.read[partition] = message.stream_seq
@@ -358,3 +359,7 @@ def _decode_result(data: bytes, headers: dict[str, str]) -> MediaResult:
 def _database_failure(exc: BaseException) -> Failure | None:
     """A commit is retried while the database is unavailable; anything else is final."""
     return Failure.TRANSIENT if isinstance(exc, DatabaseUnavailable) else None
+
+
+def _has_attachments(event: CanonicalEvent) -> bool:
+    return isinstance(event, MessageEvent | EditEvent) and bool(event.attachments)

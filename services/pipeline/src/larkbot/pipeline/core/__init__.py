@@ -19,7 +19,7 @@ from .model import IC, MessageNode, NameChange, Node, ReplySnapshot, RuntimeNode
 from .params import RenderParams
 from .projection import Projection, replay, replay_chat
 from .reduce import Change, reduce
-from .render import Renderer, attachment_key, render_keys
+from .render import Renderer, attachment_key, render_keys, transcript_key
 from .timefmt import format_time
 
 __all__ = [
@@ -43,4 +43,5 @@ __all__ = [
     "render_keys",
     "replay",
     "replay_chat",
+    "transcript_key",
 ]

@@ -28,18 +28,21 @@ from larkbot.canonical.media import MediaJob, MediaResult, Transform
 from larkbot.canonical.names import Platform
 
 from .emoji import described, emoji_key, resolvable_ids
-from .render import attachment_key
+from .render import attachment_key, transcript_key
 
 T = TypeVar("T")
 ChatKey = tuple[str, str]
 
-#: Which transform an attachment type needs before its event may commit; absent types need none.
-TRANSFORMS: dict[AttachmentType, Transform] = {
-    AttachmentType.PHOTO: "alt_text",
-    AttachmentType.STICKER: "frames",
-    AttachmentType.ANIMATION: "frames",
-    AttachmentType.VIDEO: "frames",
-    AttachmentType.VIDEO_NOTE: "frames",
+#: Which transforms an attachment type needs before its event may commit; absent types need none. A
+#: video note is seen (frames) and heard (transcript).
+TRANSFORMS: dict[AttachmentType, tuple[Transform, ...]] = {
+    AttachmentType.PHOTO: ("alt_text",),
+    AttachmentType.STICKER: ("frames",),
+    AttachmentType.ANIMATION: ("frames",),
+    AttachmentType.VIDEO: ("frames",),
+    AttachmentType.VIDEO_NOTE: ("frames", "transcript"),
+    AttachmentType.VOICE: ("transcript",),
+    AttachmentType.AUDIO: ("transcript",),
 }
 
 
@@ -50,6 +53,23 @@ def fetchable(event: CanonicalEvent, attachment: Attachment) -> bool:
     return not (event.platform is Platform.FEISHU and attachment.type is AttachmentType.STICKER)
 
 
+@dataclass(frozen=True, slots=True)
+class MediaPolicy:
+    """A chat's media settings as its jobs carry them (``chats.<key>.media`` and its ``llm.routes``).
+    ``transcription_endpoint`` ``None``: the chat gets no transcripts (disabled, or no endpoint at all);
+    every other ``None`` leaves the workers' default."""
+
+    vision_endpoint: str | None = None
+    transcription_endpoint: str | None = None
+    max_frames: int | None = None
+    max_bytes: int | None = None
+    language: str | None = None
+    max_duration_s: int | None = None
+
+
+NO_POLICY = MediaPolicy()
+
+
 def job_id(event: CanonicalEvent, index: int | str, transform: str) -> str:
     """Deterministic: a re-submitted job is the same job (and the MEDIA stream dedups it). ``index``:
     the attachment's, or a custom emoji's key."""
@@ -57,32 +77,45 @@ def job_id(event: CanonicalEvent, index: int | str, transform: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
-def jobs_for(event: CanonicalEvent, vision_endpoint: str | None = None) -> list[MediaJob]:
-    """The media jobs of ``event``'s attachments; ``vision_endpoint``: the chat's route for the
-    ``vision`` purpose (``llm.routes``), ``None`` for the workers' ``llm.vision``."""
+def jobs_for(event: CanonicalEvent, policy: MediaPolicy = NO_POLICY) -> list[MediaJob]:
+    """The media jobs of ``event``'s attachments under the chat's ``policy``. An attachment that already
+    has a thumbnail was seen (an edit repeating it); a transcript is asked for only when the chat has a
+    transcription endpoint."""
     if not isinstance(event, MessageEvent | EditEvent):
         return []
     jobs = []
     for index, attachment in enumerate(event.attachments):
-        transform = TRANSFORMS.get(attachment.type)
-        if transform is None or attachment.thumbnail_key is not None or not fetchable(event, attachment):
+        if not fetchable(event, attachment):
             continue
-        jobs.append(
-            MediaJob(
-                job_id=job_id(event, index, transform),
-                platform=event.platform,
-                chat_id=event.chat_id,
-                message_id=event.message_id,
-                dedup_key=event.dedup_key,
-                attachment_index=index,
-                transform=transform,
-                attachment_type=attachment.type,
-                file_id=attachment.file_id,
-                mime=attachment.mime or None,
-                content_hash=attachment.content_hash,
-                vision_endpoint=vision_endpoint,
+        for transform in TRANSFORMS.get(attachment.type, ()):
+            heard = transform == "transcript"
+            if heard and policy.transcription_endpoint is None:
+                continue
+            if not heard and attachment.thumbnail_key is not None:
+                continue
+            jobs.append(
+                MediaJob(
+                    job_id=job_id(event, index, transform),
+                    platform=event.platform,
+                    chat_id=event.chat_id,
+                    message_id=event.message_id,
+                    dedup_key=event.dedup_key,
+                    attachment_index=index,
+                    transform=transform,
+                    attachment_type=attachment.type,
+                    file_id=attachment.file_id,
+                    mime=attachment.mime or None,
+                    content_hash=attachment.content_hash,
+                    size_bytes=attachment.size_bytes,
+                    duration_s=attachment.duration_s if heard else None,
+                    max_frames=policy.max_frames if transform == "frames" else None,
+                    max_bytes=policy.max_bytes,
+                    vision_endpoint=None if heard else policy.vision_endpoint,
+                    transcription_endpoint=policy.transcription_endpoint if heard else None,
+                    language=policy.language if heard else None,
+                    max_duration_s=policy.max_duration_s if heard else None,
+                )
             )
-        )
     for emoji_id in resolvable_ids(event.platform, event.content.nodes):
         jobs.append(
             MediaJob(
@@ -94,7 +127,7 @@ def jobs_for(event: CanonicalEvent, vision_endpoint: str | None = None) -> list[
                 attachment_index=None,
                 transform="custom_emoji",
                 file_id=emoji_id,
-                vision_endpoint=vision_endpoint,
+                vision_endpoint=policy.vision_endpoint,
             )
         )
     return jobs
@@ -117,7 +150,8 @@ class Pending(Generic[T]):
         return len(self.results) == len(self.jobs)
 
     def completed(self) -> tuple[CanonicalEvent, list[tuple[str, str]]]:
-        """The event with transform outputs filled in, and the ``(cache key, alt text)`` pairs to cache."""
+        """The event with transform outputs filled in, and the ``(cache key, text)`` pairs to cache: alt
+        texts under :func:`.render.attachment_key`, transcripts under :func:`.render.transcript_key`."""
         event = self.event
         if not self.jobs or not isinstance(event, MessageEvent | EditEvent):
             return event, []
@@ -141,7 +175,7 @@ class Pending(Generic[T]):
                 }
             )
             attachments[index] = updated
-            key = attachment_key(updated)
+            key = transcript_key(updated) if result.transform == "transcript" else attachment_key(updated)
             if result.alt_text and key is not None:
                 alts.append((key, result.alt_text))
         body = event.content.model_copy(update={"nodes": content})
@@ -170,11 +204,11 @@ class Admission(Generic[T]):
         now: float,
         *,
         transforms: bool = True,
-        vision_endpoint: str | None = None,
+        policy: MediaPolicy = NO_POLICY,
     ) -> list[MediaJob]:
         """Queue ``event``; returns the jobs to submit now (none when ``transforms`` is off: archived
-        chats and deployments without media workers), naming the chat's ``vision_endpoint`` if any."""
-        jobs = jobs_for(event, vision_endpoint) if transforms else []
+        chats and deployments without media workers), carrying the chat's media ``policy``."""
+        jobs = jobs_for(event, policy) if transforms else []
         pending: Pending[T] = Pending(event, token, {job.job_id: job for job in jobs})
         self.lanes.setdefault(chat, deque()).append(pending)
         self._by_key[(*chat, event.dedup_key)] = pending

@@ -15,8 +15,10 @@ appending a node never changes an earlier segment's bytes. Vocabulary, attribute
   <custom-emoji pack?>``, a custom emoji's body its description when the event records one
   (``alt_key``), else its fallback emoji;
 - attachments ``<image|sticker|animation|attachment type? mime? name? size? duration? pack? file-id>alt
-  </…>``; without alt text a thumbnail image part follows. ``file-id`` is ``<rendered message id>:<index>``,
-  and ``Segment.attachments`` lists every rendered attachment under that index with its platform file key;
+  </…>``; without alt text a thumbnail image part follows. What was said in a voice note, an audio file
+  or a video note follows as ``<transcript>…</transcript>`` inside the element (after the alt text, if
+  any). ``file-id`` is ``<rendered message id>:<index>``, and ``Segment.attachments`` lists every
+  rendered attachment under that index with its platform file key;
 - ``topic`` (a message in a forum topic: the topic's name when the message arrived) comes after ``edited``;
   ``forwarded_from`` names the person, or the chat with the author's signature in parentheses;
 - a message segment's provenance fields come from the same facts as its attributes (``myself`` ⇔
@@ -83,11 +85,23 @@ def attachment_key(attachment: Attachment) -> str | None:
     return attachment.thumbnail_key or attachment.content_hash
 
 
+def transcript_key(attachment: Attachment) -> str | None:
+    """The key its transcript is cached under: the file's hash, apart from descriptions (a video note
+    has both)."""
+    return f"transcript:{attachment.content_hash}" if attachment.content_hash else None
+
+
+def attachment_alt_keys(attachment: Attachment) -> tuple[str, ...]:
+    """Every cache key the rendering of ``attachment`` may read."""
+    return tuple(key for key in (attachment_key(attachment), transcript_key(attachment)) if key is not None)
+
+
 def render_keys(event: CanonicalEvent) -> set[str]:
-    """The alt-text keys rendering ``event`` may need: its attachments' and its custom emoji's."""
+    """The alt-text keys rendering ``event`` may need: its attachments' (descriptions and transcripts)
+    and its custom emoji's."""
     if not isinstance(event, MessageEvent | EditEvent):
         return set()
-    keys = {key for a in event.attachments if (key := attachment_key(a)) is not None}
+    keys = {key for a in event.attachments for key in attachment_alt_keys(a)}
     return keys | alt_keys(event.content.nodes)
 
 
@@ -168,12 +182,15 @@ class Renderer:
         pairs.append(("file-id", f"{shown_id}:{index}"))
         key = attachment_key(attachment)
         alt = self.alt_texts.get(key) if key is not None else None
+        heard_key = transcript_key(attachment)
+        heard = self.alt_texts.get(heard_key) if heard_key is not None else None
+        transcript = f"<transcript>{xml.text(heard)}</transcript>" if heard else ""
         if alt:
-            return xml.element(tag, pairs, xml.text(alt))
+            return xml.element(tag, pairs, xml.text(alt) + transcript)
         if attachment.thumbnail_key:
             images.append(ImagePart(blob_key=attachment.thumbnail_key, mime=THUMBNAIL_MIME))
-            return xml.element(tag, pairs, None)
-        return xml.element(tag, pairs, xml.text(attachment.sticker_emoji or "") or None)
+            return xml.element(tag, pairs, transcript or None)
+        return xml.element(tag, pairs, (xml.text(attachment.sticker_emoji or "") + transcript) or None)
 
     # -- nodes -----------------------------------------------------------------------------------------
     def message(self, node: MessageNode) -> Segment:

@@ -137,6 +137,7 @@
     if (!message) return "a message no longer here";
     if (message.deleted) return "deleted message";
     if (message.text) return message.text.length > 90 ? message.text.slice(0, 90) + "…" : message.text;
+    if (message.recording) return message.recording.kind === "voice" ? "Voice message" : "Audio";
     return message.photo ? "Photo" : "";
   }
 
@@ -248,6 +249,15 @@
         img.height = Math.round((img.width * message.photo.height) / Math.max(1, message.photo.width));
         bubble.appendChild(img);
       }
+      if (message.recording) {
+        const label = message.recording.kind === "voice" ? "Voice message" : message.recording.name || "Audio";
+        bubble.appendChild(node("div", "recording-label", label + " · " + message.recording.duration + " s"));
+        const sound = node("audio", "recording");
+        sound.controls = true;
+        sound.preload = "none";
+        sound.src = message.recording.url;
+        bubble.appendChild(sound);
+      }
       if (message.text) bubble.appendChild(node("div", "text", message.text));
     }
     bubble.appendChild(reactionsOf(message));
@@ -351,8 +361,8 @@
     }
   }
 
-  async function upload() {
-    const input = $("upload");
+  async function upload(event) {
+    const input = event.target;
     const file = input.files && input.files[0];
     if (!file) return;
     const form = new FormData();
@@ -360,7 +370,7 @@
     form.append("caption", state.editing === null ? composer.value : "");
     if (state.replyTo !== null) form.append("reply_to", String(state.replyTo));
     form.append("file", file, file.name);
-    say("Sending the photo…");
+    say(input.id === "voice-upload" ? "Sending the recording…" : "Sending the photo…");
     if (await act("/upload", form)) {
       if (state.editing === null) composer.value = "";
       clearContext();
@@ -394,6 +404,7 @@
     composer.selectionStart = composer.selectionEnd = at + mention.length;
   });
   $("upload").addEventListener("change", upload);
+  $("voice-upload").addEventListener("change", upload);
   $("add-member").addEventListener("click", addMember);
   $("new-member").addEventListener("keydown", (event) => {
     if (event.key === "Enter") {
