@@ -2,7 +2,7 @@
 
 The services run as processes (llm-gateway, pipeline, driver, ingress-feishu). A member asks; the model
 sets a reminder a few seconds ahead with ``set_reminder``. The driver holding the chat is SIGKILLed as
-soon as the reminder is stored, so it falls due while that driver is gone:
+soon as the turn that set the reminder is stored, so it falls due while that driver is gone:
 
 - SQLite, one driver: the reminder is overdue when the driver restarts, and is delivered then;
 - PostgreSQL, two driver replicas: the killed one is restarted at once under a new replica id while its
@@ -11,6 +11,11 @@ soon as the reminder is stored, so it falls due while that driver is gone:
 
 Either way the pipeline's events hold one ``reminder:<id>`` runtime event, the bus stored it once, a
 probe saw it once, the bot phrased it in one message, and the row is ``delivered``.
+
+Killed inside that turn instead (right after ``set_reminder`` ran), the driver leaves the chain open, and
+the next holder continues it without the probe (``World.turn_stored``): a reminder delivered before that
+continuation starts (a take-over snapshot asked again, say) is taken by it, and no probe sees it
+(reproduced by holding the take-over's snapshot back 8 s).
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ from larkbot.runtime.db import create_engine
 CHAT = "oc_reminder_survives"
 MEMBER = feishu_user(1)
 SERVICES = ("llm-gateway", "pipeline", "driver", "ingress-feishu")
-#: Far enough ahead that the kill lands first, near enough to keep the run short.
-AHEAD_S = 4
+#: Far enough ahead that the kill, after the rest of the turn, lands first; near enough to keep the run
+#: short.
+AHEAD_S = 8
 REMINDED = "Stand-up time, everyone!"
 
 
@@ -169,6 +175,7 @@ async def test_a_reminder_fires_once_after_the_driver_is_killed(
 
         # The replica killed is the one that set it: it held the chat.
         await until(set_by_owner, "the holder counting the reminder", timeout_s=5)
+        await until(lambda: w.turn_stored("feishu", CHAT), "the turn that set it stored")
         await w.stack.kill(owner)
         (row,) = await reminder_rows(w)
         assert row.status == "pending"

@@ -4,9 +4,18 @@ event once the driver is back (issue 17).
 The services run as processes (llm-gateway, pipeline, driver, ingress-feishu); the member is a maintainer,
 so the gate offers the shell tools for their request. A member asks;
 the model starts two commands with ``bash``, each waiting on a FIFO the test holds, so both become
-background tasks. The driver is SIGKILLed. Task A ends while no driver runs; the driver restarts; task B
-ends under the new process. Each completion enters the pipeline once (``events`` row, rendered
-``<runtime-event>`` segment) and wakes the chat (a probe sees it).
+background tasks. Once that turn is stored, the driver is SIGKILLed. Task A ends while no driver runs; the
+driver restarts; task B ends once the new process drives the chat again. Each completion enters the
+pipeline once (``events`` row, rendered ``<runtime-event>`` segment) and wakes the chat (a probe sees it).
+
+Why the two waits (together their absence failed a CI run; reproduced by forcing both). A kill before the turn
+is stored leaves its chain open, and the restarted driver continues it without the probe, taking every input
+then pending with it (``World.turn_stored``). And the restarted driver is ready once it holds its share of the
+partitions: while the killed process's membership outlives its leases (it died between renewing the one and
+the others), that share is half of them, and the chat's partition follows when the membership expires. In that
+run the chat was taken over 12 s after the restart, after B had ended; one continuation took A and B, and no
+probe ran. Waiting for the chat to be held makes B end while the chat is driven, so that B wakes it on its
+own.
 """
 
 from __future__ import annotations
@@ -171,6 +180,7 @@ async def test_a_background_task_reaches_the_chat_after_the_driver_is_killed(
             await until(lambda: len(script.primaries) >= 2, "the turn's second step")
             results = [m for m in script.primaries[1].request.messages if isinstance(m, ToolResultMessage)]
             assert len(results) == 2
+            await until(lambda: w.turn_stored("feishu", CHAT), "the turn stored")
 
             await w.stack.kill("driver")
             assert all(group_alive(g) for g in groups)  # the tasks did not die with the driver
@@ -179,6 +189,12 @@ async def test_a_background_task_reaches_the_chat_after_the_driver_is_killed(
             await until(lambda: (tmp_path / "tasks" / task_a / "status").exists(), "task A's end")
             await w.stack.start("driver")
             await w.stack.wait_ready("driver")
+
+            async def drives_the_chat() -> bool:
+                return await w.metric("driver", "larkbot_driver_chats") == 1
+
+            await until(drives_the_chat, "the restarted driver holding the chat")
+            await w.stack.wait_ready("driver")  # the chat's partition taken over: its loop runs
             await release(fifos[1])
 
             async def both_in_the_chat() -> bool:

@@ -140,6 +140,26 @@ class World:
     async def metric(self, service: str, name: str, **labels: str) -> float:
         return metric_value(await self.stack.metrics(service), name, **labels)
 
+    async def turn_stored(self, platform: str, chat_id: str) -> bool:
+        """Whether the driver's latest turn in the chat is over: its newest step closes the chain, and the
+        input it answered is marked processed (which a wake-up does after storing its last step).
+
+        A driver killed before that leaves the chain open, and the next one continues it without the
+        probe, taking every input then pending with it (docs/driver.md, "Wake-up lifecycle")."""
+        engine = create_engine(self.database_urls["driver"])
+        where = "WHERE platform = :platform AND chat_id = :chat_id"
+        newest_step = f"SELECT requires_follow_up FROM driver_turn_responses {where} ORDER BY id DESC LIMIT 1"
+        processed = f"SELECT processed_until_ms FROM driver_chats {where}"
+        params = {"platform": platform, "chat_id": chat_id}
+        try:
+            async with engine.connect() as conn:
+                newest = (await conn.execute(text(newest_step), params)).first()
+                marks = (await conn.execute(text(processed), params)).first()
+        finally:
+            await engine.dispose()
+        closed = newest is not None and not newest.requires_follow_up
+        return closed and marks is not None and marks.processed_until_ms > 0
+
 
 def stack_config(
     world_root: Path,
