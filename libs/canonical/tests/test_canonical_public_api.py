@@ -142,6 +142,7 @@ EXPECTED = [
     "decode_as",
     "encode",
     "events_subject",
+    "fetch_subject",
     "headers_for",
     "msg_id",
     "names",

@@ -11,7 +11,14 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from larkbot.canonical.names import KV_PLATFORM_BUDGET_MINUTES, KV_RATE_LIMITS, STREAM_EVENTS
+from larkbot.canonical.names import (
+    KV_PLATFORM_BUDGET_MINUTES,
+    KV_RATE_LIMITS,
+    QUEUE_ACTIONS,
+    STREAM_EVENTS,
+    actions_subject,
+    fetch_subject,
+)
 from larkbot.runtime.bootstrap import bootstrap
 from larkbot.runtime.budgets.store import BudgetPlan, Budgets, read_speaking_budget
 from larkbot.runtime.bus import flush
@@ -109,6 +116,40 @@ async def test_the_media_worker_cannot_send_a_platform_action(server: EmbeddedNa
     finally:
         await media.nc.close()
         await feishu.nc.close()
+
+
+async def test_the_media_worker_asks_the_ingresses_fetch_subject_and_still_no_action(
+    server: EmbeddedNats,
+) -> None:
+    """Its downloads and custom emoji go to ``fetch.<platform>`` of each ingress, served within the
+    ingress's own permissions; ``actions.<platform>`` stays closed to it."""
+    media = await connect_as(server, "media")
+    ingresses = [await connect_as(server, "ingress-feishu"), await connect_as(server, "ingress-telegram")]
+    try:
+        actions: list[bytes] = []
+
+        async def answer(msg: nats.aio.msg.Msg) -> None:
+            await msg.respond(b"fetched " + msg.data)
+
+        async def on_action(msg: nats.aio.msg.Msg) -> None:
+            actions.append(msg.data)
+
+        for ingress, platform in zip(ingresses, ("feishu", "telegram"), strict=True):
+            await ingress.nc.subscribe(fetch_subject(platform), queue=QUEUE_ACTIONS, cb=answer)
+            await ingress.nc.subscribe(actions_subject(platform), queue=QUEUE_ACTIONS, cb=on_action)
+            await flush(ingress.nc)
+        for platform in ("feishu", "telegram"):
+            reply = await media.nc.request(fetch_subject(platform), b"download", timeout=WAIT)
+            assert reply.data == b"fetched download"
+        assert not media.errors
+        assert all(not ingress.errors for ingress in ingresses)
+        await media.nc.publish(actions_subject("telegram"), b'{"kind": "send_message"}')
+        assert 'publish to "actions.telegram"' in await permission_error(media)
+        assert actions == []
+    finally:
+        await media.nc.close()
+        for ingress in ingresses:
+            await ingress.nc.close()
 
 
 async def test_a_service_cannot_delete_or_purge_a_stream(server: EmbeddedNats) -> None:

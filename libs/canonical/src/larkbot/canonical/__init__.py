@@ -10,7 +10,8 @@ Modules:
 - ``content`` — the rich-text content tree and attachments.
 - ``events``  — canonical events (``CanonicalEvent``, ``EVENT_ADAPTER``), bot identity, typing signals.
 - ``context`` — rendered-context segments, updates, snapshots and the pipeline's request services.
-- ``actions`` — requests to an ingress on ``actions.<platform>`` and their results.
+- ``actions`` — requests to an ingress on ``actions.<platform>`` (the read-only ones on
+  ``fetch.<platform>`` too) and their results.
 - ``llm``     — the provider-independent LLM IR and the ``llm.generate`` request/reply.
 - ``media``   — media transform jobs/results and ``media.read_image``.
 - ``replies`` — ``ServiceError``, the error reply of the request/reply services without their own.
@@ -153,6 +154,7 @@ from .names import (
     actions_subject,
     context_subject,
     events_subject,
+    fetch_subject,
     msg_id,
     split_chat_subject,
     subject_token,
@@ -296,6 +298,7 @@ __all__ = [
     "decode_as",
     "encode",
     "events_subject",
+    "fetch_subject",
     "headers_for",
     "msg_id",
     "names",

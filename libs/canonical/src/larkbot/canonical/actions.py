@@ -28,6 +28,11 @@ Decisions:
 - ``custom_emoji`` resolves Telegram custom emoji ids to the stickers that draw them
   (``getCustomEmojiStickers``), so that a media worker can download and describe one without calling the
   platform itself; ids the platform does not know are simply absent from ``ActionResult.custom_emoji``.
+- The read-only actions (:data:`READ_ONLY_ACTIONS`: ``download`` and ``custom_emoji``, which change
+  nothing in any chat) are served on ``fetch.<platform>`` as well, the subject a media worker asks them
+  on: its NATS user may publish there and not on ``actions.<platform>``, so a compromised worker cannot
+  send, react, delete or ban. Any other action on ``fetch.<platform>`` is refused before it is run:
+  ``failed`` with code :data:`NOT_READ_ONLY`, not retryable.
 - A spent platform budget (the operator's, ``larkbot.runtime.budgets``: a chat's messages per minute, the
   platform's API calls per day or month) refuses before anything reaches the platform: ``failed`` with
   code :data:`BUDGET_SPENT`, retryable, ``retry_after_s`` when the budget allows the action again, and a
@@ -47,6 +52,8 @@ from .names import Platform
 __all__ = [
     "ACTION_ADAPTER",
     "BUDGET_SPENT",
+    "NOT_READ_ONLY",
+    "READ_ONLY_ACTIONS",
     "ActionError",
     "ActionRequest",
     "ActionResult",
@@ -60,6 +67,7 @@ __all__ = [
     "ModeratedMessage",
     "ModerationReport",
     "ReactAction",
+    "ReadOnlyAction",
     "SendImageAction",
     "SendMessageAction",
     "TypingAction",
@@ -169,14 +177,22 @@ ActionRequest = Annotated[
 ]
 ACTION_ADAPTER: TypeAdapter[ActionRequest] = TypeAdapter(ActionRequest)
 
+#: The actions that only read from the platform: nothing changes in any chat, nothing is sent. An ingress
+#: serves them on ``fetch.<platform>`` too (the module docstring). A new action kind belongs here only if
+#: it cannot change what anyone sees.
+ReadOnlyAction = DownloadAction | CustomEmojiAction
+READ_ONLY_ACTIONS: Final = (DownloadAction, CustomEmojiAction)
+
 #: The :class:`ActionError` code of an action refused because a platform budget is spent.
 BUDGET_SPENT: Final = "budget_spent"
+#: The :class:`ActionError` code of an action that is not read-only, asked on ``fetch.<platform>``.
+NOT_READ_ONLY: Final = "not_read_only"
 
 
 class ActionError(WireModel):
     """Why an action failed. ``code`` is a short stable token (``rate_limited``, ``not_found``,
-    ``forbidden``, ``too_large``, ``deadline``, ``platform``, ``budget_spent``); ``message`` is redacted,
-    for humans."""
+    ``forbidden``, ``too_large``, ``deadline``, ``platform``, ``budget_spent``, ``not_read_only``);
+    ``message`` is redacted, for humans."""
 
     code: Id
     message: str

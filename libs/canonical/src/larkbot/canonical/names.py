@@ -76,6 +76,7 @@ __all__ = [
     "context_subject",
     "dead_letter_subject",
     "events_subject",
+    "fetch_subject",
     "identity_key",
     "media_job_subject",
     "media_result_subject",
@@ -188,6 +189,13 @@ def actions_subject(platform: str) -> str:
     return f"actions.{subject_token(platform)}"
 
 
+def fetch_subject(platform: str) -> str:
+    """Where an ingress serves only the read-only actions (downloads, custom emoji lookups): a service
+    that may ask those but must not send anything on the platform (the media workers) is allowed this
+    subject and not ``actions.<platform>`` (``larkbot.runtime.permissions``)."""
+    return f"fetch.{subject_token(platform)}"
+
+
 def media_job_subject(kind: str) -> str:
     return f"media.jobs.{subject_token(kind)}"
 
@@ -252,6 +260,7 @@ CONSUMER_PIPELINE: Final = "pipeline"
 CONSUMER_DRIVER: Final = "driver"
 CONSUMER_MEDIA: Final = "media-workers"
 
+#: The queue group of the ingress replicas, on ``actions.<platform>`` and ``fetch.<platform>`` alike.
 QUEUE_ACTIONS: Final = "ingress"
 QUEUE_LLM: Final = "llm-gateway"
 QUEUE_PIPELINE: Final = "pipeline"

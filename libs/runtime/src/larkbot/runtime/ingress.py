@@ -1,6 +1,13 @@
-"""What both ingress services share: the ``actions.<platform>`` endpoint, the identity publication,
-:class:`OncePerKey` for actions whose repeat would misreport what happened, and :func:`report_done` for
-the events that report what the bot did on the platform."""
+"""What both ingress services share: the ``actions.<platform>`` and ``fetch.<platform>`` endpoints, the
+identity publication, :class:`OncePerKey` for actions whose repeat would misreport what happened, and
+:func:`report_done` for the events that report what the bot did on the platform.
+
+``fetch.<platform>`` runs the same handler as ``actions.<platform>``, for the read-only actions only
+(``larkbot.canonical.actions.READ_ONLY_ACTIONS``): it is where the media workers ask for downloads and
+custom emoji, because their NATS user may not publish on ``actions.>``. Any other action there is refused
+while it is decoded (:class:`NotReadOnly`), so the handler never sees it: nothing is sent, nothing is
+booked, and its idempotency key stays free for the caller that may use it.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +19,23 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Final
 
 import nats.errors
 
-from larkbot.canonical.actions import ACTION_ADAPTER, ActionError, ActionRequest, ActionResult
-from larkbot.canonical.codec import encode
+from larkbot.canonical.actions import (
+    ACTION_ADAPTER,
+    NOT_READ_ONLY,
+    READ_ONLY_ACTIONS,
+    ActionError,
+    ActionRequest,
+    ActionResult,
+)
+from larkbot.canonical.codec import decode_as, encode
 from larkbot.canonical.errors import ContractError, RetryableError
 from larkbot.canonical.events import BotIdentity
-from larkbot.canonical.names import KV_IDENTITY, QUEUE_ACTIONS, actions_subject, identity_key
+from larkbot.canonical.names import KV_IDENTITY, QUEUE_ACTIONS, actions_subject, fetch_subject, identity_key
 
 from . import tracing
 from .backoff import Backoff, Failure, RetryPolicy
@@ -31,10 +46,13 @@ from .serve import Endpoint, adapter_decoder
 __all__ = [
     "REPORT_BUDGET_S",
     "REPORT_RETRY",
+    "IngressEndpoints",
+    "NotReadOnly",
     "OncePerKey",
     "action_error_reply",
     "actions_endpoint",
     "failed",
+    "fetch_endpoint",
     "publish_identity",
     "report_done",
 ]
@@ -98,9 +116,17 @@ class OncePerKey:
                 self._done.popitem(last=False)
 
 
+class NotReadOnly(ContractError):
+    """An action that is not read-only, asked on ``fetch.<platform>``: refused, never run."""
+
+    def __init__(self, kind: str, subject: str) -> None:
+        super().__init__(f"{kind} is not a read-only action: {subject} serves only downloads and lookups")
+
+
 def action_error_reply(data: bytes, exc: BaseException) -> ActionResult:
     """Reply to an action request that could not be decoded or that the handler raised on.
 
+    - an action that is not read-only on ``fetch.<platform>``: ``failed``, ``not_read_only``;
     - a request outside the contract: ``failed``, ``bad_request`` (asking again cannot help);
     - a retryable error (the handler could not start it now: a store or the bus did not answer):
       ``failed``, ``unavailable``, retryable — handlers raise one only before they act;
@@ -114,6 +140,8 @@ def action_error_reply(data: bytes, exc: BaseException) -> ActionResult:
     except (ValueError, AttributeError):
         pass
     message = f"{type(exc).__name__}: {exc}"[:500]
+    if isinstance(exc, NotReadOnly):
+        return failed(key, NOT_READ_ONLY, str(exc))
     if isinstance(exc, ContractError):
         return failed(key, "bad_request", message)
     if isinstance(exc, RetryableError):
@@ -122,11 +150,10 @@ def action_error_reply(data: bytes, exc: BaseException) -> ActionResult:
     return ActionResult(idempotency_key=key, ok=False, outcome="unknown", error=error)
 
 
-def actions_endpoint(
-    bus: Bus, platform: str, handler: Callable[[ActionRequest], Awaitable[ActionResult]]
-) -> Endpoint[ActionRequest]:
-    """The ``actions.<platform>`` request/reply endpoint (queue group: ingress replicas share it); each
-    action is a span (``<platform> <kind>``: the call to the platform)."""
+def _traced(
+    platform: str, handler: Callable[[ActionRequest], Awaitable[ActionResult]]
+) -> Callable[[ActionRequest], Awaitable[ActionResult]]:
+    """``handler`` with each action a span (``<platform> <kind>``: the call to the platform)."""
 
     async def act(request: ActionRequest) -> ActionResult:
         if not tracing.enabled():
@@ -136,14 +163,60 @@ def actions_endpoint(
             tracing.set_attributes(span, {"larkbot.outcome": result.outcome})
             return result
 
+    return act
+
+
+def actions_endpoint(
+    bus: Bus, platform: str, handler: Callable[[ActionRequest], Awaitable[ActionResult]]
+) -> Endpoint[ActionRequest]:
+    """The ``actions.<platform>`` request/reply endpoint (queue group: ingress replicas share it); each
+    action is a span (``<platform> <kind>``: the call to the platform)."""
     return Endpoint(
         bus,
         actions_subject(platform),
         QUEUE_ACTIONS,
         adapter_decoder(ACTION_ADAPTER),
-        act,
+        _traced(platform, handler),
         action_error_reply,
     )
+
+
+def fetch_endpoint(
+    bus: Bus, platform: str, handler: Callable[[ActionRequest], Awaitable[ActionResult]]
+) -> Endpoint[ActionRequest]:
+    """The ``fetch.<platform>`` endpoint: ``handler`` (the one behind ``actions.<platform>``) for the
+    read-only actions, in the same queue group and with the same spans; any other action is answered
+    ``failed`` / ``not_read_only`` without reaching it (the module docstring)."""
+    subject = fetch_subject(platform)
+
+    def read_only(data: bytes, headers: dict[str, str]) -> ActionRequest:
+        action = decode_as(data, ACTION_ADAPTER, headers)
+        if not isinstance(action, READ_ONLY_ACTIONS):
+            raise NotReadOnly(action.kind, subject)
+        return action
+
+    return Endpoint(bus, subject, QUEUE_ACTIONS, read_only, _traced(platform, handler), action_error_reply)
+
+
+@dataclass(frozen=True, slots=True)
+class IngressEndpoints:
+    """What an ingress serves: ``actions.<platform>`` and ``fetch.<platform>``, one handler behind both."""
+
+    actions: Endpoint[ActionRequest]
+    fetch: Endpoint[ActionRequest]
+
+    @classmethod
+    async def serve(
+        cls, bus: Bus, platform: str, handler: Callable[[ActionRequest], Awaitable[ActionResult]]
+    ) -> IngressEndpoints:
+        endpoints = cls(actions_endpoint(bus, platform, handler), fetch_endpoint(bus, platform, handler))
+        await endpoints.actions.start()
+        await endpoints.fetch.start()
+        return endpoints
+
+    async def stop(self) -> None:
+        """Stop taking requests on both and finish the ones in flight."""
+        await asyncio.gather(self.actions.stop(), self.fetch.stop())
 
 
 async def publish_identity(bus: Bus, identity: BotIdentity) -> None:

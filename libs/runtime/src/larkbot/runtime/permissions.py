@@ -3,9 +3,13 @@
 A deployment may give every service its own NATS user (``nats.user`` / ``nats.password`` from that
 service's environment) instead of one shared token; the server then refuses a service's publish or
 subscription outside its subjects, so a compromised media worker cannot send a platform message or read
-another service's requests. :func:`authorization_conf` renders the ``authorization`` block of
-``nats.conf`` (``larkbot nats-users`` prints it; ``deploy/nats/users.conf`` is its output), with each
-password read from the server's environment.
+another service's requests. The media worker still needs the ingresses for its downloads and custom
+emoji lookups: it asks them on ``fetch.<platform>``, where an ingress runs only read-only actions
+(``larkbot.runtime.ingress.fetch_endpoint``), and only the driver may publish on ``actions.>``.
+
+:func:`authorization_conf` renders the ``authorization`` block of ``nats.conf`` (``larkbot nats-users``
+prints it; ``deploy/nats/users.conf`` is its output), with each password read from the server's
+environment.
 
 Every service may:
 
@@ -47,7 +51,10 @@ from larkbot.canonical.names import (
     SUBJECT_LLM_GENERATE,
     SUBJECT_MEDIA_READ_FILE,
     SUBJECT_MEDIA_READ_IMAGE,
+    Platform,
     Service,
+    actions_subject,
+    fetch_subject,
 )
 
 __all__ = ["BOOTSTRAP", "PERMISSIONS", "Permissions", "authorization_conf", "password_variable", "users_conf"]
@@ -115,7 +122,7 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
             *_BUDGETS,
             *_BLOBS,
         ),
-        subscribe=("actions.feishu",),
+        subscribe=(actions_subject(Platform.FEISHU), fetch_subject(Platform.FEISHU)),
         responds=True,
     ),
     Service.INGRESS_TELEGRAM.value: Permissions(
@@ -130,7 +137,7 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
             *_BUDGETS,
             *_BLOBS,
         ),
-        subscribe=("actions.telegram",),
+        subscribe=(actions_subject(Platform.TELEGRAM), fetch_subject(Platform.TELEGRAM)),
         responds=True,
     ),
     Service.PIPELINE.value: Permissions(
@@ -154,6 +161,8 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
     Service.MEDIA.value: Permissions(
         publish=(
             "media.results.>",
+            # Downloads and custom emoji from the ingresses: read-only actions, never actions.>.
+            "fetch.>",
             SUBJECT_LLM_GENERATE,
             _DEAD_LETTERS,
             _kv(KV_MEDIA_ALT_TEXTS),

@@ -32,6 +32,8 @@ module                                  what it holds
 ``media.fakes``, ``media.samples``      the ingress's downloads and the vision model as media sees them;
                                         synthetic photos, animations and containers
 ``ingress_feishu.watch``                ``ContactsWatch``: when a contact-name mirror caught up
+``actions``                             ``acting_actions()``: one action of every kind that acts on the
+                                        platform (what ``fetch.<platform>`` refuses)
 ``exports``                             the public-API check of the libraries: ``__all__`` against
                                         ``vars()``, the httpx way
 ``bench.report``                        ``larkbot bench``: every measurement below, in one JSON report

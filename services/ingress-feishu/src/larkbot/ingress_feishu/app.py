@@ -1,11 +1,12 @@
 """Composition root of ingress-feishu: the Feishu adapter in both directions.
 
 Inbound (long connection by default, webhook optional) → :class:`Inbound` → ``events.feishu.<chat>``;
-``actions.feishu`` (queue group) → :class:`Actions` → Feishu OpenAPI. Without a ``feishu`` section the
-service runs idle: ready, publishing nothing, answering every action ``not_configured``.
+``actions.feishu`` (queue group) → :class:`Actions` → Feishu OpenAPI, and ``fetch.feishu`` → the same
+:class:`Actions` for the read-only actions only (the media workers' downloads). Without a ``feishu``
+section the service runs idle: ready, publishing nothing, answering every action ``not_configured``.
 
 :class:`IngressFeishuService` is the recipe; its ``build`` wires, in this order: bot info (who "myself"
-is) → identity published → adapter, names, inbound → the platform link → the actions endpoint, and
+is) → identity published → adapter, names, inbound → the platform link → the action endpoints, and
 returns them frozen (:class:`FeishuIngress`, or :class:`IdleFeishu` without a ``feishu`` section).
 ``stop`` reverses it; the long connection's thread is stopped deliberately (the SDK has no ``stop()``).
 """
@@ -26,10 +27,9 @@ from larkbot.runtime.bus import BusUnavailable
 from larkbot.runtime.config import FeishuSettings, LarkbotConfig
 from larkbot.runtime.deadletter import DeadLetters
 from larkbot.runtime.http import Check
-from larkbot.runtime.ingress import actions_endpoint, failed, publish_identity
+from larkbot.runtime.ingress import IngressEndpoints, failed, publish_identity
 from larkbot.runtime.process import deployment_offset_min
 from larkbot.runtime.retry import Backoff
-from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import ServiceContext, run
 
 from . import metrics
@@ -97,7 +97,7 @@ def direct_chats(config: LarkbotConfig) -> dict[str, str]:
 class FeishuIngress:
     """The wired service when a ``feishu`` section is configured."""
 
-    endpoint: Endpoint[ActionRequest]
+    endpoints: IngressEndpoints
     rest: FeishuRest
     contacts: Contacts
     inbound: Inbound
@@ -105,7 +105,7 @@ class FeishuIngress:
     link: Link
 
     async def stop(self) -> None:
-        await self.endpoint.stop()
+        await self.endpoints.stop()
         await self.link.stop()
         await self.contacts.close()
         await self.rest.close()
@@ -116,10 +116,10 @@ class IdleFeishu:
     """The service without a ``feishu`` section: ready, publishing nothing, every action
     ``not_configured``."""
 
-    endpoint: Endpoint[ActionRequest]
+    endpoints: IngressEndpoints
 
     async def stop(self) -> None:
-        await self.endpoint.stop()
+        await self.endpoints.stop()
 
 
 async def not_configured(action: ActionRequest) -> ActionResult:
@@ -148,10 +148,9 @@ class IngressFeishuService:
     async def build(self, ctx: ServiceContext) -> FeishuIngress | IdleFeishu:
         feishu = self.config.feishu
         if feishu is None:
-            endpoint = actions_endpoint(ctx.bus, Platform.FEISHU.value, not_configured)
-            await endpoint.start()
+            idle = await IngressEndpoints.serve(ctx.bus, Platform.FEISHU.value, not_configured)
             ctx.add_check("feishu", idle_ready)
-            return IdleFeishu(endpoint)
+            return IdleFeishu(idle)
         opts = self.options
         pacer = SendPacer()
         budgets = await Budgets.open(ctx.bus.js, BudgetPlan.of(self.config, Platform.FEISHU.value))
@@ -208,10 +207,9 @@ class IngressFeishuService:
         )
         link = await self._link(ctx, feishu, inbound)
         log.info("feishu ingress started as %s in %s mode", info.open_id, feishu.mode)
-        endpoint = actions_endpoint(ctx.bus, Platform.FEISHU.value, actions.act)
-        await endpoint.start()
+        endpoints = await IngressEndpoints.serve(ctx.bus, Platform.FEISHU.value, actions.act)
         ctx.add_check("feishu", link.ready)
-        return FeishuIngress(endpoint, rest, contacts, inbound, actions, link)
+        return FeishuIngress(endpoints, rest, contacts, inbound, actions, link)
 
     async def _link(self, ctx: ServiceContext, feishu: FeishuSettings, inbound: Inbound) -> Link:
         opts = self.options

@@ -1,10 +1,11 @@
 """Composition root of ingress-telegram: the Telegram platform adapter in both directions.
 
-:class:`IngressTelegramService` is the recipe. Its ``build`` serves ``actions.telegram`` at once and
-starts the link in the background (``adapters.link``: ``getMe``, the bot identity, privacy mode, then long
-polling — the default — or the webhook receiver); actions are answered ``not_ready`` until the link is
-up. It returns :class:`TelegramIngress`, frozen; without a ``telegram`` section :class:`IdleTelegram`,
-which answers ``not_configured``.
+:class:`IngressTelegramService` is the recipe. Its ``build`` serves ``actions.telegram`` and
+``fetch.telegram`` (the read-only actions only: the media workers' downloads and custom emoji, through
+the same executor) at once and starts the link in the background (``adapters.link``: ``getMe``, the bot
+identity, privacy mode, then long polling — the default — or the webhook receiver); actions are answered
+``not_ready`` until the link is up. It returns :class:`TelegramIngress`, frozen; without a ``telegram``
+section :class:`IdleTelegram`, which answers ``not_configured``.
 
 The webhook receiver listens on ``telegram.webhook_host``:``telegram.webhook_port`` (apart from the
 operations port); with ``telegram.webhook_url`` set, ``setWebhook`` registers it with the secret.
@@ -20,10 +21,9 @@ from larkbot.canonical.names import Platform, Service
 from larkbot.runtime.budgets.store import BudgetPlan
 from larkbot.runtime.config import LarkbotConfig, TelegramSettings
 from larkbot.runtime.http import Check
-from larkbot.runtime.ingress import actions_endpoint, failed
+from larkbot.runtime.ingress import IngressEndpoints, failed
 from larkbot.runtime.process import deployment_offset_min
 from larkbot.runtime.retry import RetryPolicy
-from larkbot.runtime.serve import Endpoint
 from larkbot.runtime.service import ServiceContext, run
 
 from . import metrics
@@ -59,12 +59,12 @@ class TelegramOptions:
 class TelegramIngress:
     """The wired service when a ``telegram`` section is configured."""
 
-    endpoint: Endpoint[ActionRequest]
+    endpoints: IngressEndpoints
     link: TelegramLink
 
     async def stop(self) -> None:
         await self.link.stop_receiving()
-        await self.endpoint.stop()
+        await self.endpoints.stop()
         await self.link.close()
 
 
@@ -72,10 +72,10 @@ class TelegramIngress:
 class IdleTelegram:
     """The service without a ``telegram`` section: ready, every action ``not_configured``."""
 
-    endpoint: Endpoint[ActionRequest]
+    endpoints: IngressEndpoints
 
     async def stop(self) -> None:
-        await self.endpoint.stop()
+        await self.endpoints.stop()
 
 
 async def not_configured(action: ActionRequest) -> ActionResult:
@@ -102,10 +102,9 @@ class IngressTelegramService:
     async def build(self, ctx: ServiceContext) -> TelegramIngress | IdleTelegram:
         settings = self.config.telegram
         if settings is None:
-            endpoint = actions_endpoint(ctx.bus, Platform.TELEGRAM.value, not_configured)
-            await endpoint.start()
+            idle = await IngressEndpoints.serve(ctx.bus, Platform.TELEGRAM.value, not_configured)
             ctx.add_check("telegram", idle_ready)
-            return IdleTelegram(endpoint)
+            return IdleTelegram(idle)
         opts = self.options
         token = settings.bot_token.get_secret_value()
         link = TelegramLink(
@@ -128,11 +127,10 @@ class IngressTelegramService:
                 budgets=BudgetPlan.of(self.config, Platform.TELEGRAM.value),
             )
         )
-        endpoint = actions_endpoint(ctx.bus, Platform.TELEGRAM.value, link.act)
-        await endpoint.start()
+        endpoints = await IngressEndpoints.serve(ctx.bus, Platform.TELEGRAM.value, link.act)
         ctx.add_check("telegram", link.ready_check)
         ctx.spawn(link.connect(ctx.spawn), "telegram-connect")
-        return TelegramIngress(endpoint, link)
+        return TelegramIngress(endpoints, link)
 
 
 def main() -> int:

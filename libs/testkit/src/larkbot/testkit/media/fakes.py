@@ -1,10 +1,11 @@
 """Test doubles of what the media workers talk to, on the real bus: shipped for tests, the benchmark and
 the playground.
 
-- :class:`FakeIngress` answers ``download`` actions on ``actions.<platform>`` (queue group ``ingress``)
-  from an in-memory file table, storing the bytes in the ``blobs`` object store under ``sha256:<hex>``
-  exactly as the real ingresses do, and refusing files over the action's ``max_bytes`` as ``too_large``;
-  and ``custom_emoji`` actions from its emoji table (the stickers' bytes are files of the file table).
+- :class:`FakeIngress` answers ``download`` actions on ``fetch.<platform>`` (queue group ``ingress``; the
+  runtime's fetch endpoint refuses any action that is not read-only, as for the real ingresses) from an
+  in-memory file table, storing the bytes in the ``blobs`` object store under ``sha256:<hex>`` exactly as
+  the real ingresses do, and refusing files over the action's ``max_bytes`` as ``too_large``; and
+  ``custom_emoji`` actions from its emoji table (the stickers' bytes are files of the file table).
 - :class:`FakeVision` answers ``llm.generate`` (queue group ``llm-gateway``) like the gateway does: it
   reads every image part from the object store, and describes what it got — size and dominant colour —
   so a test can tell which pixels reached the model. It can hold its answers (``hold``) and answer
@@ -52,7 +53,7 @@ from larkbot.canonical.transcription import TranscriptionRequest, TranscriptionR
 from larkbot.llm_gateway.fake import TranscriptionCall, fake_transcript, wav_seconds
 from larkbot.media.core.images import content_key
 from larkbot.runtime.bus import Bus
-from larkbot.runtime.ingress import actions_endpoint, failed
+from larkbot.runtime.ingress import failed, fetch_endpoint
 from larkbot.runtime.serve import Endpoint, model_decoder
 
 
@@ -78,7 +79,7 @@ class FakeIngress:
         #: emoji id → the sticker that draws it (its ``file_id`` a key of :attr:`files`).
         self.emoji: dict[str, CustomEmojiSticker] = {}
         self.emoji_lookups: list[CustomEmojiAction] = []
-        self._endpoint = actions_endpoint(bus, platform.value, self._handle)
+        self._endpoint = fetch_endpoint(bus, platform.value, self._handle)
 
     async def start(self) -> FakeIngress:
         await self._endpoint.start()
@@ -104,7 +105,7 @@ class FakeIngress:
             found = tuple(self.emoji[i] for i in action.emoji_ids if i in self.emoji)
             return ActionResult(idempotency_key=key, ok=True, outcome="done", custom_emoji=found)
         if not isinstance(action, DownloadAction):
-            return failed(key, "unsupported", f"the fake ingress does not {action.kind}")
+            raise AssertionError(f"the fetch endpoint let a {action.kind} action through")
         self.downloads.append(action)
         if self.errors:
             code, retryable = self.errors.pop(0)

@@ -1,4 +1,6 @@
-"""``actions.feishu``: execute what the driver asks, exactly once in effect, and report it.
+"""``actions.feishu``: execute what the driver asks, exactly once in effect, and report it. The same
+:meth:`Actions.act` serves ``fetch.feishu``, where the media workers ask their downloads and the runtime's
+fetch endpoint lets only read-only actions through (``larkbot.runtime.ingress``).
 
 Decisions:
 

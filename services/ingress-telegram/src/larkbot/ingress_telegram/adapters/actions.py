@@ -1,5 +1,8 @@
 """``actions.telegram``: sends (paced, ledgered, retried, with a synthetic self-sent event), reactions,
 typing, downloads into the object store, custom emoji resolved to their stickers, bans and deletions.
+The same :meth:`ActionExecutor.act` serves ``fetch.telegram``, where the media workers ask downloads and
+custom emoji and the runtime's fetch endpoint lets only read-only actions through
+(``larkbot.runtime.ingress``).
 
 Error mapping, once, here: ``BotApiError`` 429 → ``rate_limited`` (retryable, ``retry_after_s``), 403 →
 ``forbidden``, 400 "not found" → ``not_found``, 5xx → ``unavailable`` (retryable), other 4xx →

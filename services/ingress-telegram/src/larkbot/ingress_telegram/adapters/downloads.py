@@ -1,5 +1,6 @@
-"""What media workers ask of the Bot API: ``download`` (an attachment's bytes into the object store,
-content-addressed) and ``custom_emoji`` (the stickers that draw custom emoji, ``getCustomEmojiStickers``)."""
+"""What media workers ask of the Bot API, on ``fetch.telegram``: ``download`` (an attachment's bytes into
+the object store, content-addressed) and ``custom_emoji`` (the stickers that draw custom emoji,
+``getCustomEmojiStickers``)."""
 
 from __future__ import annotations
 

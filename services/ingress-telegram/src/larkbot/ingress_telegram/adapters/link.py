@@ -1,4 +1,5 @@
-"""The service's link to Telegram, made in the background while ``actions.telegram`` already answers.
+"""The service's link to Telegram, made in the background while ``actions.telegram`` and
+``fetch.telegram`` already answer.
 
 :meth:`TelegramLink.connect` runs as a task of the service: ``getMe`` (retried through
 :mod:`larkbot.runtime.retry` while Telegram is unreachable or at fault; a refused token ends the task,

@@ -1,9 +1,12 @@
-"""What the media workers ask of other services: downloads and custom emoji (``actions.<platform>``),
+"""What the media workers ask of other services: downloads and custom emoji (``fetch.<platform>``),
 descriptions (``llm.generate``) and transcripts (``llm.transcribe``). Their failures become typed
 :class:`MediaFailure` s here, once.
 
 Decisions:
 
+- Downloads and custom emoji are read-only actions, asked on ``fetch.<platform>``, never on
+  ``actions.<platform>``: with a NATS user per service the worker may publish only there, so it can fetch
+  what it describes but never send, react or delete (``larkbot.runtime.permissions``).
 - A job's ``blob_key`` is used when the object is still stored; otherwise (absent or purged) the ingress
   downloads the file again through a ``download`` action capped at 20 MB. The action's idempotency key
   names the attachment, so a retried download is the same request.
@@ -27,11 +30,11 @@ from prometheus_client import Counter, Histogram
 from pydantic import BaseModel, TypeAdapter
 
 from larkbot.canonical.actions import (
-    ActionRequest,
     ActionResult,
     CustomEmojiAction,
     CustomEmojiSticker,
     DownloadAction,
+    ReadOnlyAction,
 )
 from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.errors import ContractError
@@ -41,7 +44,7 @@ from larkbot.canonical.names import (
     SUBJECT_LLM_GENERATE,
     SUBJECT_LLM_TRANSCRIBE,
     Platform,
-    actions_subject,
+    fetch_subject,
 )
 from larkbot.canonical.transcription import TRANSCRIPTION_REPLY_ADAPTER
 from larkbot.runtime.bus import Bus, BusUnavailable
@@ -165,11 +168,11 @@ class Sources:
         metrics.EMOJI_RESOLUTIONS.labels("ok").inc()
         return found
 
-    async def _ask(self, action: ActionRequest) -> ActionResult:
+    async def _ask(self, action: ReadOnlyAction) -> ActionResult:
         platform = action.platform.value
         try:
             return await self.bus.request(
-                actions_subject(platform), action, ActionResult, timeout_s=self.timeout_s + 5
+                fetch_subject(platform), action, ActionResult, timeout_s=self.timeout_s + 5
             )
         except BusUnavailable as exc:
             metrics.DOWNLOADS.labels(platform, "unavailable").inc()
