@@ -49,6 +49,7 @@ from larkbot.canonical.names import (
     KV_TELEGRAM_SENT_LEDGER,
     OBJECT_STORE_BLOBS,
     SUBJECT_LLM_GENERATE,
+    SUBJECT_LLM_TRANSCRIBE,
     SUBJECT_MEDIA_READ_FILE,
     SUBJECT_MEDIA_READ_IMAGE,
     Platform,
@@ -164,6 +165,7 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
             # Downloads and custom emoji from the ingresses: read-only actions, never actions.>.
             "fetch.>",
             SUBJECT_LLM_GENERATE,
+            SUBJECT_LLM_TRANSCRIBE,
             _DEAD_LETTERS,
             _kv(KV_MEDIA_ALT_TEXTS),
             _kv(KV_MEDIA_FILE_EXTRACTS),
@@ -172,7 +174,11 @@ PERMISSIONS: Final[dict[str, Permissions]] = {
         subscribe=(SUBJECT_MEDIA_READ_IMAGE, SUBJECT_MEDIA_READ_FILE),
         responds=True,
     ),
-    Service.LLM_GATEWAY.value: Permissions(subscribe=(SUBJECT_LLM_GENERATE,), responds=True),
+    # The gateway reads the audio a transcription names from the blob store (an ordered consumer on
+    # _INBOX, which every service may), and writes nothing there.
+    Service.LLM_GATEWAY.value: Permissions(
+        subscribe=(SUBJECT_LLM_GENERATE, SUBJECT_LLM_TRANSCRIBE), responds=True
+    ),
     BOOTSTRAP: Permissions(),
 }
 
