@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
 from prometheus_client import REGISTRY
 
 from larkbot.canonical.actions import BUDGET_SPENT
-from larkbot.canonical.names import KV_PLATFORM_BUDGET_MINUTES
+from larkbot.canonical.names import KV_PLATFORM_BUDGET_CALLS, KV_PLATFORM_BUDGET_MINUTES
 from larkbot.runtime.budgets.core import CallLimits, MinuteWindow
 from larkbot.runtime.budgets.store import (
     BudgetPlan,
+    BudgetReader,
     Budgets,
     BudgetSpent,
     budget_refusal,
@@ -148,3 +150,33 @@ def test_the_plan_reads_platform_and_chat_settings() -> None:
     assert BudgetPlan.of(defaults, "telegram").minute_limit("-1") == 20
     assert BudgetPlan.of(defaults, "feishu").calls.unlimited
     assert BudgetPlan.of(defaults, "feishu").minute_limit("oc_1") == 0
+
+
+async def test_a_reader_binds_each_bucket_once_and_reads_both_keys_per_read(bus: Bus, other: Bus) -> None:
+    """The driver reads a chat's budget at every wake-up: binding a bucket is a stream-info request, so
+    the reader binds the two buckets once and then reads only the keys."""
+    watch = await other.nc.subscribe("$JS.API.>")
+    await other.nc.flush()
+
+    async def asked() -> list[str]:
+        # Whatever the server routed before the other connection's PONG is queued once its flush returns.
+        await bus.nc.flush()
+        await other.nc.flush()
+        return [(await watch.next_msg(timeout=WAIT)).subject for _ in range(watch.pending_msgs)]
+
+    plan = BudgetPlan("telegram", messages_per_minute=20, groups_only=True)
+    await (await Budgets.open(bus.js, plan)).spend_messages(GROUP, 3)
+    await asked()
+    reader = BudgetReader(bus.js)
+    for _ in range(3):
+        seen = await reader.read("telegram", GROUP, time.time_ns() // 1_000_000)
+        assert (seen.minute, seen.minute_limit) == (17, 20)
+    subjects = await asked()
+    await watch.unsubscribe()
+    info = [s for s in subjects if s.startswith("$JS.API.STREAM.INFO.")]
+    gets = [s for s in subjects if s.startswith(("$JS.API.STREAM.MSG.GET.", "$JS.API.DIRECT.GET."))]
+    assert sorted(info) == [
+        f"$JS.API.STREAM.INFO.KV_{KV_PLATFORM_BUDGET_CALLS}",
+        f"$JS.API.STREAM.INFO.KV_{KV_PLATFORM_BUDGET_MINUTES}",
+    ]
+    assert len(gets) == 6, subjects

@@ -13,11 +13,12 @@ replica of an ingress service.
 
 Keys: ``<platform>.<chat>`` in ``platform-budget-minutes`` (:func:`minute_key`; a chat id outside the
 characters KV keys allow becomes its SHA-256) and ``<platform>`` in ``platform-budget-calls``. The driver
-reads both (:func:`read_speaking_budget`); only the ingress services may write them.
+reads both (:class:`BudgetReader`); only the ingress services may write them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import time
@@ -55,6 +56,7 @@ from .core import (
 __all__ = [
     "MAX_ROUNDS",
     "BudgetPlan",
+    "BudgetReader",
     "BudgetSpent",
     "BudgetUnavailable",
     "Budgets",
@@ -269,35 +271,54 @@ class Budgets:
         raise BudgetUnavailable(f"budget key {key}: compare-and-set lost {MAX_ROUNDS} times")
 
 
-async def read_speaking_budget(
-    js: JetStreamContext, platform: str, chat_id: str, now_ms: int
-) -> SpeakingBudget:
-    """The speaking budget of a chat from the buckets the ingress writes (read-only for the driver)."""
+class BudgetReader:
+    """Reads the speaking budget of chats (the driver, once per wake-up, read-only).
 
-    async def get(bucket: str, key: str) -> bytes | None:
+    Binding a bucket asks the server for its stream's info, a round trip of its own: the two buckets are
+    bound once and kept, and both keys are read at once, so a read costs one round trip, not four."""
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self._js = js
+        self._buckets: dict[str, KeyValue] = {}
+
+    async def read(self, platform: str, chat_id: str, now_ms: int) -> SpeakingBudget:
+        minute_raw, calls_raw = await asyncio.gather(
+            self._get(KV_PLATFORM_BUDGET_MINUTES, minute_key(platform, chat_id)),
+            self._get(KV_PLATFORM_BUDGET_CALLS, calls_key(platform)),
+        )
+        window = MinuteWindow.decode(minute_raw) if minute_raw else None
+        minute = minute_remaining(window, now_ms)
+        day = month = day_limit = month_limit = None
+        if calls_raw:
+            calls = Calls.decode(calls_raw)
+            left = calls_remaining(calls, calls.limits, now_ms)
+            day, month = left.get("day"), left.get("month")
+            day_limit, month_limit = calls.limits.per_day or None, calls.limits.per_month or None
+        return SpeakingBudget(
+            minute=minute,
+            minute_limit=window.limit if window is not None else None,
+            day=day,
+            day_limit=day_limit,
+            month=month,
+            month_limit=month_limit,
+        )
+
+    async def _get(self, bucket: str, key: str) -> bytes | None:
         try:
-            entry = await (await js.key_value(bucket)).get(key)
+            kv = self._buckets.get(bucket)
+            if kv is None:
+                kv = self._buckets[bucket] = await self._js.key_value(bucket)
+            entry = await kv.get(key)
         except KeyNotFoundError:
             return None
         except (nats.errors.Error, TimeoutError) as exc:
             raise BudgetUnavailable(f"budget bucket {bucket} read: {type(exc).__name__}") from None
         return entry.value or None
 
-    minute_raw = await get(KV_PLATFORM_BUDGET_MINUTES, minute_key(platform, chat_id))
-    calls_raw = await get(KV_PLATFORM_BUDGET_CALLS, calls_key(platform))
-    window = MinuteWindow.decode(minute_raw) if minute_raw else None
-    minute = minute_remaining(window, now_ms)
-    day = month = day_limit = month_limit = None
-    if calls_raw:
-        calls = Calls.decode(calls_raw)
-        left = calls_remaining(calls, calls.limits, now_ms)
-        day, month = left.get("day"), left.get("month")
-        day_limit, month_limit = calls.limits.per_day or None, calls.limits.per_month or None
-    return SpeakingBudget(
-        minute=minute,
-        minute_limit=window.limit if window is not None else None,
-        day=day,
-        day_limit=day_limit,
-        month=month,
-        month_limit=month_limit,
-    )
+
+async def read_speaking_budget(
+    js: JetStreamContext, platform: str, chat_id: str, now_ms: int
+) -> SpeakingBudget:
+    """The speaking budget of a chat from the buckets the ingress writes (read-only for the driver); a
+    reader that reads often keeps a :class:`BudgetReader`."""
+    return await BudgetReader(js).read(platform, chat_id, now_ms)
