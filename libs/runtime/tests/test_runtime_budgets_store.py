@@ -180,3 +180,33 @@ async def test_a_reader_binds_each_bucket_once_and_reads_both_keys_per_read(bus:
         f"$JS.API.STREAM.INFO.KV_{KV_PLATFORM_BUDGET_MINUTES}",
     ]
     assert len(gets) == 6, subjects
+
+
+async def test_a_replica_reads_a_key_only_when_another_wrote_it_since(bus: Bus, other: Bus) -> None:
+    """A send books its part with one write when the replica knows what it last wrote to the key; the
+    compare-and-set sends it to read once another replica has spent there since."""
+    watch = await other.nc.subscribe(">")
+    await other.nc.flush()
+
+    async def asked() -> list[str]:
+        await bus.nc.flush()
+        await other.nc.flush()
+        subjects = [(await watch.next_msg(timeout=WAIT)).subject for _ in range(watch.pending_msgs)]
+        return [s.split(".")[2] if s.startswith("$JS.API.") else s.split(".")[0] for s in subjects]
+
+    plan = BudgetPlan("telegram", messages_per_minute=20, groups_only=True)
+    first, second = await Budgets.open(bus.js, plan), await Budgets.open(other.js, plan)
+    await asked()
+    for _ in range(3):
+        await first.spend_messages(GROUP)
+    assert [s for s in await asked() if s in ("$KV", "STREAM", "DIRECT")] == ["$KV"] * 3
+    # The other replica never wrote the key: its create is refused (the client reads to tell a
+    # deleted key from a live one), it reads and writes.
+    await second.spend_messages(GROUP)
+    assert [s for s in await asked() if s in ("$KV", "STREAM", "DIRECT")] == ["$KV", "STREAM", "STREAM", "$KV"]
+    await first.spend_messages(GROUP)  # a write refused (the key moved on), a read, a write
+    assert [s for s in await asked() if s in ("$KV", "STREAM", "DIRECT")] == ["$KV", "STREAM", "$KV"]
+    await watch.unsubscribe()
+    kv = await bus.js.key_value(KV_PLATFORM_BUDGET_MINUTES)
+    window = MinuteWindow.decode((await kv.get(minute_key("telegram", GROUP))).value or b"")
+    assert len(window.sent_ms) == 5
