@@ -119,8 +119,12 @@ class ChatPorts:
         )
 
     async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:
-        turns = await self.runner.repo.turns(self.chat.platform, self.chat.chat_id, since_ms=since_ms)
-        self.chat.turn_tokens = sum(turn_tokens(t) for t in turns if not t.pending)
+        chat = self.chat
+        turns = chat.history.since(since_ms)
+        if turns is None:
+            turns = await self.runner.repo.turns(chat.platform, chat.chat_id, since_ms=since_ms)
+            chat.history.loaded(since_ms, turns)
+        chat.turn_tokens = sum(turn_tokens(t) for t in turns if not t.pending)
         return turns
 
     async def load_chain(self, chain_id: str) -> tuple[TurnRecord, ...]:
@@ -267,7 +271,12 @@ class ChatPorts:
         return ShellAccess(tasks, settings.shell_enabled, reserve_ms=round(settings.min_model_call_s * 1000))
 
     async def persist(self, record: TurnRecord) -> Ack:
-        await self.runner.repo.add_turn(record)
+        try:
+            stored = await self.runner.repo.add_turn(record)
+        except BaseException:
+            self.chat.history.forget()
+            raise
+        self.chat.history.stored(stored)
         if not record.pending and self.chat.turn_tokens is not None:
             self.chat.turn_tokens += turn_tokens(record)
         if record.sent or record.reacted:

@@ -38,8 +38,9 @@ class DriverRepository:
     def _tx(self) -> AbstractAsyncContextManager[AsyncConnection]:
         return transaction(self.engine)
 
-    async def add_turn(self, record: TurnRecord) -> None:
-        """Insert a turn response, or replace the pending version of the same step."""
+    async def add_turn(self, record: TurnRecord) -> TurnRecord:
+        """Insert a turn response, or replace the pending version of the same step; the record as a read
+        gives it back."""
         row: dict[str, Any] = {
             "platform": record.platform,
             "chat_id": record.chat_id,
@@ -84,6 +85,7 @@ class DriverRepository:
                 f"step {record.step} of chain {record.chain_id} in {record.platform}:{record.chat_id} "
                 "was already written by another writer"
             )
+        return _turn(row)
 
     async def turns(self, platform: str, chat_id: str, *, since_ms: int = 0) -> tuple[TurnRecord, ...]:
         """Every turn response requested at or after ``since_ms`` (the summary's turn boundary), in
