@@ -23,6 +23,8 @@ from larkbot.canonical.llm import (
 )
 from larkbot.driver.audit.core.audit import AuditDraft
 from larkbot.driver.compaction.core.compaction import turn_tokens
+from larkbot.driver.memory.ahead import RecallAhead
+from larkbot.driver.memory.core.recall import people_in
 from larkbot.driver.memory.memory_tools import MemoryAccess
 from larkbot.driver.moderation.moderation import ModerationAccess
 from larkbot.driver.reminders.reminders import ReminderAccess
@@ -68,6 +70,10 @@ class ChatPorts:
         self.wake_id = inputs.wake_id
         self.input_until_ms = inputs.input_until_ms
         self._background: list[asyncio.Task[None]] = []
+        memories = runner.memories
+        self._recall = (
+            RecallAhead(memories) if memories is not None and runner.memory_on(chat.settings) else None
+        )
         self._executor: ToolExecutor | None = None
         self.dry_run = runner.dry(chat.settings)
         self.audit = AuditDraft(
@@ -137,6 +143,10 @@ class ChatPorts:
     async def probe(self, call: ProbeCall) -> ModelAnswer:
         chat = self.chat
         runner = self.runner
+        if self._recall is not None:
+            # Read while the probe is away (``memory.ahead``).
+            persons = people_in(chat.shown_segments())
+            self._recall.start(persons, runner.visibility(chat), chat.settings.memory_late_binding_max)
         request = LLMRequest(
             request_id=f"{self.wake_id}-probe",
             purpose="probe",
@@ -303,10 +313,8 @@ class ChatPorts:
         return await self.runner.compactor.now(self.chat)
 
     async def load_memories(self, persons: tuple[str, ...], limit: int) -> Recalled:
-        store = self.runner.memories
-        assert store is not None
-        found = await store.high_importance(persons, self.runner.visibility(self.chat), limit=limit)
-        return Recalled(tuple(found))
+        assert self._recall is not None
+        return Recalled(tuple(await self._recall.load(persons, self.runner.visibility(self.chat), limit)))
 
     async def ask_rates(self, command: AskRates) -> Rated:
         return Rated(await self.runner.rates.ask_all(command.asks, command.now_ms))
@@ -355,6 +363,8 @@ class ChatPorts:
         return isinstance(exc, StepConflict)
 
     async def finish(self) -> None:
+        if self._recall is not None:
+            await self._recall.drop()
         if self._background:
             await asyncio.gather(*self._background)
 
