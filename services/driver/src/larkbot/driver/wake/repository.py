@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
-from sqlalchemy import false as sql_false
 from sqlalchemy import bindparam, select
+from sqlalchemy import false as sql_false
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -59,9 +59,10 @@ class DriverRepository:
 
     def _upsert_turn(self, *, pending: bool) -> Any:
         stmt = self._insert(turn_responses)
+        kept = (*_TURN_KEY, "id")
         return stmt.on_conflict_do_update(
             index_elements=list(_TURN_KEY),
-            set_={c.name: stmt.excluded[c.name] for c in turn_responses.c if c.name not in (*_TURN_KEY, "id")},
+            set_={c.name: stmt.excluded[c.name] for c in turn_responses.c if c.name not in kept},
             where=turn_responses.c.pending.is_(True) if not pending else sql_false(),
         )
 
