@@ -65,6 +65,12 @@ TURN_PATH: tuple[Hop, ...] = (
         "pipeline.adapters.chats._publish_once → runtime.consume (PullStream)",
     ),
     Hop(
+        "the speaking budget read before the probe (two bucket gets at once)",
+        "nats_round_trip_ms",
+        1,
+        "driver.wake.ports.read_chat → budgets.reader → runtime.budgets.store.BudgetReader.read",
+    ),
+    Hop(
         "the probe: a bus request to the gateway and its reply",
         "nats_round_trip_ms",
         1,
@@ -93,6 +99,12 @@ TURN_PATH: tuple[Hop, ...] = (
         "jetstream_publish_ms",
         1,
         "ingress_telegram.adapters.records._claim → adapters.ledger.claim",
+    ),
+    Hop(
+        "the minute budget booked before sendMessage (a KV compare-and-set, acknowledged)",
+        "jetstream_publish_ms",
+        1,
+        "ingress_telegram.adapters.actions._spend → runtime.budgets.store.Budgets.spend_messages",
     ),
 )
 
