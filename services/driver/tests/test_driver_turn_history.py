@@ -45,6 +45,19 @@ def _record(chain: str, step: int, at_ms: int, *, pending: bool = False) -> Turn
     )
 
 
+def _count_reads(repo: DriverRepository) -> list[str]:
+    """The chats whose turn history ``repo`` reads from now on, one entry a read."""
+    reads: list[str] = []
+    original = repo.turns
+
+    async def counted(platform: str, chat_id: str, **kw: Any) -> tuple[TurnRecord, ...]:
+        reads.append(chat_id)
+        return await original(platform, chat_id, **kw)
+
+    repo.turns = counted  # type: ignore[method-assign]
+    return reads
+
+
 def test_an_unknown_history_is_read_and_a_known_one_follows_the_writes() -> None:
     history = TurnHistory()
     assert history.since(0) is None
@@ -72,14 +85,8 @@ async def test_what_a_wake_up_loads_is_what_the_database_holds_and_is_read_once(
 ) -> None:
     async with world(bus, nats_url, db) as w:
         repo = w.driver.repo
-        reads: list[str] = []
         original = repo.turns
-
-        async def counted(platform: str, chat_id: str, **kw: Any) -> tuple[TurnRecord, ...]:
-            reads.append(chat_id)
-            return await original(platform, chat_id, **kw)
-
-        repo.turns = counted  # type: ignore[method-assign]
+        reads = _count_reads(repo)
         # Three wake-ups: a send, a send that keeps working (two steps), one left alone.
         w.probe_answers.append(decide("send_message", "asked"))
         w.primary_answers.append(response(tool_call(tools.SEND, "s1", text="one")))
@@ -112,15 +119,9 @@ async def test_a_replica_taking_a_chat_over_reads_its_history_once(bus: Bus, nat
         await w.stop_replica("a")
         await w.start_replica("b")
         await w.balanced()
-        repo: DriverRepository = w.driver.repo
-        reads: list[str] = []
+        repo = w.driver.repo
         original = repo.turns
-
-        async def counted(platform: str, chat_id: str, **kw: Any) -> tuple[TurnRecord, ...]:
-            reads.append(chat_id)
-            return await original(platform, chat_id, **kw)
-
-        repo.turns = counted  # type: ignore[method-assign]
+        reads = _count_reads(repo)
         for n in (2, 3):
             w.probe_answers.append(decide("send_message", "asked"))
             w.primary_answers.append(response(tool_call(tools.SEND, f"s{n}", text=f"answer {n}")))
