@@ -74,7 +74,7 @@ _PLAIN_KEY: Final = re.compile(r"[-_=a-zA-Z0-9]{1,200}")
 #: they spend on the same key at the same moment, so losing this often means the bucket misbehaves.
 MAX_ROUNDS: Final = 50
 #: Keys whose last value a replica keeps (:meth:`Budgets._spend`): a few hundred bytes each.
-KNOWN_KEYS: Final = 10_000
+_KNOWN_KEYS: Final = 10_000
 #: A key a replica has not written: taken for absent until a create says otherwise.
 _ABSENT: Final[tuple[bytes | None, int | None]] = (None, None)
 
@@ -290,7 +290,7 @@ class Budgets:
         raise BudgetUnavailable(f"budget key {key}: compare-and-set lost {MAX_ROUNDS} times")
 
     def _remember(self, kv: KeyValue, key: str, known: tuple[bytes | None, int | None]) -> None:
-        if len(self._known) >= KNOWN_KEYS:
+        if len(self._known) >= _KNOWN_KEYS:
             del self._known[next(iter(self._known))]  # the key written longest ago
         self._known[(kv, key)] = known
 
