@@ -27,7 +27,7 @@ def _limits(**rates: float) -> dict[str, Any]:
 def _figures(limits: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "limits": limits,
-        "turn_overhead_ms": {"p50": 16.6, "p99": 30.0},
+        "turn_overhead_ms": {"p50": 14.0, "p99": 30.0},
         "pipeline_events_per_s": 5_000.0,
         "cold_replay_events_per_s": 10_000.0,
         "llm_gateway": {"roundtrip_p50_ms": 2.0},
@@ -37,8 +37,8 @@ def _figures(limits: dict[str, Any] | None) -> dict[str, Any]:
 
 def test_the_turn_floor_counts_each_hop_at_its_p50() -> None:
     floor = turn_floor(_limits())
-    # 2 deliveries × 0.5, 2 commits × 2, 2 reads × 1, 2.5 round trips × 0.4, 1 acknowledged publish × 0.3.
-    assert floor["floor_ms"] == pytest.approx(8.3)
+    # 2 deliveries × 0.5, 2 commits × 2, 3.5 round trips × 0.4, 2 acknowledged publishes × 0.3.
+    assert floor["floor_ms"] == pytest.approx(7.0)
     assert [hop["limit"] for hop in floor["hops"]] == [hop.limit for hop in TURN_PATH]
     assert sum(hop["ms"] for hop in floor["hops"]) == pytest.approx(floor["floor_ms"])
 
@@ -53,7 +53,7 @@ def test_the_ceiling_is_the_slowest_stage() -> None:
 
 def test_every_figure_beside_its_limit() -> None:
     out = ratios(_figures(_limits()), {})
-    assert out["turn_overhead_ms"]["floor_ms"] == pytest.approx(8.3)
+    assert out["turn_overhead_ms"]["floor_ms"] == pytest.approx(7.0)
     assert out["turn_overhead_ms"]["p50_to_floor"] == 2.0
     assert out["pipeline_events_per_s_ceiling"] == 20_000.0
     assert out["pipeline_to_ceiling"] == 0.25
@@ -68,7 +68,7 @@ def test_a_part_that_did_not_run_leaves_its_ratios_null_and_says_why() -> None:
     figures = _figures(_limits()) | {"turn_overhead_ms": None, "pipeline_events_per_s": None}
     figures["cold_replay_events_per_s"] = None
     out = ratios(figures, {"turn": "did not run (--only)", "pipeline": "failed"})
-    assert out["turn_overhead_ms"]["floor_ms"] == pytest.approx(8.3)  # the floor needs the limits only
+    assert out["turn_overhead_ms"]["floor_ms"] == pytest.approx(7.0)  # the floor needs the limits only
     assert out["turn_overhead_ms"]["p50_to_floor"] is None
     assert out["pipeline_to_ceiling"] is None
     assert out["cold_replay_to_floor"] is None

@@ -4,7 +4,8 @@ replica of an ingress service.
 - A spend reads the key, applies :mod:`.core` and writes with ``update(key, value, last=revision)``
   (``create`` for a key not there); a replica that lost the race (wrong last sequence) reads again and
   decides again, so the booked sends of two replicas never exceed the limit. A key the bucket's TTL
-  removed holds nothing that still counts.
+  removed holds nothing that still counts. A replica skips the read when it knows what it last wrote
+  there: the compare-and-set fails if anything changed since, and it reads then.
 - A bucket that does not answer raises :class:`BudgetUnavailable` (retryable): nothing was spent and
   the action did not run — a budget that cannot be counted is not spent blindly.
 - A refusal raises :class:`BudgetSpent`; :func:`budget_refusal` is the action result the driver
@@ -13,11 +14,12 @@ replica of an ingress service.
 
 Keys: ``<platform>.<chat>`` in ``platform-budget-minutes`` (:func:`minute_key`; a chat id outside the
 characters KV keys allow becomes its SHA-256) and ``<platform>`` in ``platform-budget-calls``. The driver
-reads both (:func:`read_speaking_budget`); only the ingress services may write them.
+reads both (:class:`BudgetReader`); only the ingress services may write them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import time
@@ -55,6 +57,7 @@ from .core import (
 __all__ = [
     "MAX_ROUNDS",
     "BudgetPlan",
+    "BudgetReader",
     "BudgetSpent",
     "BudgetUnavailable",
     "Budgets",
@@ -70,6 +73,10 @@ _PLAIN_KEY: Final = re.compile(r"[-_=a-zA-Z0-9]{1,200}")
 #: Compare-and-set rounds one spend may lose before it gives up (retryable): replicas race only while
 #: they spend on the same key at the same moment, so losing this often means the bucket misbehaves.
 MAX_ROUNDS: Final = 50
+#: Keys whose last value a replica keeps (:meth:`Budgets._spend`): a few hundred bytes each.
+_KNOWN_KEYS: Final = 10_000
+#: A key a replica has not written: taken for absent until a create says otherwise.
+_ABSENT: Final[tuple[bytes | None, int | None]] = (None, None)
 
 
 class BudgetSpent(LarkbotError):
@@ -171,6 +178,9 @@ class Budgets:
         self._minutes = minutes
         self._calls = calls
         self._clock_ms = clock_ms
+        #: ``(bucket, key) → (value, revision)`` as this replica last wrote or read it, the least recently
+        #: written first.
+        self._known: dict[tuple[KeyValue, str], tuple[bytes | None, int | None]] = {}
         platform = plan.platform
         for scope in SCOPES:
             metrics.REFUSALS.labels(platform, scope)
@@ -249,55 +259,90 @@ class Budgets:
     async def _spend(
         self, kv: KeyValue, key: str, step: Callable[[bytes | None, int], tuple[bytes, T] | Refused]
     ) -> T:
+        # What this replica last wrote to the key is what it finds there unless another replica spent
+        # since (or the TTL removed the key): it decides on that at once, and the compare-and-set, which
+        # fails exactly then, sends it to read. A key it never wrote is taken for absent the same way (a
+        # create fails if it is there). A send of one replica costs one round trip here instead of two.
+        guess: tuple[bytes | None, int | None] | None = self._known.pop((kv, key), _ABSENT)
         for _ in range(MAX_ROUNDS):
-            value, revision = await self._read(kv, key)
+            guessed = guess is not None
+            value, revision = guess if guess is not None else await self._read(kv, key)
+            guess = None
             outcome = step(value, self._clock_ms())
             if isinstance(outcome, Refused):
+                if guessed:
+                    continue  # a refusal is decided on what the bucket holds now
                 metrics.REFUSALS.labels(self.plan.platform, outcome.scope).inc()
+                self._remember(kv, key, (value, revision))
                 raise BudgetSpent(self.plan.platform, outcome)
             data, result = outcome
             try:
                 if revision is None:
-                    await kv.create(key, data)
+                    written = await kv.create(key, data)
                 else:
-                    await kv.update(key, data, last=revision)
+                    written = await kv.update(key, data, last=revision)
             except KeyWrongLastSequenceError:
                 continue  # another replica spent first: decide again on what it wrote
             except (nats.errors.Error, TimeoutError) as exc:
                 raise BudgetUnavailable(f"budget key {key} write: {type(exc).__name__}") from None
+            self._remember(kv, key, (data, written))
             return result
         raise BudgetUnavailable(f"budget key {key}: compare-and-set lost {MAX_ROUNDS} times")
 
+    def _remember(self, kv: KeyValue, key: str, known: tuple[bytes | None, int | None]) -> None:
+        if len(self._known) >= _KNOWN_KEYS:
+            del self._known[next(iter(self._known))]  # the key written longest ago
+        self._known[(kv, key)] = known
 
-async def read_speaking_budget(
-    js: JetStreamContext, platform: str, chat_id: str, now_ms: int
-) -> SpeakingBudget:
-    """The speaking budget of a chat from the buckets the ingress writes (read-only for the driver)."""
 
-    async def get(bucket: str, key: str) -> bytes | None:
+class BudgetReader:
+    """Reads the speaking budget of chats (the driver, once per wake-up, read-only).
+
+    Binding a bucket asks the server for its stream's info, a round trip of its own: the two buckets are
+    bound once and kept, and both keys are read at once, so a read costs one round trip, not four."""
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self._js = js
+        self._buckets: dict[str, KeyValue] = {}
+
+    async def read(self, platform: str, chat_id: str, now_ms: int) -> SpeakingBudget:
+        minute_raw, calls_raw = await asyncio.gather(
+            self._get(KV_PLATFORM_BUDGET_MINUTES, minute_key(platform, chat_id)),
+            self._get(KV_PLATFORM_BUDGET_CALLS, calls_key(platform)),
+        )
+        window = MinuteWindow.decode(minute_raw) if minute_raw else None
+        minute = minute_remaining(window, now_ms)
+        day = month = day_limit = month_limit = None
+        if calls_raw:
+            calls = Calls.decode(calls_raw)
+            left = calls_remaining(calls, calls.limits, now_ms)
+            day, month = left.get("day"), left.get("month")
+            day_limit, month_limit = calls.limits.per_day or None, calls.limits.per_month or None
+        return SpeakingBudget(
+            minute=minute,
+            minute_limit=window.limit if window is not None else None,
+            day=day,
+            day_limit=day_limit,
+            month=month,
+            month_limit=month_limit,
+        )
+
+    async def _get(self, bucket: str, key: str) -> bytes | None:
         try:
-            entry = await (await js.key_value(bucket)).get(key)
+            kv = self._buckets.get(bucket)
+            if kv is None:
+                kv = self._buckets[bucket] = await self._js.key_value(bucket)
+            entry = await kv.get(key)
         except KeyNotFoundError:
             return None
         except (nats.errors.Error, TimeoutError) as exc:
             raise BudgetUnavailable(f"budget bucket {bucket} read: {type(exc).__name__}") from None
         return entry.value or None
 
-    minute_raw = await get(KV_PLATFORM_BUDGET_MINUTES, minute_key(platform, chat_id))
-    calls_raw = await get(KV_PLATFORM_BUDGET_CALLS, calls_key(platform))
-    window = MinuteWindow.decode(minute_raw) if minute_raw else None
-    minute = minute_remaining(window, now_ms)
-    day = month = day_limit = month_limit = None
-    if calls_raw:
-        calls = Calls.decode(calls_raw)
-        left = calls_remaining(calls, calls.limits, now_ms)
-        day, month = left.get("day"), left.get("month")
-        day_limit, month_limit = calls.limits.per_day or None, calls.limits.per_month or None
-    return SpeakingBudget(
-        minute=minute,
-        minute_limit=window.limit if window is not None else None,
-        day=day,
-        day_limit=day_limit,
-        month=month,
-        month_limit=month_limit,
-    )
+
+async def read_speaking_budget(
+    js: JetStreamContext, platform: str, chat_id: str, now_ms: int
+) -> SpeakingBudget:
+    """The speaking budget of a chat from the buckets the ingress writes (read-only for the driver); a
+    reader that reads often keeps a :class:`BudgetReader`."""
+    return await BudgetReader(js).read(platform, chat_id, now_ms)

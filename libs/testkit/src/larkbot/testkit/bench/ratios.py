@@ -4,9 +4,12 @@ after every part ran from the ``limits`` part (:mod:`.limits`) and the figures. 
 **The turn floor** is what the measured path of one turn (``turn_overhead_ms``: inbound update → probe
 request, probe reply → primary request, primary reply → ``sendMessage``) must spend on the bus and in
 SQLite, each hop and commit at its cost measured in the same run (:data:`TURN_PATH`, counted from the code).
-Not on the path, so not counted: the probe's record (stored beside the primary call, ``StoreProbe``
-with ``beside_primary``), the complete step record and the processed mark (after the send returns), the
-audit record (after the wake-up), the ledger record and the self-sent event (after ``sendMessage``).
+Not on the path, so not counted: the chat's turn history (the holder keeps it, ``wake.history``: read
+once per take-over, and not at all for a chat the take-over found without any), the late binding's
+memories (read while the probe is away, ``memory.ahead``), the probe's record (stored beside the primary
+call, ``StoreProbe`` with ``beside_primary``), the complete step record and the processed mark (after the
+send returns), the audit record (after the wake-up), the ledger record and the self-sent event (after
+``sendMessage``).
 Not measured among the limits, so not counted either: the gateway's HTTP round trip to the provider (one
 per model call) and the long poll's answer reaching the ingress. The floor is therefore a lower bound.
 
@@ -62,22 +65,16 @@ TURN_PATH: tuple[Hop, ...] = (
         "pipeline.adapters.chats._publish_once → runtime.consume (PullStream)",
     ),
     Hop(
-        "the wake-up reads the chat's turn history",
-        "sqlite_read_ms",
+        "the speaking budget read before the probe (two bucket gets at once)",
+        "nats_round_trip_ms",
         1,
-        "driver.wake.core.wake._load (LoadTurns) → wake.ports.load_turns",
+        "driver.wake.ports.read_chat → budgets.reader → runtime.budgets.store.BudgetReader.read",
     ),
     Hop(
         "the probe: a bus request to the gateway and its reply",
         "nats_round_trip_ms",
         1,
         "driver.wake.ports.probe → wake.clients.generate",
-    ),
-    Hop(
-        "late binding: the high-importance memories of the people in the window",
-        "sqlite_read_ms",
-        1,
-        "driver.wake.core.wake._plan_with_memories (LoadMemories) → wake.ports.load_memories",
     ),
     Hop(
         "the primary call: a bus request to the gateway and its reply",
@@ -102,6 +99,12 @@ TURN_PATH: tuple[Hop, ...] = (
         "jetstream_publish_ms",
         1,
         "ingress_telegram.adapters.records._claim → adapters.ledger.claim",
+    ),
+    Hop(
+        "the minute budget booked before sendMessage (a KV compare-and-set, acknowledged)",
+        "jetstream_publish_ms",
+        1,
+        "ingress_telegram.adapters.actions._spend → runtime.budgets.store.Budgets.spend_messages",
     ),
 )
 

@@ -9,17 +9,18 @@ from __future__ import annotations
 import logging
 
 from larkbot.runtime.budgets.core import SpeakingBudget
-from larkbot.runtime.budgets.store import BudgetUnavailable, read_speaking_budget
-from larkbot.runtime.bus import Bus
+from larkbot.runtime.budgets.store import BudgetReader, BudgetUnavailable
 
 __all__ = ["speaking_budget"]
 
 log = logging.getLogger(__name__)
 
 
-async def speaking_budget(bus: Bus, platform: str, chat_id: str, now_ms: int) -> SpeakingBudget | None:
+async def speaking_budget(
+    reader: BudgetReader, platform: str, chat_id: str, now_ms: int
+) -> SpeakingBudget | None:
     try:
-        return await read_speaking_budget(bus.js, platform, chat_id, now_ms)
+        return await reader.read(platform, chat_id, now_ms)
     except BudgetUnavailable as exc:
         log.warning("speaking budget not read: %s", exc)
         return None

@@ -29,6 +29,7 @@ from .clock import Clock
 from .core import scheduler
 from .core.context import ChatContext, latest_external_ms, new_external
 from .core.wake import FinalFailure, TransientFailure, WakeFailure
+from .history import TurnHistory
 from .repository import ChatMarks, DriverRepository
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,8 @@ class ChatState:
         #: Estimated tokens of the turn responses after the summary's boundary, as the last wake-up loaded
         #: and stored them (``None``: not known yet); the compactor's cheap check.
         self.turn_tokens: int | None = None
+        #: The turn responses as this replica last read or stored them (``wake.history``).
+        self.history = TurnHistory()
         self.compaction = CompactionState()
         #: The ``traceparent`` of each context update that brought new input since the last wake-up
         #: (oldest first, bounded): the wake-up continues the newest and links the others.

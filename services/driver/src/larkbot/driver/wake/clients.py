@@ -12,6 +12,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import cached_property
 
 import nats
 
@@ -45,6 +46,7 @@ from larkbot.canonical.names import (
 )
 from larkbot.driver.budgets.reader import speaking_budget
 from larkbot.runtime.budgets.core import SpeakingBudget
+from larkbot.runtime.budgets.store import BudgetReader
 from larkbot.runtime.bus import Bus, BusUnavailable
 from larkbot.runtime.retry import Backoff, Failure, RetryPolicy, retrying
 
@@ -92,9 +94,13 @@ class BusClients:
         self.typing_timeout_s = typing_timeout_s
         self._identity: dict[str, BotIdentity] = {}
 
+    @cached_property
+    def _budgets(self) -> BudgetReader:
+        return BudgetReader(self.bus.js)
+
     async def speaking_budget(self, platform: str, chat_id: str, now_ms: int) -> SpeakingBudget | None:
         """What the platform budgets leave the bot to say in the chat (``driver.budgets``)."""
-        return await speaking_budget(self.bus, platform, chat_id, now_ms)
+        return await speaking_budget(self._budgets, platform, chat_id, now_ms)
 
     async def generate(self, request: LLMRequest, timeout_s: float) -> LLMReply:
         try:

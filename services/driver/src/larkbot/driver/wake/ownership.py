@@ -255,6 +255,8 @@ class ChatHost:
         persona = Persona(name or DEFAULT_NAME, tuple(self.personas[p] for p in settings.persona_files))
         state = ChatState(platform, chat_id, settings, persona, self.clock, self.observer)
         latest = await self.repo.latest_turn(platform, chat_id)
+        if latest is None:
+            state.history.none_stored()
         resume = latest is not None and (latest.requires_follow_up or latest.pending)
         marks = await self.repo.marks(platform, chat_id)
         state.load(marks, resume, await self.repo.latest_summary(platform, chat_id))

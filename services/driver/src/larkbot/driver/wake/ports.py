@@ -24,6 +24,8 @@ from larkbot.canonical.llm import (
 from larkbot.driver.audit.core.audit import AuditDraft
 from larkbot.driver.compaction.core.compaction import turn_tokens
 from larkbot.driver.files.core.files import FileLimits
+from larkbot.driver.memory.ahead import RecallAhead
+from larkbot.driver.memory.core.recall import people_in
 from larkbot.driver.memory.memory_tools import MemoryAccess
 from larkbot.driver.moderation.moderation import ModerationAccess
 from larkbot.driver.reminders.reminders import ReminderAccess
@@ -69,6 +71,10 @@ class ChatPorts:
         self.wake_id = inputs.wake_id
         self.input_until_ms = inputs.input_until_ms
         self._background: list[asyncio.Task[None]] = []
+        memories = runner.memories
+        self._recall = (
+            RecallAhead(memories) if memories is not None and runner.memory_on(chat.settings) else None
+        )
         self._executor: ToolExecutor | None = None
         self.dry_run = runner.dry(chat.settings)
         self.audit = AuditDraft(
@@ -120,8 +126,12 @@ class ChatPorts:
         )
 
     async def load_turns(self, since_ms: int) -> tuple[TurnRecord, ...]:
-        turns = await self.runner.repo.turns(self.chat.platform, self.chat.chat_id, since_ms=since_ms)
-        self.chat.turn_tokens = sum(turn_tokens(t) for t in turns if not t.pending)
+        chat = self.chat
+        turns = chat.history.since(since_ms)
+        if turns is None:
+            turns = await self.runner.repo.turns(chat.platform, chat.chat_id, since_ms=since_ms)
+            chat.history.loaded(since_ms, turns)
+        chat.turn_tokens = sum(turn_tokens(t) for t in turns if not t.pending)
         return turns
 
     async def load_chain(self, chain_id: str) -> tuple[TurnRecord, ...]:
@@ -134,6 +144,10 @@ class ChatPorts:
     async def probe(self, call: ProbeCall) -> ModelAnswer:
         chat = self.chat
         runner = self.runner
+        if self._recall is not None:
+            # Read while the probe is away (``memory.ahead``).
+            persons = people_in(chat.shown_segments())
+            self._recall.start(persons, runner.visibility(chat), chat.settings.memory_late_binding_max)
         request = LLMRequest(
             request_id=f"{self.wake_id}-probe",
             purpose="probe",
@@ -269,7 +283,12 @@ class ChatPorts:
         return ShellAccess(tasks, settings.shell_enabled, reserve_ms=round(settings.min_model_call_s * 1000))
 
     async def persist(self, record: TurnRecord) -> Ack:
-        await self.runner.repo.add_turn(record)
+        try:
+            stored = await self.runner.repo.add_turn(record)
+        except BaseException:
+            self.chat.history.forget()
+            raise
+        self.chat.history.stored(stored)
         if not record.pending and self.chat.turn_tokens is not None:
             self.chat.turn_tokens += turn_tokens(record)
         if record.sent or record.reacted:
@@ -296,10 +315,8 @@ class ChatPorts:
         return await self.runner.compactor.now(self.chat)
 
     async def load_memories(self, persons: tuple[str, ...], limit: int) -> Recalled:
-        store = self.runner.memories
-        assert store is not None
-        found = await store.high_importance(persons, self.runner.visibility(self.chat), limit=limit)
-        return Recalled(tuple(found))
+        assert self._recall is not None
+        return Recalled(tuple(await self._recall.load(persons, self.runner.visibility(self.chat), limit)))
 
     async def ask_rates(self, command: AskRates) -> Rated:
         return Rated(await self.runner.rates.ask_all(command.asks, command.now_ms))
@@ -348,6 +365,8 @@ class ChatPorts:
         return isinstance(exc, StepConflict)
 
     async def finish(self) -> None:
+        if self._recall is not None:
+            await self._recall.drop()
         if self._background:
             await asyncio.gather(*self._background)
 

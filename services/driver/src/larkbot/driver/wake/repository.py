@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
+from sqlalchemy import bindparam, select
 from sqlalchemy import false as sql_false
-from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -22,6 +22,18 @@ from ..tables import chats, compactions, probe_responses, turn_responses
 from .core.records import ProbeRecord, TurnRecord
 
 _ENTRIES: TypeAdapter[tuple[Message, ...]] = TypeAdapter(tuple[Message, ...])
+#: What names a step for good (unique).
+_TURN_KEY = ("platform", "chat_id", "chain_id", "step")
+_TURNS_SINCE = (
+    select(turn_responses)
+    .where(
+        turn_responses.c.platform == bindparam("platform"),
+        turn_responses.c.chat_id == bindparam("chat_id"),
+        turn_responses.c.requested_at_ms >= bindparam("since_ms"),
+    )
+    .order_by(turn_responses.c.id)
+)
+_ADD_PROBE = probe_responses.insert()
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +46,32 @@ class DriverRepository:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        # The statements of every wake-up, built once: built per call, with their values inline, they
+        # cost more CPU in SQLAlchemy (construction and cache key) than the database takes to run them.
+        # Executed with a row of parameters, each compiles once and is then taken from the cache.
+        self._add_pending = self._upsert_turn(pending=True)
+        self._add_complete = self._upsert_turn(pending=False)
+        marks = self._insert(chats)
+        self._save_marks = marks.on_conflict_do_update(
+            index_elements=["platform", "chat_id"],
+            set_={c: marks.excluded[c] for c in ("processed_until_ms", "last_action_ms")},
+        )
+
+    def _upsert_turn(self, *, pending: bool) -> Any:
+        stmt = self._insert(turn_responses)
+        kept = (*_TURN_KEY, "id")
+        return stmt.on_conflict_do_update(
+            index_elements=list(_TURN_KEY),
+            set_={c.name: stmt.excluded[c.name] for c in turn_responses.c if c.name not in kept},
+            where=turn_responses.c.pending.is_(True) if not pending else sql_false(),
+        )
 
     def _tx(self) -> AbstractAsyncContextManager[AsyncConnection]:
         return transaction(self.engine)
 
-    async def add_turn(self, record: TurnRecord) -> None:
-        """Insert a turn response, or replace the pending version of the same step."""
+    async def add_turn(self, record: TurnRecord) -> TurnRecord:
+        """Insert a turn response, or replace the pending version of the same step; the record as a read
+        gives it back."""
         row: dict[str, Any] = {
             "platform": record.platform,
             "chat_id": record.chat_id,
@@ -64,38 +96,25 @@ class DriverRepository:
             "pending": record.pending,
             "fallback_from": ",".join(record.fallback_from) or None,
         }
-        key = ("platform", "chat_id", "chain_id", "step")
         # A complete record replaces its pending (write-ahead) version and nothing else; the row keeps its
         # id, so the storage order of the chat's turn responses does not change. Any other existing row
         # for the step means a second writer.
-        stmt = (
-            self._insert(turn_responses)
-            .values(**row)
-            .on_conflict_do_update(
-                index_elements=list(key),
-                set_={k: v for k, v in row.items() if k not in key},
-                where=turn_responses.c.pending.is_(True) if not record.pending else sql_false(),
-            )
-        )
+        stmt = self._add_pending if record.pending else self._add_complete
         async with self._tx() as conn:
-            written = (await conn.execute(stmt)).rowcount
+            written = (await conn.execute(stmt, row)).rowcount
         if written != 1:
             raise StepConflict(
                 f"step {record.step} of chain {record.chain_id} in {record.platform}:{record.chat_id} "
                 "was already written by another writer"
             )
+        return _turn(row)
 
     async def turns(self, platform: str, chat_id: str, *, since_ms: int = 0) -> tuple[TurnRecord, ...]:
         """Every turn response requested at or after ``since_ms`` (the summary's turn boundary), in
         storage order. No count limit: compaction keeps what lies after the boundary within the window."""
-        t = turn_responses
-        stmt = (
-            select(t)
-            .where(t.c.platform == platform, t.c.chat_id == chat_id, t.c.requested_at_ms >= since_ms)
-            .order_by(t.c.id)
-        )
+        params = {"platform": platform, "chat_id": chat_id, "since_ms": since_ms}
         async with self._tx() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
+            rows = (await conn.execute(_TURNS_SINCE, params)).mappings().all()
         return tuple(_turn(row) for row in rows)
 
     async def latest_turn(self, platform: str, chat_id: str) -> TurnRecord | None:
@@ -154,7 +173,7 @@ class DriverRepository:
             "omitted": record.omitted,
         }
         async with self._tx() as conn:
-            await conn.execute(probe_responses.insert().values(**row))
+            await conn.execute(_ADD_PROBE, row)
 
     async def probes(self, platform: str, chat_id: str) -> tuple[ProbeRecord, ...]:
         p = probe_responses
@@ -210,14 +229,14 @@ class DriverRepository:
         return ChatMarks(int(row[0]), int(row[1])) if row else None
 
     async def save_marks(self, platform: str, chat_id: str, marks: ChatMarks) -> None:
-        values = {"processed_until_ms": marks.processed_until_ms, "last_action_ms": marks.last_action_ms}
-        stmt = (
-            self._insert(chats)
-            .values(platform=platform, chat_id=chat_id, **values)
-            .on_conflict_do_update(index_elements=["platform", "chat_id"], set_=values)
-        )
+        row = {
+            "platform": platform,
+            "chat_id": chat_id,
+            "processed_until_ms": marks.processed_until_ms,
+            "last_action_ms": marks.last_action_ms,
+        }
         async with self._tx() as conn:
-            await conn.execute(stmt)
+            await conn.execute(self._save_marks, row)
 
     async def ping(self) -> None:
         async with self._tx() as conn:

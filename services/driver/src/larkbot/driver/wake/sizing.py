@@ -12,6 +12,8 @@ refusal altogether.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from larkbot.canonical.llm import LLMError, LLMResponse
 from larkbot.driver.compaction.core.compaction import compaction_system
 from larkbot.driver.tools.core import tools
@@ -112,14 +114,9 @@ class Sizing:
     def limits(
         self, settings: ChatSettings, name: str, platform: str, chat_id: str, personas: tuple[str, ...]
     ) -> Limits:
-        system = prompt.system_prompt(name, platform, personas, memory=settings.memory_enabled)
-        primary_fixed = text_tokens(system) + sum(
-            text_tokens(t.parameters_json) + text_tokens(t.description) for t in tools.SPECS.values()
+        primary_fixed, probe_fixed, compaction_fixed = fixed_tokens(
+            name, platform, personas, settings.memory_enabled, settings.summary_max_est_tokens
         )
-        probe_fixed = text_tokens(prompt.probe_system_prompt(name, platform, personas)) + text_tokens(
-            DECIDE_SPEC.parameters_json
-        )
-        compaction_fixed = text_tokens(compaction_system(name, platform, settings.summary_max_est_tokens))
         return limits(
             settings,
             Windows(
@@ -134,3 +131,21 @@ class Sizing:
             probe_fixed_tokens=probe_fixed,
             compaction_fixed_tokens=compaction_fixed,
         )
+
+
+@lru_cache(maxsize=1024)
+def fixed_tokens(
+    name: str, platform: str, personas: tuple[str, ...], memory: bool, summary_max_est_tokens: int
+) -> tuple[int, int, int]:
+    """The estimated tokens of what every primary, probe and compaction request of a chat holds whatever
+    its history: the system prompts, and the tools' specifications. Asked at every wake-up, the same for
+    every wake-up of a chat (the prompts are byte-stable): counted once per persona and chat settings."""
+    system = prompt.system_prompt(name, platform, personas, memory=memory)
+    primary = text_tokens(system) + sum(
+        text_tokens(t.parameters_json) + text_tokens(t.description) for t in tools.SPECS.values()
+    )
+    probe = text_tokens(prompt.probe_system_prompt(name, platform, personas)) + text_tokens(
+        DECIDE_SPEC.parameters_json
+    )
+    compaction = text_tokens(compaction_system(name, platform, summary_max_est_tokens))
+    return primary, probe, compaction
