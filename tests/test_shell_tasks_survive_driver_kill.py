@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from tests.harness.payloads import feishu_text, feishu_user
 from tests.harness.world import World, until, world
 
 from larkbot.canonical.llm import AssistantMessage, ToolCallPart, ToolResultMessage
@@ -33,6 +32,7 @@ from larkbot.llm_gateway.fake import Action, FakeCall, Reply
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import NatsSettings
 from larkbot.runtime.db import create_engine
+from larkbot.testkit.payloads import feishu_text, feishu_user
 
 CHAT = "oc_shell_survives"
 MEMBER = feishu_user(1)

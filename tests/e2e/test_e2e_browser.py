@@ -21,7 +21,6 @@ from typing import Any
 import aiohttp
 import pytest
 from playwright.async_api import async_playwright
-from tests.harness.stack import Stack, free_port
 from tests.harness.web import serving
 from tests.harness.world import until
 
@@ -36,6 +35,7 @@ from larkbot.driver.wake.core.records import ProbeRecord
 from larkbot.driver.wake.repository import DriverRepository
 from larkbot.runtime.config import parse_config
 from larkbot.runtime.db import create_engine, migrate
+from larkbot.testkit.stack import Stack, free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(

@@ -9,8 +9,6 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from tests.harness.payloads import telegram_text
-from tests.harness.script import BotScript
 from tests.harness.world import SERVICES, World, until, world
 
 from larkbot.canonical.names import KV_RATE_LIMITS
@@ -18,6 +16,8 @@ from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings
 from larkbot.runtime.natsserver import EmbeddedNats
 from larkbot.runtime.permissions import PERMISSIONS, authorization_conf
+from larkbot.testkit.botscript import BotScript
+from larkbot.testkit.payloads import telegram_text
 
 CHAT = -1001000000777
 ADMIN = "e2e-admin"  # the test's own user: it resets streams and watches every action

@@ -15,8 +15,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from tests.harness.payloads import feishu_text, feishu_user, telegram_text
-from tests.harness.script import BotScript
 from tests.harness.world import World, until, world
 
 from larkbot.canonical.actions import SendMessageAction
@@ -24,6 +22,8 @@ from larkbot.canonical.names import Platform
 from larkbot.ingress_feishu.core.outbound import feishu_uuid
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import NatsSettings
+from larkbot.testkit.botscript import BotScript
+from larkbot.testkit.payloads import feishu_text, feishu_user, telegram_text
 
 FEISHU_500, FEISHU_TIMEOUT = "oc_e2e_send_500", "oc_e2e_send_timeout"
 TELEGRAM_500 = -1001000000501

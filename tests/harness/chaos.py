@@ -23,8 +23,7 @@ from typing import Any
 
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.ingress_telegram.fake import FakeBotApi
-
-from .payloads import (
+from larkbot.testkit.payloads import (
     feishu_message_id,
     feishu_reaction,
     feishu_recall,
@@ -33,7 +32,8 @@ from .payloads import (
     telegram_edit,
     telegram_text,
 )
-from .stack import Stack
+from larkbot.testkit.stack import Stack
+
 from .world import until
 
 PUSH_TIMEOUT_S = 6.0

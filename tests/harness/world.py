@@ -7,7 +7,6 @@ request, and the services' ``/metrics``.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -30,8 +29,7 @@ from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import JetStreamSettings
 from larkbot.runtime.db import create_engine, default_sqlite_url
 from larkbot.testkit.databases import fresh_postgres
-
-from .stack import Stack
+from larkbot.testkit.stack import Stack
 
 SERVICES = ("llm-gateway", "media", "pipeline", "driver", "ingress-feishu", "ingress-telegram")
 WAIT_S = 90.0
@@ -52,22 +50,6 @@ async def until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         await asyncio.sleep(0.05)
-
-
-def metric_value(text_: str, name: str, **labels: str) -> float:
-    """Sum of the samples of ``name`` whose labels include ``labels`` (0 when absent)."""
-    total = 0.0
-    for line in text_.splitlines():
-        if not line.startswith(name) or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        metric, _, label_text = head.partition("{")
-        if metric != name:
-            continue
-        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', label_text))
-        if all(found.get(k) == v for k, v in labels.items()):
-            total += float(value)
-    return total
 
 
 async def reset_streams(bus: Bus, jetstream: JetStreamSettings | None = None) -> None:
@@ -138,7 +120,7 @@ class World:
             await engine.dispose()
 
     async def metric(self, service: str, name: str, **labels: str) -> float:
-        return metric_value(await self.stack.metrics(service), name, **labels)
+        return await self.stack.scrape(service, name, **labels)
 
 
 def stack_config(

@@ -1,14 +1,20 @@
-"""Real services as child processes with one configuration, for end-to-end and fault-injection tests.
+"""Real services as child processes with one configuration, for end-to-end and fault-injection tests and
+for the benches that run the services as a deployment does (``larkbot bench --only scale``,
+``make bench-load``).
 
 The harness writes a configuration file (free loopback ports, SQLite under a temporary directory, or the
 PostgreSQL of ``TEST_DATABASE_URL``), starts ``python -m larkbot.cli run <service>`` for each service,
 waits for ``/readyz``, and can SIGKILL and restart any of them. Logs go to ``<dir>/logs/<service>.log``.
+A process can be pinned to cores of its own (:attr:`ServiceProcess.cores`); :meth:`Stack.scrape` reads a
+metric from a service's ``/metrics`` and :meth:`Stack.rss_bytes` its resident memory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import re
 import signal
 import socket
 import sys
@@ -29,6 +35,23 @@ def free_port() -> int:
         return port
 
 
+def metric(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of ``name`` in a Prometheus exposition ``text`` whose labels include ``labels``
+    (0 when absent)."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        family, _, label_text = head.partition("{")
+        if family != name:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', label_text))
+        if all(found.get(k) == v for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
 @dataclass
 class ServiceProcess:
     name: str
@@ -40,6 +63,8 @@ class ServiceProcess:
     argv: tuple[str, ...] | None = None
     #: The service it runs, when ``name`` names a further replica (``pipeline-r2``).
     service: str | None = None
+    #: The cores it may run on (``os.sched_setaffinity``); ``None``: wherever the scheduler puts it.
+    cores: frozenset[int] | None = None
 
     @property
     def runs(self) -> str:
@@ -106,6 +131,7 @@ class Stack:
     async def start(self, name: str) -> None:
         svc = self.services[name]
         svc.log_path.parent.mkdir(parents=True, exist_ok=True)
+        pin = None if svc.cores is None else functools.partial(os.sched_setaffinity, 0, svc.cores)
         out = svc.log_path.open("ab")
         try:
             svc.proc = await asyncio.create_subprocess_exec(
@@ -114,6 +140,7 @@ class Stack:
                 stderr=asyncio.subprocess.STDOUT,
                 stdin=asyncio.subprocess.DEVNULL,
                 env=self.env(name),
+                preexec_fn=pin,
             )
         finally:
             out.close()
@@ -173,6 +200,25 @@ class Stack:
         ):
             assert resp.status == 200, f"{name} /metrics answered {resp.status}"
             return await resp.text()
+
+    async def scrape(self, name: str, metric_name: str, **labels: str) -> float:
+        """``metric_name`` in the service's ``/metrics``, summed over its series whose labels include
+        ``labels``."""
+        return metric(await self.metrics(name), metric_name, **labels)
+
+    def rss_bytes(self, name: str) -> int | None:
+        """The service process's resident memory (``VmRSS``), or ``None`` when it does not run."""
+        proc = self.services[name].proc
+        if proc is None or proc.returncode is not None:
+            return None
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text(encoding="ascii")
+        except OSError:
+            return None
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return None
 
     async def readyz(self, name: str) -> tuple[int, str]:
         port = self.services[name].port
