@@ -38,7 +38,7 @@ from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings
 
 from ..databases import fresh_postgres
-from ..stack import Stack
+from ..stack import Stack, until
 from .pipeline import interleaved
 from .progress import note
 from .scale_driver import measure_driver
@@ -60,21 +60,12 @@ async def _total(stack: Stack, names: list[str], metric_name: str) -> list[float
     return [await stack.scrape(name, metric_name) for name in names]
 
 
-async def _until(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
-        await asyncio.sleep(0.2)
-
-
 async def _run(
     nats_url: str, base_url: str, replicas: int, events: int, chats_count: int, root: Path
 ) -> dict[str, Any]:
     tag = secrets.token_hex(3)
     chats = [f"oc_scale_{tag}_{i}" for i in range(chats_count)]
     stream = list(interleaved(chats, events // chats_count + 1))[:events]
-    cores = sorted(os.sched_getaffinity(0))
     async with fresh_postgres(base_url, ("pipeline",), prefix="larkbot_bench_scale") as urls:
         stack = Stack(
             root / f"pipeline-{replicas}",
@@ -84,11 +75,7 @@ async def _run(
                 "chats": {"default": {}, **{f"feishu:{chat}": {} for chat in chats}},
             },
         )
-        stack.add("pipeline")
-        stack.add_replicas("pipeline", replicas)
-        names = list(stack.services)
-        for n, name in enumerate(names):
-            stack.services[name].cores = frozenset({cores[n % len(cores)]})
+        names = stack.add_pinned("pipeline", replicas)
         try:
             await stack.up()
 
@@ -99,7 +86,7 @@ async def _run(
                 owned = await _total(stack, names, OWNED)
                 return sum(owned) == PARTITIONS and min(owned) > 0
 
-            await _until(settled, READY_TIMEOUT_S, f"{replicas} pipeline replica(s) ready and balanced")
+            await until(settled, f"{replicas} pipeline replica(s) ready and balanced", READY_TIMEOUT_S)
             owned = [int(n) for n in await _total(stack, names, OWNED)]
             before = sum(await _total(stack, names, HANDLED))
             bus = await connect(NatsSettings(), "bench-scale", url=nats_url, give_up_after_s=30)
@@ -125,7 +112,7 @@ async def _run(
             async def handled() -> bool:
                 return sum(await _total(stack, names, HANDLED)) - before >= fresh
 
-            await _until(handled, HANDLED_TIMEOUT_S, "every event handled")
+            await until(handled, "every event handled", HANDLED_TIMEOUT_S)
             ended = time.perf_counter()
         finally:
             await stack.down()

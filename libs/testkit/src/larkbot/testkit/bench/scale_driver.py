@@ -20,7 +20,6 @@ under load it includes the queueing. Reported per replica count: ``turns_per_s``
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import time
 from pathlib import Path
@@ -39,7 +38,7 @@ from ..driver.fake_pipeline import FakePipeline
 from ..driver.fakes import FakeLLM, FakePlatform
 from ..driver.harness import decide, end_turn, summarize
 from ..driver.synthetic import response, segment, tool_call
-from ..stack import Stack
+from ..stack import Stack, until
 from .limits import quantiles
 from .progress import note
 
@@ -83,16 +82,12 @@ class _Turns:
 
 
 async def _settled(stack: Stack, names: list[str]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while True:
+    async def balanced() -> bool:
         statuses = [(await stack.readyz(name))[0] for name in names]
         held = [await stack.scrape(name, PARTITIONS_HELD) for name in names]
-        if all(status == 200 for status in statuses) and sum(held) == PARTITIONS and min(held) > 0:
-            return
-        if time.monotonic() > deadline:
-            tails = {name: stack.tail(name, 10) for name in names}
-            raise TimeoutError(f"driver replicas not ready and balanced: held {held}; logs {tails}")
-        await asyncio.sleep(0.2)
+        return all(status == 200 for status in statuses) and sum(held) == PARTITIONS and min(held) > 0
+
+    await until(balanced, f"{len(names)} driver replica(s) ready and balanced", READY_TIMEOUT_S)
 
 
 async def _sent(stack: Stack, names: list[str], before: int, turns: int) -> list[int]:
@@ -111,7 +106,6 @@ async def _run(
 ) -> dict[str, Any]:
     tag = secrets.token_hex(3)
     chats = [f"oc_dscale_{tag}_{i}" for i in range(chats_count)]
-    cores = sorted(os.sched_getaffinity(0))
     latencies: list[float] = []
     in_flight = _Turns()
     bus = await connect(NatsSettings(), "bench-scale-driver", url=nats_url, give_up_after_s=30)
@@ -138,11 +132,7 @@ async def _run(
                     },
                 },
             )
-            stack.add("driver")
-            stack.add_replicas("driver", replicas)
-            names = list(stack.services)
-            for n, name in enumerate(names):
-                stack.services[name].cores = frozenset({cores[n % len(cores)]})
+            names = stack.add_pinned("driver", replicas)
             try:
                 await stack.up()
                 await _settled(stack, names)
