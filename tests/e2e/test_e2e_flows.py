@@ -13,7 +13,7 @@ import json
 import time
 
 from PIL import Image
-from tests.harness.world import World, until
+from tests.harness.world import World
 
 from larkbot.canonical.actions import DeleteMessageAction, ReactAction, SendMessageAction
 from larkbot.canonical.aliases import alias_for
@@ -29,6 +29,7 @@ from larkbot.testkit.payloads import (
     telegram_text,
     telegram_user,
 )
+from larkbot.testkit.stack import until
 
 from .conftest import FEISHU_CHATS, MEMBER, TELEGRAM_CHATS
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from tests.harness.world import SERVICES, World, until, world
+from tests.harness.world import World, world
 
 from larkbot.canonical.names import KV_RATE_LIMITS
 from larkbot.runtime.bus import connect
@@ -18,6 +18,7 @@ from larkbot.runtime.natsserver import EmbeddedNats
 from larkbot.runtime.permissions import PERMISSIONS, authorization_conf
 from larkbot.testkit.botscript import BotScript
 from larkbot.testkit.payloads import telegram_text
+from larkbot.testkit.stack import SERVICES, until
 
 CHAT = -1001000000777
 ADMIN = "e2e-admin"  # the test's own user: it resets streams and watches every action
