@@ -52,9 +52,8 @@ async def test_a_smoke_run_answers_every_mention_drains_every_lag_and_plots(
     # ``bus``: the streams start empty, so the services see only this run's traffic.
     report = await load.run(nats_url, load.SMOKE, tmp_path / "stack")
 
-    assert report["exited"] == {}
-    assert report["aborted"] is None
-    assert set(report["driver_wake_ups"]) == {"failures", "crashes"}
+    assert report["restarts"] == []
+    assert set(report["log_counts"]) == set(SERVICES)
     turns = report["turns"]
     assert turns["asked"] > 0
     assert turns["answered"] == turns["asked"]
@@ -78,3 +77,18 @@ async def test_a_smoke_run_answers_every_mention_drains_every_lag_and_plots(
     plot(report, png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000
+
+
+def test_cpu_per_act_counts_a_restarted_process_from_zero_again() -> None:
+    def sample(acts: int, driver: float | None, pipeline: float) -> dict[str, object]:
+        return {"acts": acts, "cpu_s": {"driver": driver, "pipeline": pipeline}}
+
+    samples = [
+        sample(0, 2.0, 1.0),
+        sample(100, 3.0, 1.5),
+        sample(200, None, 2.0),  # the driver had exited: restarted after this sample
+        sample(300, 0.5, 2.5),  # the new process from 0
+        sample(400, 1.5, 3.0),
+    ]
+    # driver: 1.0 before it exited, 0.5 + 1.0 after; pipeline: 2.0; over 400 acts.
+    assert load.cpu_per_act(samples) == {"driver": 6.25, "pipeline": 5.0}

@@ -30,11 +30,13 @@ async def test_one_and_two_replicas_of_the_pipeline_and_the_driver_handle_everyt
     lone, pair = report["driver"]
     assert lone["partitions_owned"] == [16]
     assert lone["chats_driven"] == [lone["chats"]]
+    assert lone["unanswered"] == 0
     assert lone["turns"] == lone["chats"] * 3
     assert lone["turns_sent"] == [lone["turns"]]
     assert sorted(pair["partitions_owned"]) == [8, 8]
     assert sum(pair["chats_driven"]) == pair["chats"]
     # Every chat's turns were taken by the replica holding its partition, so each replica sent some.
+    assert pair["unanswered"] == 0
     assert sum(pair["turns_sent"]) == pair["turns"]
     assert min(pair["turns_sent"]) > 0
     assert lone["turn_ms"]["p50"] <= lone["turn_ms"]["p99"]

@@ -4,10 +4,10 @@ fake model — turn latency, consumer lag and memory over time, written as JSON 
 By hand and bounded: ``python -m larkbot.testkit.bench.load --minutes 10`` (``make bench-load``;
 ``--chats``, ``--rate``, ``--json``, ``--png``). The six services run as ``larkbot run <service>``
 processes (:class:`~..stack.Stack`) on an embedded NATS server (or ``NATS_URL``) and SQLite, as
-``make up`` runs them, with the fake Telegram Bot API, the fake Feishu and the fake model in this process
-(the model answers at once: :class:`.load_feed.LoadModel`). The members' acts are :mod:`.load_traffic`'s,
-handed over by :mod:`.load_feed`; debounce 0, so a turn's latency is the system's, not a configured
-wait.
+``make up`` runs them (or PostgreSQL: ``--database-url``), with the fake Telegram Bot API, the fake
+Feishu and the fake model in this process (the model answers at once: :class:`.load_feed.LoadModel`).
+The members' acts are :mod:`.load_traffic`'s, handed over by :mod:`.load_feed`; debounce 0, so a turn's
+latency is the system's, not a configured wait.
 
 Every ``sample_s`` the run records: the acts handed over, the mentions asked and answered, the turn
 latency p50/p99 of the replies since the last sample, the machine's load average, the consumer lag —
@@ -23,16 +23,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 from larkbot.canonical.names import (
     CONSUMER_DRIVER,
@@ -50,12 +54,13 @@ from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import NatsSettings
 from larkbot.runtime.natsserver import EmbeddedNats
 
+from ..databases import fresh_postgres
 from ..stack import LLM_API_KEY, SERVICES, Stack, stack_config
 from .limits import quantiles
 from .load_feed import LoadModel, Members, feishu_chat_id, telegram_chat_id
 from .load_traffic import plan, split
 
-__all__ = ["LoadOptions", "main", "run"]
+__all__ = ["LoadOptions", "cpu_per_act", "main", "run"]
 
 EVENTS_LAG = "larkbot_pipeline_partition_lag_messages"
 MIB = 1024 * 1024
@@ -77,16 +82,20 @@ DEFAULT = LoadOptions()
 SMOKE = LoadOptions(chats=4, seconds=8.0, rate=30.0, sample_s=1.0, drain_timeout_s=120.0)
 
 
-async def _lag(bus: Bus, stack: Stack, members: Members) -> dict[str, int]:
+async def _lag(bus: Bus, stack: Stack, members: Members) -> dict[str, int | None]:
     context = 0
     # The driver is ready once it has taken every partition over, its consumer declared.
     for partition in range(PARTITIONS):
         info = await bus.js.consumer_info(STREAM_CONTEXT, partition_consumer(CONSUMER_DRIVER, partition))
         context += (info.num_pending or 0) + (info.num_ack_pending or 0)
     media = await bus.js.consumer_info(STREAM_MEDIA, CONSUMER_MEDIA)
+    try:
+        events: int | None = int(await stack.scrape("pipeline", EVENTS_LAG))
+    except aiohttp.ClientError:
+        events = None  # the pipeline is starting again
     return {
         "ingress": members.telegram.pending_updates + members.pushing,
-        "events": int(await stack.scrape("pipeline", EVENTS_LAG)),
+        "events": events,
         "context": context,
         "media": (media.num_pending or 0) + (media.num_ack_pending or 0),
     }
@@ -111,39 +120,51 @@ async def _sample(bus: Bus, stack: Stack, members: Members, t0: float) -> dict[s
     }
 
 
-def _exit_of(stack: Stack, sample: dict[str, Any]) -> str | None:
-    """Why the run cannot go on: a service process ended (the rest of the run would measure nothing)."""
-    ended = stack.exited()
-    if not ended:
-        return None
-    return "; ".join(
-        f"{name} exited with status {code} at {sample['t_s']:.0f} s" for name, code in ended.items()
-    )
+async def _restart_exited(stack: Stack, sample: dict[str, Any], restarts: list[dict[str, Any]]) -> None:
+    """As a deployment's supervisor does (``larkbot up``, Kubernetes): a service process that ended is
+    started again, and the exit is kept with its log's tail."""
+    for name, status in stack.exited().items():
+        tail = [line[:300] for line in stack.tail(name, 5).splitlines()]
+        restarts.append({"t_s": sample["t_s"], "service": name, "status": status, "log": tail})
+        _say(f"{name} exited with status {status} at {sample['t_s']:.0f} s: started again")
+        await stack.start(name)
 
 
-async def _wake_ups(stack: Stack) -> dict[str, dict[str, float]]:
-    """The driver's wake-ups that did not end well: failures by class, crashes by exception."""
-    text = await stack.metrics("driver")
-    found: dict[str, dict[str, float]] = {"failures": {}, "crashes": {}}
-    for family, key, label in (
-        ("larkbot_driver_wake_failures_total", "failures", "outcome"),
-        ("larkbot_driver_wake_crashes_total", "crashes", "exception"),
-    ):
-        for line in text.splitlines():
-            if line.startswith(family + "{"):
-                series, _, value = line.rpartition(" ")
-                name = series.partition(f'{label}="')[2].partition('"')[0]
-                if float(value):
-                    found[key][name] = float(value)
-    return found
+def _log_counts(stack: Stack) -> dict[str, dict[str, int]]:
+    """Per service, its log lines of level warning and above, counted by level and message."""
+    counts: dict[str, dict[str, int]] = {}
+    for name, service in stack.services.items():
+        found: Counter[str] = Counter()
+        if service.log_path.exists():
+            for line in service.log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    found["(not JSON)"] += 1
+                    continue
+                if record.get("level") in ("warning", "error", "critical"):
+                    found[f"{record['level']}: {record.get('msg', '')}"] += 1
+        counts[name] = dict(found.most_common(12))
+    return counts
 
 
 def _drained(sample: dict[str, Any]) -> bool:
-    return sample["answered"] >= sample["asked"] and not any(sample["lag"].values())
+    return sample["answered"] >= sample["asked"] and all(value == 0 for value in sample["lag"].values())
 
 
-async def run(nats_url: str, options: LoadOptions, root: Path) -> dict[str, Any]:
-    """One load run on the NATS server at ``nats_url``; the services' files and logs under ``root``."""
+async def run(
+    nats_url: str, options: LoadOptions, root: Path, database_url: str | None = None
+) -> dict[str, Any]:
+    """One load run on the NATS server at ``nats_url``; the services' files and logs under ``root``. The
+    pipeline and the driver keep their tables in SQLite under ``root``, or in fresh databases on the
+    PostgreSQL server of ``database_url``."""
+    if database_url is None:
+        return await _run(nats_url, options, root, {})
+    async with fresh_postgres(database_url, ("pipeline", "driver"), prefix="larkbot_bench_load") as urls:
+        return await _run(nats_url, options, root, urls)
+
+
+async def _run(nats_url: str, options: LoadOptions, root: Path, databases: dict[str, str]) -> dict[str, Any]:
     telegram_chats, feishu_chats = split(options.chats)
     script = LoadModel()
     telegram, feishu = FakeBotApi(), FakeFeishu()
@@ -158,6 +179,8 @@ async def run(nats_url: str, options: LoadOptions, root: Path) -> dict[str, Any]
         feishu.chat_names[feishu_chat_id(i)] = f"Load group {i}"
     config = stack_config(root, feishu, telegram, llm.url, chats, {}, {"initial_delay_ms": 0})
     config["services"] = {name.replace("-", "_"): {"log_level": "WARNING"} for name in SERVICES}
+    for name, url in databases.items():
+        config["services"][name]["database_url"] = url
     stack = Stack(root, nats_url, config)
     stack.add(*SERVICES)
     bus = await connect(NatsSettings(), "bench-load", url=nats_url, give_up_after_s=30)
@@ -172,39 +195,35 @@ async def run(nats_url: str, options: LoadOptions, root: Path) -> dict[str, Any]
         _say(f"services ready in {ready_s:.0f} s; {options.chats} chats for {options.seconds:g} s")
         t0 = time.monotonic()
         next_sample = t0 + options.sample_s
-        aborted: str | None = None
+        restarts: list[dict[str, Any]] = []
         for act in plan(options.chats, options.seconds, options.rate, options.seed):
-            while aborted is None:
+            while True:
                 now = time.monotonic()
                 if now >= next_sample:
                     samples.append(await _sample(bus, stack, members, t0))
                     next_sample += options.sample_s
                     _progress(samples[-1])
-                    aborted = _exit_of(stack, samples[-1])
+                    await _restart_exited(stack, samples[-1], restarts)
                 elif t0 + act.at_s > now:
                     await asyncio.sleep(min(t0 + act.at_s, next_sample) - now)
                 else:
                     break
-            if aborted is not None:
-                _say(f"stopped: {aborted}")
-                break
             members.act(act)
         traffic_s = time.monotonic() - t0
-        deadline = time.monotonic() + (0 if aborted else options.drain_timeout_s)
+        deadline = time.monotonic() + options.drain_timeout_s
         calm = 0
         while calm < 2 and time.monotonic() < deadline:
             await asyncio.sleep(max(0.0, next_sample - time.monotonic()))
             next_sample = max(next_sample + options.sample_s, time.monotonic())
             samples.append(await _sample(bus, stack, members, t0))
             _progress(samples[-1])
+            await _restart_exited(stack, samples[-1], restarts)
             calm = calm + 1 if _drained(samples[-1]) else 0
         drained_s = samples[-1]["t_s"] - traffic_s if calm >= 2 else None
-        if aborted is None:
-            await members.settle()
-        exited = {name: stack.tail(name, 5) for name in stack.exited()}
-        wake_ups = await _wake_ups(stack) if "driver" not in exited else {}
+        await members.settle()
     finally:
         await bus.close()
+        log_counts = _log_counts(stack)
         try:
             await stack.down()
         finally:
@@ -217,6 +236,7 @@ async def run(nats_url: str, options: LoadOptions, root: Path) -> dict[str, Any]
     return {
         "options": {
             "chats": {"telegram": telegram_chats, "feishu": feishu_chats},
+            "database": "postgresql" if databases else "sqlite",
             "seconds": options.seconds,
             "acts_per_chat_per_min": options.rate,
             "sample_s": options.sample_s,
@@ -233,13 +253,12 @@ async def run(nats_url: str, options: LoadOptions, root: Path) -> dict[str, Any]
             "turn_ms": quantiles(latencies) if latencies else None,
         },
         "drained_after_s": None if drained_s is None else round(drained_s, 1),
-        "aborted": aborted,
-        "driver_wake_ups": wake_ups,
-        "lag_max": {key: max(s["lag"][key] for s in samples) for key in samples[0]["lag"]} if samples else {},
+        "restarts": restarts,
+        "lag_max": _lag_max(samples),
         "rss_mib": _rss_summary(samples),
-        "cpu_ms_per_act": _cpu_per_act(samples, sum(members.acts.values())),
+        "cpu_ms_per_act": cpu_per_act(samples),
         "feishu_push_retries": members.push_retries,
-        "exited": exited,
+        "log_counts": log_counts,
         "machine": {
             "cpus": os.cpu_count(),
             "loadavg_before": [round(x, 2) for x in load_before],
@@ -247,6 +266,11 @@ async def run(nats_url: str, options: LoadOptions, root: Path) -> dict[str, Any]
         },
         "samples": samples,
     }
+
+
+def _lag_max(samples: list[dict[str, Any]]) -> dict[str, int]:
+    keys = samples[0]["lag"] if samples else {}
+    return {key: max(s["lag"][key] or 0 for s in samples) for key in keys}
 
 
 def _rss_summary(samples: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
@@ -261,19 +285,20 @@ def _rss_summary(samples: list[dict[str, Any]]) -> dict[str, dict[str, float | N
     return summary
 
 
-def _cpu_per_act(samples: list[dict[str, Any]], acts: int) -> dict[str, float | None]:
-    """Each service's CPU time from the first sample to the last, per act handed over in between."""
+def cpu_per_act(samples: list[dict[str, Any]]) -> dict[str, float]:
+    """Each service's CPU time from the first sample to the last, per act handed over in between. A
+    restarted process counts from 0 again: what it used before its first sample is counted whole (what a
+    process used between its last sample and its end is lost, at most one sample's worth)."""
     if len(samples) < 2:
         return {}
-    first, last = samples[0], samples[-1]
-    between = last["acts"] - first["acts"] or acts
-    spent = {
-        name: None
-        if last["cpu_s"][name] is None or first["cpu_s"][name] is None
-        else last["cpu_s"][name] - first["cpu_s"][name]
-        for name in last["cpu_s"]
-    }
-    return {name: None if cpu is None else round(cpu * 1000 / between, 2) for name, cpu in spent.items()}
+    acts = samples[-1]["acts"] - samples[0]["acts"]
+    spent: Counter[str] = Counter()
+    for before, after in itertools.pairwise(samples):
+        for name, used in after["cpu_s"].items():
+            was = before["cpu_s"][name]
+            if used is not None:
+                spent[name] += used - was if was is not None and used >= was else used
+    return {name: round(spent[name] * 1000 / max(1, acts), 2) for name in samples[-1]["cpu_s"]}
 
 
 def _say(line: str) -> None:
@@ -308,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the report here (default: stdout)")
     parser.add_argument("--png", type=Path, help="plot the run here")
     parser.add_argument(
+        "--database-url",
+        help="a PostgreSQL server for the pipeline's and driver's tables (fresh databases; default: SQLite)",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         help="keep the services' logs and databases here (default: a temporary directory)",
@@ -328,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             nats_url = server.start()
         try:
             root = args.keep or Path(tmp) / "stack"
-            report = asyncio.run(_interruptible(run(nats_url, options, root)))
+            report = asyncio.run(_interruptible(run(nats_url, options, root, args.database_url)))
         finally:
             if server is not None:
                 server.stop()
@@ -342,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         from .load_plot import plot
 
         plot(report, args.png)
-    return 0 if report["drained_after_s"] is not None and not report["aborted"] else 1
+    return 0 if report["drained_after_s"] is not None else 1
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from larkbot.ingress_telegram.fake import FakeBotApi
 from larkbot.llm_gateway.fake import Action, FakeCall, Reply
 
 from ..botscript import ALT_TEXT, rendered_messages
+from ..ingress_feishu.pushing import push_until_accepted
 from ..media import samples
 from ..payloads import (
     feishu_image,
@@ -87,6 +88,7 @@ class Members:
         self.withdrawn = 0
         self._messages: dict[tuple[int, int], dict[str, Any]] = {}  # Telegram: (chat, n) → message
         self._chat_locks: dict[int, asyncio.Lock] = {}
+        self._reactions: Counter[tuple[str, int, int, int]] = Counter()
         self._pushes: set[asyncio.Task[None]] = set()
         self._seen_telegram = 0
         self._seen_feishu = 0
@@ -140,6 +142,14 @@ class Members:
                     self.answered[token] = at
                     self.fresh.append(at - asked)
 
+    def _emoji(self, act: Act, choices: tuple[str, ...]) -> str:
+        """A reaction the member has not yet made to that message: a platform has no second copy of a
+        reaction (the pipeline would dead-letter a repeat whose content differs, as a conflict)."""
+        key = (act.platform, act.chat, act.n, act.user)
+        made = self._reactions[key]
+        self._reactions[key] += 1
+        return choices[(act.n + made) % len(choices)]
+
     # -- Telegram -------------------------------------------------------------------------------------
     def _telegram(self, act: Act) -> None:
         chat_id = telegram_chat_id(act.chat)
@@ -148,7 +158,7 @@ class Members:
         now = int(time.time())
         message_id = 10_000 + act.n
         if act.kind == "reaction":
-            emoji = _TELEGRAM_EMOJI[act.n % len(_TELEGRAM_EMOJI)]
+            emoji = self._emoji(act, _TELEGRAM_EMOJI)
             self.telegram.enqueue({"message_reaction": tg.reaction(chat, message_id, user, now, [], [emoji])})
             return
         if act.kind == "edit":
@@ -183,7 +193,7 @@ class Members:
         now = time.time_ns() // 1_000_000
         message_id = feishu_message_id(chat_id, act.n)
         if act.kind == "reaction":
-            emoji = _FEISHU_EMOJI[act.n % len(_FEISHU_EMOJI)]
+            emoji = self._emoji(act, _FEISHU_EMOJI)
             return feishu_reaction(message_id, emoji, operator=sender, create_time_ms=now)
         if act.kind == "edit":
             return feishu_recall(chat_id, message_id, create_time_ms=now)
@@ -205,16 +215,7 @@ class Members:
         return feishu_text(chat_id, act.n, _text(act), sender=sender, create_time_ms=now)
 
     async def _push(self, envelope: dict[str, Any]) -> None:
-        """Feishu's behaviour: an event not acknowledged with 200 comes again (compressed: after 0.5 s)."""
-        while True:
-            try:
-                code = await self.feishu.long_connection.push(envelope, PUSH_TIMEOUT_S)
-            except (RuntimeError, TimeoutError, ConnectionError):
-                code = 0
-            if code == 200:
-                return
-            self.push_retries += 1
-            await asyncio.sleep(0.5)
+        self.push_retries += await push_until_accepted(self.feishu, envelope, PUSH_TIMEOUT_S)
 
 
 def _text(act: Act) -> str:

@@ -1,7 +1,7 @@
 """The PNG of a ``make bench-load`` report: four panels over the run's time — turn latency (p50 and p99 of
 the replies of each sample), consumer lag (ingress, ``EVENTS``, ``CONTEXT``, ``MEDIA``), each service's
 resident memory, and the cores each service kept busy beside the machine's load average (which counts
-every process on it, the other work too) — with the end of the traffic marked.
+every process on it, the other work too) — with the end of the traffic and each service restart marked.
 
 matplotlib with its Agg backend (no display): a PNG from the report's numbers alone, so a report can be
 plotted again without running the load.
@@ -41,7 +41,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     latency.set_ylabel("turn latency (ms)")
     latency.set_yscale("log")
     for key in samples[0]["lag"] if samples else ():
-        lag.plot(minutes, [s["lag"][key] for s in samples], label=key)
+        values = [s["lag"][key] for s in samples]
+        lag.plot(minutes, [v if v is not None else float("nan") for v in values], label=key)
     lag.set_ylabel("consumer lag (messages)")
     for name in samples[0]["rss_mib"] if samples else ():
         values = [s["rss_mib"][name] for s in samples]
@@ -49,8 +50,12 @@ def plot(report: dict[str, Any], path: Path) -> None:
     memory.set_ylabel("resident memory (MiB)")
     for name in samples[0]["cpu_s"] if samples else ():
         cpu.plot(minutes[1:], _busy(samples, name), label=name)
-    cpu.plot(minutes, [s["loadavg"] for s in samples], "k--", linewidth=0.8, label="load average (machine)")
     cpu.set_ylabel("cores busy")
+    # The machine's load average counts every runnable process, the other work's too: its own axis.
+    machine = cpu.twinx()
+    machine.plot(minutes, [s["loadavg"] for s in samples], "k--", linewidth=0.8)
+    machine.set_ylabel("machine load average (dashed)")
+    machine.set_ylim(bottom=0)
     cpu.set_xlabel("minutes")
     end = report["traffic_s"] / 60
     for axes in (latency, lag, memory, cpu):
@@ -58,6 +63,13 @@ def plot(report: dict[str, Any], path: Path) -> None:
         axes.grid(True, linewidth=0.3)
         axes.legend(fontsize=8, loc="upper left")
     latency.annotate("traffic ends", (end, 1), xycoords=("data", "axes fraction"), fontsize=8, va="top")
+    for restart in report["restarts"]:
+        at = restart["t_s"] / 60
+        for axes in (latency, lag, memory, cpu):
+            axes.axvline(at, color="red", linewidth=0.8)
+        label = f" {restart['service']} exited ({restart['status']}), restarted"
+        red: dict[str, Any] = {"fontsize": 7, "color": "red", "va": "top", "rotation": 90}
+        lag.annotate(label, (at, 0.98), xycoords=("data", "axes fraction"), **red)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=90)

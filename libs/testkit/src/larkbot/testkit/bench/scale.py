@@ -12,7 +12,9 @@ database and the replicas started and left to settle their partitions (every one
   answering at once: ``turns_per_s``, turn latency under that load (``turn_ms``), and per replica the
   partitions, chats and turns it took.
 
-``two_to_one`` and ``driver_two_to_one`` are two replicas' rate over one's.
+The counts run one, two, two, one (:func:`order`; ``--quick``: one, two), and ``two_to_one`` and
+``driver_two_to_one`` are two replicas' mean rate over one's: the machine's other work moves a single
+run's figure by more than a second replica does.
 
 What two cores can show: whether the partitions split evenly and the work moves with them, and whether a
 second process adds throughput while NATS, PostgreSQL and the bench process share the same two cores.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -127,6 +130,18 @@ async def _run(
     }
 
 
+def order(quick: bool) -> tuple[int, ...]:
+    """The replica counts in the order they run: one, two, two, one — so that other work on the machine
+    that grows or fades during the part weighs on both counts alike —, or once each under ``--quick``."""
+    return (1, 2) if quick else (1, 2, 2, 1)
+
+
+def two_to_one(runs: list[dict[str, Any]], rate: str) -> float:
+    """Two replicas' mean ``rate`` over one's."""
+    mean = {n: statistics.fmean(run[rate] for run in runs if run["replicas"] == n) for n in (1, 2)}
+    return round(mean[2] / mean[1], 2)
+
+
 async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
     base = database_url()
     if base is None:
@@ -134,17 +149,16 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
     events, chats = (5_000, 100) if quick else (50_000, 500)
     runs = []
     with tempfile.TemporaryDirectory(prefix="larkbot-bench-scale-") as tmp:
-        for replicas in (1, 2):
+        for index, replicas in enumerate(order(quick)):
             note(f"scale: {replicas} pipeline replica(s), {events} events")
-            runs.append(await _run(nats_url, base, replicas, events, chats, Path(tmp)))
-        driver = await measure_driver(nats_url, base, quick, Path(tmp))
-    one, two = runs
+            runs.append(await _run(nats_url, base, replicas, events, chats, Path(tmp) / f"p{index}"))
+        driver = await measure_driver(nats_url, base, quick, Path(tmp), order(quick))
     return {
         "scale": {
             "pipeline": runs,
-            "two_to_one": round(two["events_per_s"] / one["events_per_s"], 2),
+            "two_to_one": two_to_one(runs, "events_per_s"),
             "driver": driver,
-            "driver_two_to_one": round(driver[1]["turns_per_s"] / driver[0]["turns_per_s"], 2),
+            "driver_two_to_one": two_to_one(driver, "turns_per_s"),
             "cores": len(os.sched_getaffinity(0)),
         }
     }

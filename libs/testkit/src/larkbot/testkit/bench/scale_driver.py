@@ -10,23 +10,26 @@ partitioned ``CONTEXT`` stream and answers the snapshots of a take-over), the mo
 send pacing, which an ingress must honour, would otherwise cap it.
 
 The load is a closed loop: ``chats`` members each mention the bot in their own chat, wait for its reply
-and mention it again, ``turns`` times. A turn's latency runs from the context update's publication to the
-``send_message`` action reaching the platform: the driver's consumer, wake-up, probe, primary, the
-write-ahead step and the action request, with every chat of the run waiting on the same replicas — so
-under load it includes the queueing. Reported per replica count: ``turns_per_s``, ``turn_ms``
-``{p50, p99}``, and per replica the partitions it holds, its chats and the turns it sent.
+and mention it again, ``turns`` times (a reply that has not come within :data:`REPLY_TIMEOUT_S` is
+counted ``unanswered`` and the member asks on). A turn's latency runs from the context update's
+publication to the ``send_message`` action reaching the platform: the driver's consumer, wake-up, probe,
+primary, the write-ahead step and the action request, with every chat of the run waiting on the same
+replicas — so under load it includes the queueing. Reported per replica count: ``turns_per_s``,
+``turn_ms`` ``{p50, p99}``, ``unanswered``, and per replica the partitions it holds, its chats and the
+turns it sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import time
 from pathlib import Path
 from typing import Any
 
 from larkbot.canonical.actions import SendMessageAction
-from larkbot.canonical.llm import LLMReply, LLMRequest, ToolResultMessage
+from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, ToolResultMessage, UserMessage
 from larkbot.canonical.names import PARTITIONS, Platform
 from larkbot.driver.tools.core import tools
 from larkbot.runtime.bus import connect
@@ -45,7 +48,10 @@ from .progress import note
 __all__ = ["measure_driver"]
 
 READY_TIMEOUT_S = 180.0
-TURN_TIMEOUT_S = 300.0
+#: A member waits this long for the bot's reply, then asks its next question (the unanswered one is
+#: counted): a wake-up that failed for good stays latched until new input.
+REPLY_TIMEOUT_S = 60.0
+_QUESTION = re.compile(r"question (\d+) from member")
 PARTITIONS_HELD = "larkbot_driver_partitions"
 CHATS_DRIVEN = "larkbot_driver_chats"
 TURNS = "larkbot_driver_turns_total"
@@ -60,24 +66,37 @@ async def _answer(request: LLMRequest) -> LLMReply:
     elif isinstance(request.messages[-1], ToolResultMessage):
         reply = end_turn()
     else:
-        reply = response(tool_call(tools.SEND, "c0", text="on it"))
+        asked = _QUESTION.findall(_text(request))
+        reply = response(tool_call(tools.SEND, "c0", text=f"answer {asked[-1] if asked else '?'}"))
     return reply.model_copy(update={"request_id": request.request_id})
 
 
+def _text(request: LLMRequest) -> str:
+    return "".join(
+        part.text
+        for message in request.messages
+        if isinstance(message, UserMessage)
+        for part in message.parts
+        if isinstance(part, TextPart)
+    )
+
+
 class _Turns:
-    """Each chat's turn in flight: the member's mention published, the bot's reply awaited."""
+    """Each chat's turn in flight: the member's question published, the bot's reply to it awaited (a late
+    reply to an earlier question does not count for a later one)."""
 
     def __init__(self) -> None:
-        self.waiting: dict[str, asyncio.Future[float]] = {}
+        self.waiting: dict[str, tuple[str, asyncio.Future[float]]] = {}
+        self.unanswered = 0
 
     def sent(self, action: SendMessageAction) -> None:
-        waiter = self.waiting.pop(action.chat_id, None)
-        if waiter is not None and not waiter.done():
+        text, waiter = self.waiting.get(action.chat_id, ("", None))
+        if waiter is not None and action.text == text and not waiter.done():
             waiter.set_result(time.monotonic())
 
-    def expect(self, chat_id: str) -> asyncio.Future[float]:
+    def expect(self, chat_id: str, question: int) -> asyncio.Future[float]:
         waiter: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        self.waiting[chat_id] = waiter
+        self.waiting[chat_id] = (f"answer {question}", waiter)
         return waiter
 
 
@@ -141,7 +160,7 @@ async def _run(
 
                 async def member(index: int, chat: str, rounds: range, timed: list[float]) -> None:
                     for k in rounds:
-                        reply = in_flight.expect(chat)
+                        reply = in_flight.expect(chat, k)
                         started = time.monotonic()
                         message = segment(
                             10_000_000 + k,
@@ -152,17 +171,29 @@ async def _run(
                             mentions_me=True,
                         )
                         await pipeline.append(message, chat_id=chat)
-                        timed.append(await asyncio.wait_for(reply, TURN_TIMEOUT_S) - started)
+                        try:
+                            timed.append(await asyncio.wait_for(reply, REPLY_TIMEOUT_S) - started)
+                        except TimeoutError:
+                            in_flight.unanswered += 1
 
                 # One turn in every chat first, not timed: a chat's first wake-up also pays for
                 # connections and caches the replica fills once.
-                await asyncio.gather(*(member(i, chat, range(1), []) for i, chat in enumerate(chats)))
-                sent_before = await _sent(stack, names, 0, len(chats))
+                warm: list[float] = []
+                await asyncio.gather(*(member(i, chat, range(1), warm) for i, chat in enumerate(chats)))
+                sent_before = await _sent(stack, names, 0, len(warm))
+                in_flight.unanswered = 0
+                cpu_before = [stack.cpu_seconds(name) or 0.0 for name in names]
+                bench_before = time.process_time()
                 started = time.perf_counter()
                 await asyncio.gather(
                     *(member(i, chat, range(1, turns + 1), latencies) for i, chat in enumerate(chats))
                 )
                 elapsed = time.perf_counter() - started
+                bench_cpu = time.process_time() - bench_before
+                cpu = [
+                    (stack.cpu_seconds(name) or 0.0) - before
+                    for name, before in zip(names, cpu_before, strict=True)
+                ]
                 sent_after = await _sent(stack, names, sum(sent_before), len(latencies))
                 sent = [after - before for after, before in zip(sent_after, sent_before, strict=True)]
             finally:
@@ -176,6 +207,7 @@ async def _run(
         "replicas": replicas,
         "chats": chats_count,
         "turns": len(latencies),
+        "unanswered": in_flight.unanswered,
         "seconds": round(elapsed, 3),
         "turns_per_s": round(len(latencies) / elapsed, 1),
         "turn_ms": quantiles(latencies),
@@ -183,15 +215,23 @@ async def _run(
         "chats_driven": driven,
         "turns_sent": sent,
         "cores": [sorted(stack.services[name].cores or ()) for name in names],
+        # CPU per timed turn: each replica's, and this process's (the stand-ins of the pipeline, the
+        # model and the platform, which decode every request the replicas send).
+        "cpu_ms_per_turn": {
+            "replicas": [round(seconds * 1000 / max(1, len(latencies)), 2) for seconds in cpu],
+            "bench": round(bench_cpu * 1000 / max(1, len(latencies)), 2),
+        },
     }
 
 
-async def measure_driver(nats_url: str, base_url: str, quick: bool, root: Path) -> list[dict[str, Any]]:
-    """The driver with one and then two replicas (quick: 20 chats of 3 turns, else 200 of 5; each chat's
-    first turn before them is not timed)."""
-    chats, turns = (20, 3) if quick else (200, 5)
+async def measure_driver(
+    nats_url: str, base_url: str, quick: bool, root: Path, counts: tuple[int, ...]
+) -> list[dict[str, Any]]:
+    """The driver with each replica count of ``counts`` in turn (quick: 10 chats of 3 turns, else 50 of 8;
+    each chat's first turn before them is not timed)."""
+    chats, turns = (10, 3) if quick else (50, 8)
     runs = []
-    for replicas in (1, 2):
+    for index, replicas in enumerate(counts):
         note(f"scale: {replicas} driver replica(s), {chats} chats × {turns} turns")
-        runs.append(await _run(nats_url, base_url, replicas, chats, turns, root))
+        runs.append(await _run(nats_url, base_url, replicas, chats, turns, root / f"d{index}"))
     return runs
