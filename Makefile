@@ -7,7 +7,7 @@ LARKBOT_CONFIG ?= config/local.yaml
 export LARKBOT_CONFIG
 PYTEST_ARGS ?=
 
-.PHONY: up test test-all lint format typecheck bench profile install clean k8s-rules dashboard
+.PHONY: up test test-all lint format typecheck bench bench-load profile install clean k8s-rules dashboard
 
 $(CURDIR)/.tools/bin/uv:
 	$(PYTHON) -m venv $(CURDIR)/.tools
@@ -41,6 +41,18 @@ typecheck: install
 
 bench: install
 	$(UV) run --frozen larkbot bench --json
+
+# A sustained load on every service as processes, with the fake platforms and model: 1,000 chats for
+# MINUTES (10) minutes; turn latency, consumer lag and memory over time into docs/img/load.json and
+# docs/img/load.png (docs/performance.md), the services' logs and databases under data/bench-load. By
+# hand: not part of `make test` (its smoke size is). BENCH_LOAD_ARGS adds options, e.g.
+# --database-url postgresql+asyncpg://…/postgres (the pipeline and driver on PostgreSQL), --rate 2.
+MINUTES ?= 10
+BENCH_LOAD_ARGS ?=
+bench-load: install
+	rm -rf data/bench-load
+	$(UV) run --frozen python -m larkbot.testkit.bench.load --minutes $(MINUTES) \
+		--json docs/img/load.json --png docs/img/load.png --keep data/bench-load $(BENCH_LOAD_ARGS)
 
 # Where the hot paths spend their CPU: py-spy on the turn bench's services and on the pipeline bench
 # (folded stacks and a summary under data/profiles; docs/performance.md). By hand, a few minutes.

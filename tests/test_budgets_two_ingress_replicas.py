@@ -8,12 +8,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tests.harness.script import BotScript
-from tests.harness.world import until, world
+from tests.harness.world import world
 
 from larkbot.canonical.actions import BUDGET_SPENT, ActionResult, SendMessageAction
 from larkbot.canonical.names import Platform, actions_subject
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.botscript import BotScript
+from larkbot.testkit.stack import until
 
 GROUP = -1001000002828
 BUDGET = 5

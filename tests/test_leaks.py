@@ -15,8 +15,6 @@ from pathlib import Path
 import aiohttp
 from pydantic import SecretStr
 from tests.harness.nats import RestartableNats
-from tests.harness.stack import Stack, free_port
-from tests.harness.world import SERVICES, stack_config, until
 
 from larkbot.canonical.actions import SendMessageAction
 from larkbot.canonical.codec import encode, headers_for
@@ -27,6 +25,7 @@ from larkbot.ingress_telegram.fake import FakeBotApi
 from larkbot.llm_gateway.fake import FakeProvider
 from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings
+from larkbot.testkit.stack import SERVICES, Stack, free_port, stack_config, until
 
 APP_SECRET = "canaryFeishuAppSecret7f3a9c"
 BOT_TOKEN_SECRET = "CanaryTelegramTokenSecret_b41d9e"

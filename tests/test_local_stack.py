@@ -25,9 +25,9 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from tests.harness.stack import free_port
 
 from larkbot.canonical.names import SERVICE_PORTS
+from larkbot.testkit.stack import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 360.0  # includes installing the workspace into the copy's .venv

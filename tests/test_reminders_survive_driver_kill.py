@@ -31,8 +31,7 @@ from typing import Any
 import pytest
 from nats.js.errors import NotFoundError
 from sqlalchemy import text
-from tests.harness.payloads import feishu_text, feishu_user
-from tests.harness.world import World, until, world
+from tests.harness.world import World, world
 
 from larkbot.canonical.llm import AssistantMessage, ToolCallPart
 from larkbot.canonical.names import STREAM_EVENTS, Platform
@@ -40,6 +39,8 @@ from larkbot.llm_gateway.fake import Action, FakeCall, Reply
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import NatsSettings
 from larkbot.runtime.db import create_engine
+from larkbot.testkit.payloads import feishu_text, feishu_user
+from larkbot.testkit.stack import until
 
 CHAT = "oc_reminder_survives"
 MEMBER = feishu_user(1)

@@ -33,8 +33,7 @@ from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import parse_config
 from larkbot.runtime.service import built
 from larkbot.testkit.ingress_feishu.service import webhook_url
-
-from .harness.world import until
+from larkbot.testkit.stack import until
 
 
 def pipeline_events(outcome: str) -> float:

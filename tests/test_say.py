@@ -9,12 +9,12 @@ import json
 
 import aiohttp
 import pytest
-from tests.harness.stack import free_port
 
 from larkbot.canonical.names import SERVICE_PORTS
 from larkbot.cli.main import main
 from larkbot.cli.playground import Playground
 from larkbot.runtime.config import parse_config
+from larkbot.testkit.stack import free_port
 
 
 async def test_no_decision_is_reported_as_a_broken_stack_naming_what_is_down(

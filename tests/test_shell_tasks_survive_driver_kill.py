@@ -32,8 +32,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from tests.harness.payloads import feishu_text, feishu_user
-from tests.harness.world import World, until, world
+from tests.harness.world import World, world
 
 from larkbot.canonical.llm import AssistantMessage, ToolCallPart, ToolResultMessage
 from larkbot.canonical.names import Platform
@@ -42,6 +41,8 @@ from larkbot.llm_gateway.fake import Action, FakeCall, Reply
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import NatsSettings
 from larkbot.runtime.db import create_engine
+from larkbot.testkit.payloads import feishu_text, feishu_user
+from larkbot.testkit.stack import until
 
 CHAT = "oc_shell_survives"
 MEMBER = feishu_user(1)

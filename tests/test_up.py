@@ -11,7 +11,7 @@ import socket
 import sys
 from pathlib import Path
 
-from tests.harness.stack import free_port
+from larkbot.testkit.stack import free_port
 
 TIMEOUT_S = 120.0
 DECLARED = "streams, consumers and buckets declared"

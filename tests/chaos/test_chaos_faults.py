@@ -41,9 +41,8 @@ from tests.harness.chaos import (
 )
 from tests.harness.leases import LeaseWatch
 from tests.harness.nats import ClusterNats, RestartableNats
-from tests.harness.script import BotScript
 from tests.harness.verdict import clean_events, judge
-from tests.harness.world import SERVICES, World, until, world
+from tests.harness.world import World, world
 
 from larkbot.canonical.codec import decode
 from larkbot.canonical.events import BotIdentity
@@ -51,6 +50,8 @@ from larkbot.canonical.names import KEY_VALUES, KV_IDENTITY, KV_LEASES, identity
 from larkbot.ingress_feishu.core.outbound import feishu_uuid
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import JetStreamSettings, NatsSettings, load_config
+from larkbot.testkit.botscript import BotScript
+from larkbot.testkit.stack import SERVICES, until
 
 SHORT = Profile("short", feishu_chats=8, telegram_chats=8, events=2000, kills_per_service=2,
                 redeliver_share=0.1, mean_gap_s=0.3, settle_timeout_s=240)  # fmt: skip

@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from tests.harness.payloads import feishu_user
-from tests.harness.script import BotScript
 from tests.harness.world import World, world
 
 from larkbot.runtime.bus import Bus, connect
 from larkbot.runtime.config import NatsSettings
+from larkbot.testkit.botscript import BotScript
+from larkbot.testkit.payloads import feishu_user
 
 FEISHU_CHATS = tuple(f"oc_e2e_{name}" for name in ("reply", "silent", "react", "image", "long", "recall"))
 TELEGRAM_CHATS = (

@@ -21,9 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 from playwright.async_api import async_playwright
-from tests.harness.stack import Stack, free_port
 from tests.harness.web import serving
-from tests.harness.world import until
 
 from larkbot.cli.inspector import Inspector
 from larkbot.cli.playground import PLAYGROUND_CHAT_ID, Playground
@@ -37,6 +35,7 @@ from larkbot.driver.wake.repository import DriverRepository
 from larkbot.runtime.config import parse_config
 from larkbot.runtime.db import create_engine, migrate
 from larkbot.testkit.media import samples
+from larkbot.testkit.stack import Stack, free_port, until
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(

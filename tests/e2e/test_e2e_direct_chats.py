@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from tests.harness.payloads import feishu_message_id, feishu_text, feishu_user, telegram_user
-from tests.harness.script import acted_after, newest_member_message, tool_results_after
-from tests.harness.world import World, until, world
+from tests.harness.world import World, world
 
 from larkbot.canonical.llm import TextPart, UserMessage
 from larkbot.llm_gateway.fake import Action, FakeCall, Reply
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.botscript import acted_after, newest_member_message, tool_results_after
+from larkbot.testkit.payloads import feishu_message_id, feishu_text, feishu_user, telegram_user
+from larkbot.testkit.stack import until
 
 PERSON = feishu_user(1)
 DIRECT = "oc_e2e_direct_person1"

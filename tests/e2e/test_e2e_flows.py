@@ -13,7 +13,15 @@ import json
 import time
 
 from PIL import Image
-from tests.harness.payloads import (
+from tests.harness.world import World
+
+from larkbot.canonical.actions import DeleteMessageAction, ReactAction, SendMessageAction
+from larkbot.canonical.aliases import alias_for
+from larkbot.canonical.names import Platform
+from larkbot.ingress_feishu.fake.samples import payload
+from larkbot.testkit.botscript import ALT_TEXT, BotScript
+from larkbot.testkit.media import documents, samples
+from larkbot.testkit.payloads import (
     feishu_image,
     feishu_message_id,
     feishu_text,
@@ -21,14 +29,7 @@ from tests.harness.payloads import (
     telegram_text,
     telegram_user,
 )
-from tests.harness.script import ALT_TEXT, BotScript
-from tests.harness.world import World, until
-
-from larkbot.canonical.actions import DeleteMessageAction, ReactAction, SendMessageAction
-from larkbot.canonical.aliases import alias_for
-from larkbot.canonical.names import Platform
-from larkbot.ingress_feishu.fake.samples import payload
-from larkbot.testkit.media import documents, samples
+from larkbot.testkit.stack import until
 
 from .conftest import FEISHU_CHATS, MEMBER, TELEGRAM_CHATS
 

@@ -18,15 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from tests.harness.payloads import feishu_message_id, feishu_text, feishu_user, telegram_text, telegram_user
-from tests.harness.script import acted_after, newest_member_message, reply_text
-from tests.harness.world import World, until, world
+from tests.harness.world import World, world
 
 from larkbot.canonical.actions import ModerateAction
 from larkbot.canonical.llm import TextPart, ToolResultMessage
 from larkbot.canonical.names import Platform
 from larkbot.llm_gateway.fake import Action, FakeCall, Reply
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.botscript import acted_after, newest_member_message, reply_text
+from larkbot.testkit.payloads import feishu_message_id, feishu_text, feishu_user, telegram_text, telegram_user
+from larkbot.testkit.stack import until
 
 FEISHU_CHAT = "oc_e2e_ban"
 TG_CHAT = -1001000000009

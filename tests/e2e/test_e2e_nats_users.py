@@ -11,16 +11,7 @@ from typing import Any
 
 import pytest
 from nats.aio.msg import Msg
-from tests.harness.payloads import (
-    feishu_image,
-    feishu_message_id,
-    feishu_user,
-    telegram_chat,
-    telegram_text,
-    telegram_user,
-)
-from tests.harness.script import ALT_TEXT, BotScript
-from tests.harness.world import SERVICES, World, until, world
+from tests.harness.world import World, world
 
 from larkbot.canonical.actions import ACTION_ADAPTER
 from larkbot.canonical.codec import decode_as
@@ -29,7 +20,17 @@ from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings
 from larkbot.runtime.natsserver import EmbeddedNats
 from larkbot.runtime.permissions import PERMISSIONS, authorization_conf
+from larkbot.testkit.botscript import ALT_TEXT, BotScript
 from larkbot.testkit.media import samples
+from larkbot.testkit.payloads import (
+    feishu_image,
+    feishu_message_id,
+    feishu_user,
+    telegram_chat,
+    telegram_text,
+    telegram_user,
+)
+from larkbot.testkit.stack import SERVICES, until
 
 CHAT = -1001000000777
 MEDIA_CHAT = -1001000000778  # Telegram: a photo and a custom emoji

@@ -15,11 +15,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 from tests.harness.otlp import Collected, Collector, collecting
-from tests.harness.payloads import feishu_text
-from tests.harness.script import BotScript
-from tests.harness.world import SERVICES, World, until, world
+from tests.harness.world import World, world
 
 from larkbot.runtime.bus import Bus
+from larkbot.testkit.botscript import BotScript
+from larkbot.testkit.payloads import feishu_text
+from larkbot.testkit.stack import SERVICES, until
 
 from .conftest import MEMBER
 

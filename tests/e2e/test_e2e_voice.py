@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import time
 
-from tests.harness.payloads import feishu_audio, feishu_message_id, telegram_chat, telegram_user
-from tests.harness.script import BotScript
-from tests.harness.world import World, until
+from tests.harness.world import World
 
 from larkbot.canonical.names import Platform
 from larkbot.media.core.audio import speech
+from larkbot.testkit.botscript import BotScript
 from larkbot.testkit.media import samples
 from larkbot.testkit.media.fakes import heard as fake_heard
+from larkbot.testkit.payloads import feishu_audio, feishu_message_id, telegram_chat, telegram_user
+from larkbot.testkit.stack import until
 
 from .conftest import FEISHU_VOICE, MEMBER, TELEGRAM_VOICE
 

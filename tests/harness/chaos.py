@@ -23,8 +23,8 @@ from typing import Any
 
 from larkbot.ingress_feishu.fake.server import FakeFeishu
 from larkbot.ingress_telegram.fake import FakeBotApi
-
-from .payloads import (
+from larkbot.testkit.ingress_feishu.pushing import push_until_accepted as pushed
+from larkbot.testkit.payloads import (
     feishu_message_id,
     feishu_reaction,
     feishu_recall,
@@ -33,8 +33,7 @@ from .payloads import (
     telegram_edit,
     telegram_text,
 )
-from .stack import Stack
-from .world import until
+from larkbot.testkit.stack import Stack, until
 
 PUSH_TIMEOUT_S = 6.0
 
@@ -139,17 +138,7 @@ class Traffic:
 
 
 async def push_until_accepted(fake: FakeFeishu, envelope: dict[str, Any], traffic: Traffic) -> None:
-    """Feishu's behaviour: an event not acknowledged with 200 comes again (compressed: after 0.5 s)."""
-    conn = fake.long_connection
-    while True:
-        try:
-            code = await conn.push(envelope, PUSH_TIMEOUT_S)
-        except (RuntimeError, TimeoutError, ConnectionError):
-            code = 0
-        if code == 200:
-            return
-        traffic.push_failures += 1
-        await asyncio.sleep(0.5)
+    traffic.push_failures += await pushed(fake, envelope, PUSH_TIMEOUT_S)
 
 
 async def repush_later(fake: FakeFeishu, envelope: dict[str, Any], delay_s: float, traffic: Traffic) -> None:

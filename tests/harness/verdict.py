@@ -32,10 +32,10 @@ from larkbot.ingress_telegram.core import TelegramAdapter
 from larkbot.pipeline.core import Projection
 from larkbot.pipeline.settings import render_params
 from larkbot.runtime.config import LarkbotConfig
+from larkbot.testkit.botscript import BotScript
+from larkbot.testkit.payloads import TELEGRAM_BOT_ID
 
 from .chaos import Traffic
-from .payloads import TELEGRAM_BOT_ID
-from .script import BotScript
 from .world import World
 
 _RECEIVED = re.compile(r' received="[^"]*"')

@@ -6,10 +6,8 @@ request, and the services' ``/metrics``.
 
 from __future__ import annotations
 
-import asyncio
-import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,44 +28,7 @@ from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import JetStreamSettings
 from larkbot.runtime.db import create_engine, default_sqlite_url
 from larkbot.testkit.databases import fresh_postgres
-
-from .stack import Stack
-
-SERVICES = ("llm-gateway", "media", "pipeline", "driver", "ingress-feishu", "ingress-telegram")
-WAIT_S = 90.0
-LLM_API_KEY = "sk-e2e-" + "0" * 24
-
-
-async def until(
-    condition: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float = WAIT_S
-) -> None:
-    """Wait for ``condition`` (re-checked every 50 ms), failing with ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-def metric_value(text_: str, name: str, **labels: str) -> float:
-    """Sum of the samples of ``name`` whose labels include ``labels`` (0 when absent)."""
-    total = 0.0
-    for line in text_.splitlines():
-        if not line.startswith(name) or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        metric, _, label_text = head.partition("{")
-        if metric != name:
-            continue
-        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', label_text))
-        if all(found.get(k) == v for k, v in labels.items()):
-            total += float(value)
-    return total
+from larkbot.testkit.stack import LLM_API_KEY, SERVICES, WAIT_S, Stack, stack_config
 
 
 async def reset_streams(bus: Bus, jetstream: JetStreamSettings | None = None) -> None:
@@ -138,7 +99,7 @@ class World:
             await engine.dispose()
 
     async def metric(self, service: str, name: str, **labels: str) -> float:
-        return metric_value(await self.stack.metrics(service), name, **labels)
+        return await self.stack.scrape(service, name, **labels)
 
     async def turn_stored(self, platform: str, chat_id: str) -> bool:
         """Whether the driver's latest turn in the chat is over: its newest step closes the chain, and the
@@ -159,69 +120,6 @@ class World:
             await engine.dispose()
         closed = newest is not None and not newest.requires_follow_up
         return closed and marks is not None and marks.processed_until_ms > 0
-
-
-def stack_config(
-    world_root: Path,
-    feishu: FakeFeishu,
-    telegram: FakeBotApi,
-    llm_url: str,
-    chats: dict[str, dict[str, Any]],
-    database_urls: dict[str, str],
-    chat_defaults: dict[str, Any] | None = None,
-    *,
-    secrets_: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """The configuration file of a test stack (``secrets_`` overrides credentials, for the leak test)."""
-    s = secrets_ or {}
-    endpoint = {
-        "format": "openai-chat",
-        "base_url": llm_url,
-        "api_key": s.get("llm_api_key", LLM_API_KEY),
-        "fake": True,
-        "timeout_s": 10,
-    }
-    services: dict[str, Any] = {name: {"log_level": "INFO"} for name in ("pipeline", "driver")}
-    for name, url in database_urls.items():
-        services[name] = {**services.get(name, {}), "database_url": url}
-    defaults = {
-        # Debounce small but realistic; one probe and one primary per wake-up in these runs.
-        "initial_delay_ms": 300,
-        "typing_extend_ms": 1000,
-        "max_delay_ms": 5000,
-        "probe_timeout_s": 20,
-        "turn_deadline_s": 30,
-        **(chat_defaults or {}),
-    }
-    return {
-        "data_dir": str(world_root / "data"),
-        "utc_offset_min": 480,
-        "services": services,
-        "feishu": {
-            "app_id": feishu.app_id,
-            "app_secret": s.get("app_secret", feishu.app_secret),
-            "domain": feishu.url,
-        },
-        "telegram": {
-            "bot_token": s.get("bot_token", telegram.token),
-            "api_base": telegram.base_url,
-            "polling_timeout_s": 2,
-        },
-        "llm": {
-            "endpoints": {
-                "probe": {**endpoint, "model": "fake-probe"},
-                "primary": {**endpoint, "model": "fake-primary"},
-                "vision": {**endpoint, "model": "fake-vision"},
-                "transcription": {**endpoint, "format": "openai-transcription", "model": "fake-whisper"},
-            },
-            "probe": "probe",
-            "primary": "primary",
-            "vision": "vision",
-            "transcription": "transcription",
-            **({"dump_dir": str(world_root / "llm-dumps")} if s.get("dump") else {}),
-        },
-        "chats": {"default": defaults, **chats},
-    }
 
 
 @asynccontextmanager

@@ -1,5 +1,6 @@
-"""The scale-out bench part on a small size: one and then two pipeline processes on PostgreSQL, every
-event handled, the partitions split between the two replicas. Slow (four process starts): `make test-all`."""
+"""The scale-out bench part on a small size: one and then two pipeline processes, then one and then two
+driver processes, on PostgreSQL — every event handled and every turn answered, the partitions split
+between the two replicas and the work with them. Slow (seven process starts): `make test-all`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from larkbot.testkit.bench import scale
 
 
 @pytest.mark.slow
-async def test_one_and_two_pipeline_replicas_handle_everything_and_split_the_partitions(
+async def test_one_and_two_replicas_of_the_pipeline_and_the_driver_handle_everything_and_split_the_partitions(
     nats_url: str,
 ) -> None:
     if scale.database_url() is None:
@@ -25,3 +26,18 @@ async def test_one_and_two_pipeline_replicas_handle_everything_and_split_the_par
     assert one["events_per_s"] > 0
     assert two["events_per_s"] > 0
     assert report["two_to_one"] > 0
+
+    lone, pair = report["driver"]
+    assert lone["partitions_owned"] == [16]
+    assert lone["chats_driven"] == [lone["chats"]]
+    assert lone["unanswered"] == 0
+    assert lone["turns"] == lone["chats"] * 3
+    assert lone["turns_sent"] == [lone["turns"]]
+    assert sorted(pair["partitions_owned"]) == [8, 8]
+    assert sum(pair["chats_driven"]) == pair["chats"]
+    # Every chat's turns were taken by the replica holding its partition, so each replica sent some.
+    assert pair["unanswered"] == 0
+    assert sum(pair["turns_sent"]) == pair["turns"]
+    assert min(pair["turns_sent"]) > 0
+    assert lone["turn_ms"]["p50"] <= lone["turn_ms"]["p99"]
+    assert report["driver_two_to_one"] > 0

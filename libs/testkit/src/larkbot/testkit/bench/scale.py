@@ -1,16 +1,25 @@
-"""``larkbot bench --only scale``: the pipeline with one and then two replicas on PostgreSQL, in the same run.
+"""``larkbot bench --only scale``: the pipeline and then the driver, each with one and then two replicas on
+PostgreSQL, in the same run.
 
-Each replica is a ``larkbot run pipeline`` process of its own, pinned to a core of its own where the
-machine has them (``os.sched_setaffinity``). For each replica count: a fresh database, the replicas
-started and left to settle their partitions (every one ready), then ``events`` events over ``chats``
-chats published to ``EVENTS`` as fast as the bus takes them; the figure is the time from the first
-publication until the replicas' ``larkbot_pipeline_events_total`` adds up to all of them. Reported per
-count: ``events_per_s``, the partitions each replica owns (the balance), and the ratio of two replicas'
-rate to one's.
+Each replica is a ``larkbot run <service>`` process of its own (:class:`~..stack.Stack`), pinned to a core
+of its own where the machine has them (``os.sched_setaffinity``). For each replica count, a fresh
+database and the replicas started and left to settle their partitions (every one ready, the 16 split).
+
+- Pipeline: ``events`` events over ``chats`` chats published to ``EVENTS`` as fast as the bus takes them;
+  the figure is the time from the first publication until the replicas' ``larkbot_pipeline_events_total``
+  adds up to all of them. Reported per count: ``events_per_s``, the partitions each replica owns.
+- Driver (:mod:`.scale_driver`): members mentioning the bot in their chats in a closed loop, the model
+  answering at once: ``turns_per_s``, turn latency under that load (``turn_ms``), and per replica the
+  partitions, chats and turns it took.
+
+The counts run one, two, two, one (:func:`order`; ``--quick``: one, two), and ``two_to_one`` and
+``driver_two_to_one`` are two replicas' mean rate over one's: the machine's other work moves a single
+run's figure by more than a second replica does.
 
 What two cores can show: whether the partitions split evenly and the work moves with them, and whether a
-second process adds throughput while NATS, PostgreSQL and this publisher share the same two cores. They
-cannot show linear scaling: with two replicas each one shares its core with the server processes.
+second process adds throughput while NATS, PostgreSQL and the bench process share the same two cores.
+They cannot show linear scaling: with two replicas each one shares its core with the server processes
+and the load generator, so a second replica's gain is a lower bound of a second node's.
 The database comes from ``LARKBOT_BENCH_DATABASE_URL`` (else ``TEST_DATABASE_URL``); without either the part
 is skipped with the reason.
 """
@@ -20,14 +29,11 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import sys
+import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-import aiohttp
-import yaml
 
 from larkbot.canonical.codec import encode, headers_for
 from larkbot.canonical.names import HEADER_MSG_ID, PARTITIONS, events_subject, msg_id
@@ -35,12 +41,13 @@ from larkbot.runtime.bus import connect
 from larkbot.runtime.config import NatsSettings
 
 from ..databases import fresh_postgres
+from ..stack import Stack, until
 from .pipeline import interleaved
 from .progress import note
+from .scale_driver import measure_driver
 
 __all__ = ["database_url", "measure"]
 
-PORT_BASE = 19_300
 READY_TIMEOUT_S = 180.0
 HANDLED_TIMEOUT_S = 600.0
 OWNED = "larkbot_pipeline_partitions_owned"
@@ -51,35 +58,9 @@ def database_url() -> str | None:
     return os.environ.get("LARKBOT_BENCH_DATABASE_URL") or os.environ.get("TEST_DATABASE_URL")
 
 
-def _metric(text: str, name: str) -> float:
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and not line.startswith("#"):
-            head, _, value = line.rpartition(" ")
-            if head.partition("{")[0] == name:
-                total += float(value)
-    return total
-
-
-async def _scrape(http: aiohttp.ClientSession, port: int, path: str) -> tuple[int, str]:
-    try:
-        async with http.get(f"http://127.0.0.1:{port}{path}") as resp:
-            return resp.status, await resp.text()
-    except aiohttp.ClientError as exc:
-        return 0, type(exc).__name__
-
-
-async def _values(http: aiohttp.ClientSession, ports: list[int], name: str) -> list[float]:
-    """``name`` summed over its series, per replica."""
-    return [_metric((await _scrape(http, port, "/metrics"))[1], name) for port in ports]
-
-
-async def _until(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
-        await asyncio.sleep(0.2)
+async def _total(stack: Stack, names: list[str], metric_name: str) -> list[float]:
+    """``metric_name`` summed over its series, per replica."""
+    return [await stack.scrape(name, metric_name) for name in names]
 
 
 async def _run(
@@ -88,53 +69,29 @@ async def _run(
     tag = secrets.token_hex(3)
     chats = [f"oc_scale_{tag}_{i}" for i in range(chats_count)]
     stream = list(interleaved(chats, events // chats_count + 1))[:events]
-    cores = sorted(os.sched_getaffinity(0))
-    async with (
-        fresh_postgres(base_url, ("pipeline",), prefix="larkbot_bench_scale") as urls,
-        aiohttp.ClientSession() as http,
-    ):
-        url = urls["pipeline"]
-        procs = []
-        ports = [PORT_BASE + n for n in range(replicas)]
+    async with fresh_postgres(base_url, ("pipeline",), prefix="larkbot_bench_scale") as urls:
+        stack = Stack(
+            root / f"pipeline-{replicas}",
+            nats_url,
+            {
+                "services": {"pipeline": {"database_url": urls["pipeline"], "log_level": "WARNING"}},
+                "chats": {"default": {}, **{f"feishu:{chat}": {} for chat in chats}},
+            },
+        )
+        names = stack.add_pinned("pipeline", replicas)
         try:
-            for n, port in enumerate(ports):
-                config = {
-                    "services": {
-                        "pipeline": {"database_url": url, "http_port": port, "log_level": "WARNING"}
-                    },
-                    "chats": {"default": {}, **{f"feishu:{chat}": {} for chat in chats}},
-                }
-                path = root / f"config-{replicas}-{n}.yaml"
-                path.write_text(yaml.safe_dump(config), encoding="utf-8")
-                env = {k: v for k, v in os.environ.items() if not k.startswith("LARKBOT_")}
-                env.update(NATS_URL=nats_url, LARKBOT_CONFIG=str(path))
-                core = {cores[n % len(cores)]}
-                log = (root / f"pipeline-{replicas}-{n}.log").open("ab")
-                procs.append(
-                    await asyncio.create_subprocess_exec(
-                        sys.executable,
-                        "-m",
-                        "larkbot.cli",
-                        "run",
-                        "pipeline",
-                        stdout=log,
-                        stderr=asyncio.subprocess.STDOUT,
-                        env=env,
-                        preexec_fn=lambda core=core: os.sched_setaffinity(0, core),  # type: ignore[misc]
-                    )
-                )
-                log.close()
+            await stack.up()
 
             async def settled() -> bool:
-                statuses = [await _scrape(http, port, "/readyz") for port in ports]
-                if any(status != 200 for status, _ in statuses):
+                statuses = [(await stack.readyz(name))[0] for name in names]
+                if any(status != 200 for status in statuses):
                     return False
-                owned = await _values(http, ports, OWNED)
+                owned = await _total(stack, names, OWNED)
                 return sum(owned) == PARTITIONS and min(owned) > 0
 
-            await _until(settled, READY_TIMEOUT_S, f"{replicas} pipeline replica(s) ready and balanced")
-            owned = [int(n) for n in await _values(http, ports, OWNED)]
-            before = sum(await _values(http, ports, HANDLED))
+            await until(settled, f"{replicas} pipeline replica(s) ready and balanced", READY_TIMEOUT_S)
+            owned = [int(n) for n in await _total(stack, names, OWNED)]
+            before = sum(await _total(stack, names, HANDLED))
             bus = await connect(NatsSettings(), "bench-scale", url=nats_url, give_up_after_s=30)
             try:
                 started = time.perf_counter()
@@ -156,20 +113,12 @@ async def _run(
             fresh = sum(1 for ack in acks if not ack.duplicate)
 
             async def handled() -> bool:
-                return sum(await _values(http, ports, HANDLED)) - before >= fresh
+                return sum(await _total(stack, names, HANDLED)) - before >= fresh
 
-            await _until(handled, HANDLED_TIMEOUT_S, "every event handled")
+            await until(handled, "every event handled", HANDLED_TIMEOUT_S)
             ended = time.perf_counter()
         finally:
-            for proc in procs:
-                if proc.returncode is None:
-                    proc.terminate()
-            for proc in procs:
-                try:
-                    await asyncio.wait_for(proc.wait(), 60)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
+            await stack.down()
     return {
         "replicas": replicas,
         "events": len(stream),
@@ -181,6 +130,18 @@ async def _run(
     }
 
 
+def order(quick: bool) -> tuple[int, ...]:
+    """The replica counts in the order they run: one, two, two, one — so that other work on the machine
+    that grows or fades during the part weighs on both counts alike —, or once each under ``--quick``."""
+    return (1, 2) if quick else (1, 2, 2, 1)
+
+
+def two_to_one(runs: list[dict[str, Any]], rate: str) -> float:
+    """Two replicas' mean ``rate`` over one's."""
+    mean = {n: statistics.fmean(run[rate] for run in runs if run["replicas"] == n) for n in (1, 2)}
+    return round(mean[2] / mean[1], 2)
+
+
 async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
     base = database_url()
     if base is None:
@@ -188,15 +149,16 @@ async def measure(nats_url: str, quick: bool) -> dict[str, Any]:
     events, chats = (5_000, 100) if quick else (50_000, 500)
     runs = []
     with tempfile.TemporaryDirectory(prefix="larkbot-bench-scale-") as tmp:
-        for replicas in (1, 2):
+        for index, replicas in enumerate(order(quick)):
             note(f"scale: {replicas} pipeline replica(s), {events} events")
-            runs.append(await _run(nats_url, base, replicas, events, chats, Path(tmp)))
-    one, two = runs
+            runs.append(await _run(nats_url, base, replicas, events, chats, Path(tmp) / f"p{index}"))
+        driver = await measure_driver(nats_url, base, quick, Path(tmp), order(quick))
     return {
         "scale": {
             "pipeline": runs,
-            "two_to_one": round(two["events_per_s"] / one["events_per_s"], 2),
+            "two_to_one": two_to_one(runs, "events_per_s"),
+            "driver": driver,
+            "driver_two_to_one": two_to_one(driver, "turns_per_s"),
             "cores": len(os.sched_getaffinity(0)),
-            "driver": "not measured: the driver's scale-out is not in this part yet",
         }
     }

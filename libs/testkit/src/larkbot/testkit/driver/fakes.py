@@ -94,13 +94,21 @@ class FakePlatform:
     ``moderate`` action is answered by ``moderate`` (default: banned, every message deleted), and the
     messages it reports deleted are deleted in the pipeline. Typing
     actions are recorded; while ``typing_gate`` is set to an unset event they are held until it is set (a
-    slow platform)."""
+    slow platform). ``on_sent`` is told of each message sent, as it is executed (a bench times its turns
+    by it)."""
 
     def __init__(
-        self, bus: Bus, platform: Platform, pipeline: FakePipeline, clock_ms: Callable[[], int]
+        self,
+        bus: Bus,
+        platform: Platform,
+        pipeline: FakePipeline,
+        clock_ms: Callable[[], int],
+        *,
+        on_sent: Callable[[SendMessageAction], None] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.clock_ms = clock_ms
+        self.on_sent = on_sent
         self.delivered: list[SendMessageAction] = []
         self.reactions: list[ReactAction] = []
         self.typing: list[TypingAction] = []
@@ -141,6 +149,8 @@ class FakePlatform:
         if isinstance(action, SendMessageAction):
             n = next(self._ids)
             self.delivered.append(action)
+            if self.on_sent is not None:
+                self.on_sent(action)
             result = ActionResult(
                 idempotency_key=action.idempotency_key, ok=True, outcome="done", message_ids=(f"om_{n}",)
             )

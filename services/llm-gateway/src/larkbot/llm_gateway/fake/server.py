@@ -83,6 +83,7 @@ class FakeProvider:
         api_key: str | None = None,
         context_window: int | None = None,
         transcribe: TranscriptionScript = fake_transcript,
+        keep_calls: bool = True,
     ) -> None:
         self.script = script
         #: What ``/audio/transcriptions`` answers (``speech.py``); ``.transcriptions`` records the calls.
@@ -91,7 +92,11 @@ class FakeProvider:
         self.api_key = api_key
         #: Requests estimated above this many tokens get the format's context-length error.
         self.context_window = context_window
+        #: Every call received, unless ``keep_calls`` is false (a long load run, whose script sees each
+        #: call as it comes: kept, its requests would grow without bound).
         self.calls: list[FakeCall] = []
+        self.keep_calls = keep_calls
+        self.received = 0
         self._cache = PromptCache()
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -146,8 +151,10 @@ class FakeProvider:
             return web.json_response(refused.body, status=refused.status, headers=_FAKE)
         except (WireError, ValueError, KeyError, TypeError) as exc:
             return _error(fmt, 400, f"invalid request: {exc}")
-        call = FakeCall(len(self.calls), fmt, request.path, headers, raw, body, parsed)
-        self.calls.append(call)
+        call = FakeCall(self.received, fmt, request.path, headers, raw, body, parsed)
+        self.received += 1
+        if self.keep_calls:
+            self.calls.append(call)
         tokens = estimate_tokens(raw)
         if self.context_window is not None and tokens > self.context_window:
             return _overflow(fmt, tokens, ContextOverflow(limit=self.context_window))

@@ -1,26 +1,45 @@
-"""Real services as child processes with one configuration, for end-to-end and fault-injection tests.
+"""Real services as child processes with one configuration, for end-to-end and fault-injection tests and
+for the benches that run the services as a deployment does (``larkbot bench --only scale``,
+``make bench-load``).
 
 The harness writes a configuration file (free loopback ports, SQLite under a temporary directory, or the
 PostgreSQL of ``TEST_DATABASE_URL``), starts ``python -m larkbot.cli run <service>`` for each service,
 waits for ``/readyz``, and can SIGKILL and restart any of them. Logs go to ``<dir>/logs/<service>.log``.
+A process can be pinned to cores of its own (:attr:`ServiceProcess.cores`); :meth:`Stack.scrape` reads a
+metric from a service's ``/metrics``, :meth:`Stack.rss_bytes` its resident memory and
+:meth:`Stack.cpu_seconds` the CPU time it used.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
+import re
 import signal
 import socket
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import yaml
 
+if TYPE_CHECKING:
+    from larkbot.ingress_feishu.fake.server import FakeFeishu
+    from larkbot.ingress_telegram.fake import FakeBotApi
+
 READY_TIMEOUT_S = 120.0
+#: How long :func:`until` waits unless told: generous, on a loaded 2-core machine.
+WAIT_S = 90.0
+#: Every service of a deployment, in the order a stack starts them.
+SERVICES = ("llm-gateway", "media", "pipeline", "driver", "ingress-feishu", "ingress-telegram")
+#: The fake model's key (``LlmEndpointSettings.api_key``): not a credential of any provider.
+LLM_API_KEY = "sk-e2e-" + "0" * 24
 
 
 #: Ports handed out by this process, never handed out twice.
@@ -62,6 +81,39 @@ def free_port() -> int:
         return any_port
 
 
+async def until(
+    condition: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float = WAIT_S
+) -> None:
+    """Wait for ``condition`` (re-checked every 50 ms), failing with ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of ``name`` in a Prometheus exposition ``text`` whose labels include ``labels``
+    (0 when absent)."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        family, _, label_text = head.partition("{")
+        if family != name:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', label_text))
+        if all(found.get(k) == v for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
 @dataclass
 class ServiceProcess:
     name: str
@@ -73,6 +125,8 @@ class ServiceProcess:
     argv: tuple[str, ...] | None = None
     #: The service it runs, when ``name`` names a further replica (``pipeline-r2``).
     service: str | None = None
+    #: The cores it may run on (``os.sched_setaffinity``); ``None``: wherever the scheduler puts it.
+    cores: frozenset[int] | None = None
 
     @property
     def runs(self) -> str:
@@ -122,6 +176,17 @@ class Stack:
         for name in names:
             self.services[name] = ServiceProcess(name, free_port(), self.root / "logs" / f"{name}.log")
 
+    def add_pinned(self, service: str, count: int) -> list[str]:
+        """``count`` replicas of ``service`` (:meth:`add`, :meth:`add_replicas`), each pinned to a core of its
+        own, in turn over the cores this process may use; their names."""
+        cores = sorted(os.sched_getaffinity(0))
+        self.add(service)
+        self.add_replicas(service, count)
+        names = [service] + [f"{service}-r{n}" for n in range(2, count + 1)]
+        for index, name in enumerate(names):
+            self.services[name].cores = frozenset({cores[index % len(cores)]})
+        return names
+
     def add_replicas(self, service: str, count: int) -> None:
         """``count`` replicas of ``service`` in all: the first is ``service``, then ``<service>-r<n>``."""
         for n in range(2, count + 1):
@@ -139,6 +204,7 @@ class Stack:
     async def start(self, name: str) -> None:
         svc = self.services[name]
         svc.log_path.parent.mkdir(parents=True, exist_ok=True)
+        pin = None if svc.cores is None else functools.partial(os.sched_setaffinity, 0, svc.cores)
         out = svc.log_path.open("ab")
         try:
             svc.proc = await asyncio.create_subprocess_exec(
@@ -147,6 +213,7 @@ class Stack:
                 stderr=asyncio.subprocess.STDOUT,
                 stdin=asyncio.subprocess.DEVNULL,
                 env=self.env(name),
+                preexec_fn=pin,
             )
         finally:
             out.close()
@@ -207,6 +274,40 @@ class Stack:
             assert resp.status == 200, f"{name} /metrics answered {resp.status}"
             return await resp.text()
 
+    async def scrape(self, name: str, metric_name: str, **labels: str) -> float:
+        """``metric_name`` in the service's ``/metrics``, summed over its series whose labels include
+        ``labels``."""
+        return metric(await self.metrics(name), metric_name, **labels)
+
+    def rss_bytes(self, name: str) -> int | None:
+        """The service process's resident memory (``VmRSS``), or ``None`` when it does not run."""
+        proc = self.services[name].proc
+        if proc is None or proc.returncode is not None:
+            return None
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text(encoding="ascii")
+        except OSError:
+            return None
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return None
+
+    def cpu_seconds(self, name: str) -> float | None:
+        """CPU time the service process has used so far (user and system), or ``None`` when it does not
+        run."""
+        proc = self.services[name].proc
+        if proc is None or proc.returncode is not None:
+            return None
+        try:
+            stat = Path(f"/proc/{proc.pid}/stat").read_text(encoding="ascii")
+        except OSError:
+            return None
+        # Fields after the command (which may hold spaces) start at the state; utime and stime are the
+        # 14th and 15th fields of the line.
+        fields = stat.rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     async def readyz(self, name: str) -> tuple[int, str]:
         port = self.services[name].port
         async with (
@@ -257,3 +358,66 @@ class Stack:
     def log_text(self, name: str) -> str:
         path = self.services[name].log_path
         return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+def stack_config(
+    world_root: Path,
+    feishu: FakeFeishu,
+    telegram: FakeBotApi,
+    llm_url: str,
+    chats: dict[str, dict[str, Any]],
+    database_urls: dict[str, str],
+    chat_defaults: dict[str, Any] | None = None,
+    *,
+    secrets_: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The configuration file of a test stack (``secrets_`` overrides credentials, for the leak test)."""
+    s = secrets_ or {}
+    endpoint = {
+        "format": "openai-chat",
+        "base_url": llm_url,
+        "api_key": s.get("llm_api_key", LLM_API_KEY),
+        "fake": True,
+        "timeout_s": 10,
+    }
+    services: dict[str, Any] = {name: {"log_level": "INFO"} for name in ("pipeline", "driver")}
+    for name, url in database_urls.items():
+        services[name] = {**services.get(name, {}), "database_url": url}
+    defaults = {
+        # Debounce small but realistic; one probe and one primary per wake-up in these runs.
+        "initial_delay_ms": 300,
+        "typing_extend_ms": 1000,
+        "max_delay_ms": 5000,
+        "probe_timeout_s": 20,
+        "turn_deadline_s": 30,
+        **(chat_defaults or {}),
+    }
+    return {
+        "data_dir": str(world_root / "data"),
+        "utc_offset_min": 480,
+        "services": services,
+        "feishu": {
+            "app_id": feishu.app_id,
+            "app_secret": s.get("app_secret", feishu.app_secret),
+            "domain": feishu.url,
+        },
+        "telegram": {
+            "bot_token": s.get("bot_token", telegram.token),
+            "api_base": telegram.base_url,
+            "polling_timeout_s": 2,
+        },
+        "llm": {
+            "endpoints": {
+                "probe": {**endpoint, "model": "fake-probe"},
+                "primary": {**endpoint, "model": "fake-primary"},
+                "vision": {**endpoint, "model": "fake-vision"},
+                "transcription": {**endpoint, "format": "openai-transcription", "model": "fake-whisper"},
+            },
+            "probe": "probe",
+            "primary": "primary",
+            "vision": "vision",
+            "transcription": "transcription",
+            **({"dump_dir": str(world_root / "llm-dumps")} if s.get("dump") else {}),
+        },
+        "chats": {"default": defaults, **chats},
+    }

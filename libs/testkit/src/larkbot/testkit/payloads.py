@@ -53,6 +53,23 @@ def feishu_text(
     return envelope
 
 
+def feishu_mention(
+    chat_id: str, n: int, text: str, *, sender: str, create_time_ms: int, bot_open_id: str, bot_name: str
+) -> dict[str, Any]:
+    """Message ``n`` of ``chat_id``: ``@bot_name`` then ``text``, the mention as Feishu sends it (an
+    ``@_user_1`` placeholder in the text, resolved in ``mentions``)."""
+    envelope = feishu_text(chat_id, n, f"@_user_1 {text}", sender=sender, create_time_ms=create_time_ms)
+    envelope["event"]["message"]["mentions"] = [
+        {
+            "key": "@_user_1",
+            "id": {"union_id": "", "user_id": "", "open_id": bot_open_id},
+            "name": bot_name,
+            "tenant_key": envelope["event"]["sender"].get("tenant_key", ""),
+        }
+    ]
+    return envelope
+
+
 def feishu_image(chat_id: str, n: int, image_key: str, *, sender: str, create_time_ms: int) -> dict[str, Any]:
     envelope = feishu_text(chat_id, n, "", sender=sender, create_time_ms=create_time_ms)
     message = envelope["event"]["message"]

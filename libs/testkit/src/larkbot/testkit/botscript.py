@@ -1,6 +1,6 @@
 """What the fake LLM answers in end-to-end and fault-injection runs: a stateless rule keyed on markers in the
 newest message of the chat, so that a repeated wake-up (after a crash) asks the same question and gets the
-same answer.
+same answer. (The load run's model reads the same rendered messages: :func:`rendered_messages`.)
 
 Markers in a member's message text:
 
@@ -22,6 +22,7 @@ A primary request that already holds a participation call after the newest membe
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from larkbot.canonical.llm import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, UserMessage
@@ -43,18 +44,32 @@ class Seen:
     index: int  # position of the request message holding it
 
 
-def newest_member_message(call: FakeCall) -> Seen | None:
-    found: Seen | None = None
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A ``<message>`` of a request's rendered context, and the request message holding it."""
+
+    index: int
+    rendered_id: str
+    body: str
+    myself: bool
+
+
+def rendered_messages(call: FakeCall) -> Iterator[Rendered]:
+    """Every rendered ``<message>`` of the request, in order (a deleted one has no body)."""
     for index, message in enumerate(call.request.messages):
         if isinstance(message, UserMessage | ToolResultMessage):
             text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
         else:
             continue
         for match in _MESSAGE.finditer(text):
-            attrs = match.group(2)
-            if 'myself="true"' in attrs:
-                continue
-            found = Seen(match.group(1), match.group(3) or "", index)
+            yield Rendered(index, match.group(1), match.group(3) or "", 'myself="true"' in match.group(2))
+
+
+def newest_member_message(call: FakeCall) -> Seen | None:
+    found: Seen | None = None
+    for rendered in rendered_messages(call):
+        if not rendered.myself:
+            found = Seen(rendered.rendered_id, rendered.body, rendered.index)
     return found
 
 
