@@ -279,7 +279,8 @@ ROWS: list[tuple[str, list[Panel]]] = [
             panel(
                 "Platform budgets",
                 "Share of the app-wide budgets left (API calls per day, per month) and actions a spent "
-                "budget refused, both platforms (docs/budgets.md).",
+                "budget refused, both platforms (docs/budgets.md); spends asked again because a bucket "
+                "did not answer.",
                 [
                     (
                         f"min by (platform, scope) (larkbot_ingress_budget_remaining{sel()}"
@@ -287,6 +288,7 @@ ROWS: list[tuple[str, list[Panel]]] = [
                         "{{platform}} {{scope}} left",
                     ),
                     counter("larkbot_ingress_budget_refusals_total", "platform, scope"),
+                    (rate("larkbot_ingress_budget_retries_total", ""), "asked again"),
                 ],
             ),
             panel(

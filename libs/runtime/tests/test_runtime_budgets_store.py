@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any, cast
 
+import nats.errors
 import pytest
+from nats.js.kv import KeyValue
 from prometheus_client import REGISTRY
 
 from larkbot.canonical.actions import BUDGET_SPENT
@@ -17,6 +20,7 @@ from larkbot.runtime.budgets.store import (
     BudgetReader,
     Budgets,
     BudgetSpent,
+    BudgetUnavailable,
     budget_refusal,
     minute_key,
     read_speaking_budget,
@@ -235,3 +239,57 @@ async def test_a_replica_reads_a_key_only_when_another_wrote_it_since(bus: Bus, 
     kv = await bus.js.key_value(KV_PLATFORM_BUDGET_MINUTES)
     window = MinuteWindow.decode((await kv.get(minute_key("telegram", GROUP))).value or b"")
     assert len(window.sent_ms) == 5
+
+
+class _Unanswering:
+    """A bucket whose first ``failures`` writes time out (an election), then the real bucket."""
+
+    def __init__(self, kv: Any, failures: int) -> None:
+        self._kv = kv
+        self.failures = failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kv, name)
+
+    async def _fail(self) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise nats.errors.TimeoutError
+
+    async def create(self, key: str, value: bytes) -> int:
+        await self._fail()
+        written: int = await self._kv.create(key, value)
+        return written
+
+    async def update(self, key: str, value: bytes, last: int | None = None) -> int:
+        await self._fail()
+        written: int = await self._kv.update(key, value, last=last)
+        return written
+
+
+async def test_a_bucket_that_does_not_answer_is_asked_again_while_the_deadline_allows(bus: Bus) -> None:
+    """A leader election stalls the budget buckets for seconds; a send waits it out instead of failing
+    (a 3-node chaos run lost a reply to one such stall)."""
+    plan = BudgetPlan("telegram", messages_per_minute=20, groups_only=True)
+    minutes = await bus.js.key_value(KV_PLATFORM_BUDGET_MINUTES)
+    calls = await bus.js.key_value(KV_PLATFORM_BUDGET_CALLS)
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    retried = REGISTRY.get_sample_value("larkbot_ingress_budget_retries_total") or 0.0
+    stalled = _Unanswering(minutes, failures=3)
+    budgets = Budgets(plan, cast(KeyValue, stalled), calls, sleep=sleep)
+    await budgets.spend_messages(GROUP, left_s=30)
+    assert len(waits) == 3
+    assert (REGISTRY.get_sample_value("larkbot_ingress_budget_retries_total") or 0.0) - retried == 3
+    window = MinuteWindow.decode((await minutes.get(minute_key("telegram", GROUP))).value or b"")
+    assert len(window.sent_ms) == 1  # booked once, however often it was asked
+
+    # Past the caller's deadline nothing is booked and the failure stays retryable (BusUnavailable).
+    gone = Budgets(plan, cast(KeyValue, _Unanswering(minutes, failures=10**6)), calls, sleep=sleep)
+    with pytest.raises(BudgetUnavailable):
+        await gone.spend_messages(GROUP, left_s=0)
+    window = MinuteWindow.decode((await minutes.get(minute_key("telegram", GROUP))).value or b"")
+    assert len(window.sent_ms) == 1

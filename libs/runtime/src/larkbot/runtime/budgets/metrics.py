@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge
 
-__all__ = ["LIMIT", "REFUSALS", "REMAINING"]
+__all__ = ["LIMIT", "REFUSALS", "REMAINING", "RETRIES"]
 
 REMAINING = Gauge(
     "larkbot_ingress_budget_remaining",
@@ -21,4 +21,8 @@ REFUSALS = Counter(
     "larkbot_ingress_budget_refusals_total",
     "Actions refused because a budget was spent (scope minute: a chat's messages per minute)",
     ["platform", "scope"],
+)
+RETRIES = Counter(
+    "larkbot_ingress_budget_retries_total",
+    "Spends asked again because a budget bucket did not answer (an election, a restarted server)",
 )

@@ -6,8 +6,11 @@ replica of an ingress service.
   decides again, so the booked sends of two replicas never exceed the limit. A key the bucket's TTL
   removed holds nothing that still counts. A replica skips the read when it knows what it last wrote
   there: the compare-and-set fails if anything changed since, and it reads then.
-- A bucket that does not answer raises :class:`BudgetUnavailable` (retryable): nothing was spent and
-  the action did not run — a budget that cannot be counted is not spent blindly.
+- A bucket that does not answer is asked again (:data:`BUDGET_RETRY`, while the caller's time allows:
+  ``left_s``, else :data:`DEFAULT_WAIT_S`), as the sent-ledger is: a NATS election or a restarted
+  server holding the bucket stalls a send for seconds, it must not fail it. One that still does not
+  answer raises :class:`BudgetUnavailable` (retryable): nothing was spent and the action did not run —
+  a budget that cannot be counted is not spent blindly.
 - A refusal raises :class:`BudgetSpent`; :func:`budget_refusal` is the action result the driver
   understands (code ``budget_spent``). Every refusal and every remaining count is exported
   (:mod:`.metrics`).
@@ -21,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final, TypeVar
@@ -37,8 +41,10 @@ from larkbot.canonical.actions import BUDGET_SPENT, ActionError, ActionResult
 from larkbot.canonical.errors import LarkbotError
 from larkbot.canonical.names import KV_PLATFORM_BUDGET_CALLS, KV_PLATFORM_BUDGET_MINUTES, Platform
 
+from ..backoff import Backoff, Failure, RetryPolicy
 from ..bus import BusUnavailable
 from ..config import LarkbotConfig
+from ..retry import retrying
 from . import metrics
 from .core import (
     SCOPES,
@@ -55,6 +61,8 @@ from .core import (
 )
 
 __all__ = [
+    "BUDGET_RETRY",
+    "DEFAULT_WAIT_S",
     "MAX_ROUNDS",
     "BudgetPlan",
     "BudgetReader",
@@ -73,6 +81,15 @@ _PLAIN_KEY: Final = re.compile(r"[-_=a-zA-Z0-9]{1,200}")
 #: Compare-and-set rounds one spend may lose before it gives up (retryable): replicas race only while
 #: they spend on the same key at the same moment, so losing this often means the bucket misbehaves.
 MAX_ROUNDS: Final = 50
+log = logging.getLogger(__name__)
+
+#: A bucket that does not answer (an election, a restarted server): 0.25 s doubling to 4 s, ±25 %.
+BUDGET_RETRY: Final = RetryPolicy(
+    Backoff(initial_s=0.25, max_s=4.0, factor=2.0, jitter=0.25), max_attempts=None
+)
+#: How long a spend keeps asking when its caller names no deadline: past a cluster's election (FACTS:
+#: publishing stalled up to ~8 s while a stream leader was elected).
+DEFAULT_WAIT_S: Final = 15.0
 #: Keys whose last value a replica keeps (:meth:`Budgets._spend`): a few hundred bytes each.
 _KNOWN_KEYS: Final = 10_000
 #: A key a replica has not written: taken for absent until a create says otherwise.
@@ -173,8 +190,10 @@ class Budgets:
         calls: KeyValue,
         *,
         clock_ms: Callable[[], int] = _now_ms,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.plan = plan
+        self._sleep = sleep
         self._minutes = minutes
         self._calls = calls
         self._clock_ms = clock_ms
@@ -201,8 +220,9 @@ class Budgets:
         await budgets.refresh()
         return budgets
 
-    async def spend_messages(self, chat_id: str, cost: int = 1) -> None:
-        """Book ``cost`` messages in ``chat_id``'s minute, or raise :class:`BudgetSpent`."""
+    async def spend_messages(self, chat_id: str, cost: int = 1, *, left_s: float | None = None) -> None:
+        """Book ``cost`` messages in ``chat_id``'s minute, or raise :class:`BudgetSpent`; ``left_s``: how
+        long the caller may wait for a bucket that does not answer (module docstring)."""
         limit = self.plan.minute_limit(chat_id)
         if limit <= 0 or cost <= 0:
             return
@@ -215,11 +235,12 @@ class Budgets:
             booked, granted = outcome
             return booked.encode(), granted
 
-        await self._spend(self._minutes, minute_key(self.plan.platform, chat_id), step)
+        await self._spend_retried(self._minutes, minute_key(self.plan.platform, chat_id), step, left_s)
 
-    async def spend_calls(self, cost: int = 1, *, force: bool = False) -> None:
+    async def spend_calls(self, cost: int = 1, *, force: bool = False, left_s: float | None = None) -> None:
         """Book ``cost`` API calls of the day and the month, or raise :class:`BudgetSpent`; ``force``
-        books them past a spent budget (see :func:`.core.spend_calls`)."""
+        books them past a spent budget (see :func:`.core.spend_calls`); ``left_s`` as for
+        :meth:`spend_messages`."""
         limits = self.plan.calls
         if limits.unlimited:
             return
@@ -234,7 +255,7 @@ class Budgets:
             self._export(booked, now_ms)
             return booked.encode(), granted
 
-        await self._spend(self._calls, calls_key(self.plan.platform), step)
+        await self._spend_retried(self._calls, calls_key(self.plan.platform), step, left_s)
 
     async def refresh(self) -> None:
         """Export what the platform-wide budgets have left now (a new day shows without a spend)."""
@@ -255,6 +276,25 @@ class Budgets:
         except (nats.errors.Error, TimeoutError) as exc:
             raise BudgetUnavailable(f"budget key {key} read: {type(exc).__name__}") from None
         return entry.value or None, entry.revision
+
+    async def _spend_retried(
+        self,
+        kv: KeyValue,
+        key: str,
+        step: Callable[[bytes | None, int], tuple[bytes, T] | Refused],
+        left_s: float | None,
+    ) -> T:
+        deadline = time.monotonic() + (DEFAULT_WAIT_S if left_s is None else max(0.0, left_s))
+        async for attempt in retrying(
+            BUDGET_RETRY,
+            _unanswered,
+            left_s=lambda: deadline - time.monotonic(),
+            on_retry=_retried,
+            sleep=self._sleep,
+        ):
+            with attempt:
+                return await self._spend(kv, key, step)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _spend(
         self, kv: KeyValue, key: str, step: Callable[[bytes | None, int], tuple[bytes, T] | Refused]
@@ -293,6 +333,15 @@ class Budgets:
         if len(self._known) >= _KNOWN_KEYS:
             del self._known[next(iter(self._known))]  # the key written longest ago
         self._known[(kv, key)] = known
+
+
+def _unanswered(exc: BaseException) -> Failure | None:
+    return Failure.TRANSIENT if isinstance(exc, BudgetUnavailable) else None
+
+
+def _retried(_failure: Failure, attempts: int, wait: float, exc: BaseException | None) -> None:
+    metrics.RETRIES.inc()
+    log.warning("budget attempt %d failed (%s); asking again in %.2f s", attempts, exc, wait)
 
 
 class BudgetReader:

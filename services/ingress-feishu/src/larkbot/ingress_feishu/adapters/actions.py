@@ -224,7 +224,7 @@ class Actions:
         allowed = frozenset(action.mentions)
         ids: list[str] = []
         parts = split_text(action.text)
-        await self._spend(action.chat_id, len(parts))
+        await self._spend(action.chat_id, len(parts), action.deadline_ms)
         for i, part in enumerate(parts):
             reply_to = action.reply_to_message_id if i == 0 else None
             content = post_content(to_feishu_markdown(part, allowed))
@@ -236,13 +236,15 @@ class Actions:
             await self._self_event(action.chat_id, sent, self_content(part, allowed), (), reply_to)
         return tuple(ids)
 
-    async def _spend(self, chat_id: str, messages: int) -> None:
-        """Book ``messages`` in the chat's minute (raises ``BudgetSpent`` when it is spent)."""
+    async def _spend(self, chat_id: str, messages: int, deadline_ms: int | None) -> None:
+        """Book ``messages`` in the chat's minute (raises ``BudgetSpent`` when it is spent), asking a
+        bucket that does not answer again while the action's deadline allows."""
         if self.budgets is not None:
-            await self.budgets.spend_messages(chat_id, messages)
+            left_s = None if deadline_ms is None else (deadline_ms - _now_ms()) / 1000
+            await self.budgets.spend_messages(chat_id, messages, left_s=left_s)
 
     async def _send_image(self, action: SendImageAction) -> tuple[str, ...]:
-        await self._spend(action.chat_id, 2 if action.caption else 1)
+        await self._spend(action.chat_id, 2 if action.caption else 1, action.deadline_ms)
         store = await self.bus.js.object_store(OBJECT_STORE_BLOBS)
         blob = await store.get(action.blob_key)
         data = bytes(blob.data or b"")

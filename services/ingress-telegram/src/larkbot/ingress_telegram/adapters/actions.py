@@ -221,7 +221,9 @@ class ActionExecutor:
         if self.budgets is None:
             return None
         try:
-            await self.budgets.spend_messages(action.chat_id, parts)
+            await self.budgets.spend_messages(
+                action.chat_id, parts, left_s=seconds_left(action.deadline_ms, self.clock)()
+            )
         except BudgetSpent as exc:
             log.info("send refused in chat %s: %s", action.chat_id, exc)
             return budget_refusal(action.idempotency_key, exc)
