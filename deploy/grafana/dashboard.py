@@ -403,12 +403,17 @@ ROWS: list[tuple[str, list[Panel]]] = [
             ),
             panel(
                 "Partitions",
-                "Partitions held per pipeline replica; restarts from the resume point.",
+                "Partitions held per pipeline replica; restarts from the resume point; take-overs that "
+                "failed (tried again after a backoff).",
                 [
                     (gauge("larkbot_pipeline_partitions_owned", "instance"), "{{instance}} owned"),
                     (
                         rate("larkbot_pipeline_partition_restarts_total", "instance"),
                         "{{instance}} restarts/s",
+                    ),
+                    (
+                        rate("larkbot_partition_takeover_failures_total", "instance", 'group="pipeline"'),
+                        "{{instance}} failed take-overs/s",
                     ),
                 ],
             ),
@@ -559,12 +564,17 @@ ROWS: list[tuple[str, list[Panel]]] = [
             ),
             panel(
                 "Ownership",
-                "Partitions and chats held per replica; hand-overs; take-over snapshots.",
+                "Partitions and chats held per replica; hand-overs; take-over snapshots; take-overs that "
+                "failed (tried again after a backoff).",
                 [
                     (gauge("larkbot_driver_partitions", "instance"), "{{instance}} partitions"),
                     (gauge("larkbot_driver_chats", "instance"), "{{instance}} chats"),
                     counter("larkbot_driver_partition_handovers_total", "event"),
                     counter("larkbot_driver_takeover_snapshots_total", "outcome"),
+                    (
+                        rate("larkbot_partition_takeover_failures_total", "instance", 'group="driver"'),
+                        "{{instance}} failed take-overs/s",
+                    ),
                 ],
             ),
             panel(

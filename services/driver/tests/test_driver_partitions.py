@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
+from sqlalchemy.exc import OperationalError
 
 from larkbot.canonical.codec import encode, headers_for
 from larkbot.canonical.context import AppendOp, ContextUpdate
@@ -18,6 +19,7 @@ from larkbot.canonical.llm import LLMReply, LLMRequest, TextPart, UserMessage
 from larkbot.canonical.names import PARTITIONS, partition_of
 from larkbot.driver.tools.core import tools
 from larkbot.driver.wake.ownership import NotHeld
+from larkbot.driver.wake.repository import DriverRepository
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.consume import Delivery
 from larkbot.testkit.driver.harness import PLATFORM, decide, world
@@ -241,3 +243,52 @@ async def test_take_overs_failing_for_one_cause_log_it_once_and_its_end_once(
         assert [r.getMessage() for r in lines if r.levelno == logging.INFO] == [
             "snapshots for the take-over: no longer failing with unavailable"
         ]
+
+
+def _takeover_failures() -> float:
+    labels = {"group": "driver"}
+    return REGISTRY.get_sample_value("larkbot_partition_takeover_failures_total", labels) or 0.0
+
+
+async def test_a_take_over_that_fails_is_given_back_and_tried_again_and_the_replica_is_not_ready_meanwhile(
+    bus: Bus, nats_url: str, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a chat fails while the database is away: the partition's take-over leaves nothing behind,
+    readiness names it, and once the database answers the partition is taken over and its chat driven."""
+    chat = EVEN[0]
+    partition = partition_of(PLATFORM.value, chat)
+    away = True
+    latest_turn = DriverRepository.latest_turn
+
+    async def failing(repo: DriverRepository, platform: str, chat_id: str) -> object:
+        if away and chat_id == chat:
+            raise OperationalError("SELECT", {}, ConnectionRefusedError("the database is away"))
+        return await latest_turn(repo, platform, chat_id)
+
+    monkeypatch.setattr(DriverRepository, "latest_turn", failing)
+    async with world(bus, nats_url, database_url, chats=[chat], replicas=()) as w:
+        before = _takeover_failures()
+        a = await w.start_replica("a")
+        deadline = asyncio.get_running_loop().time() + 60
+        while partition not in a.leases.failing:
+            assert asyncio.get_running_loop().time() < deadline, "the take-over never failed"
+            await asyncio.sleep(0.05)
+        assert _takeover_failures() > before
+        check = await a.partitions_ready()
+        assert not check.ok
+        assert f"take-over failing: {partition} (OperationalError)" in check.detail
+        # Nothing of the failed take-over is left: no partition, no chat, no lease.
+        assert partition not in a.host.partitions
+        assert _key(chat) not in a.chats
+        assert partition not in a.leases.owned
+
+        away = False
+        await w.balanced()
+        assert (await a.partitions_ready()).ok
+        assert a.leases.failing == {}
+        w.queue("probe", chat).append(decide("send_message", "asked"))
+        w.queue("primary", chat).append(response(tool_call(tools.SEND, "s", text="back")))
+        await w.say(1, 0, chat_id=chat, mentions_me=True)
+        await w.tick(1000)
+        await w.synced(chat)
+        assert w.platform.sent_in(chat) == ["back"]

@@ -22,6 +22,7 @@ __all__ = [
     "DEAD_LETTERS",
     "HANDLE_SECONDS",
     "MESSAGES",
+    "PARTITION_TAKEOVER_FAILURES",
     "REQUESTS",
     "REQUEST_SECONDS",
     "SERVICE_INFO",
@@ -102,6 +103,13 @@ WATCH_UPDATES = Counter(
     "larkbot_bus_watch_updates_total",
     "KV bucket updates handled by a watch, by outcome (ok, undecodable, error)",
     ["bucket", "outcome"],
+)
+
+PARTITION_TAKEOVER_FAILURES = Counter(
+    "larkbot_partition_takeover_failures_total",
+    "Partition take-overs that failed (the owner's acquire raised): the lease is given back and the "
+    "take-over tried again after a backoff; by lease group (driver, pipeline)",
+    ["group"],
 )
 
 

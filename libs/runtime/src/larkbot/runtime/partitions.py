@@ -14,6 +14,19 @@ replica that died:
   then deletes the lease (CAS on its revision) so the new owner can take it.
 
 A lease outlives its owner by at most the bucket TTL, so a killed replica's partitions move after it.
+
+The owner's hooks: ``on_acquire(p)`` takes a partition over; when it raises it must leave nothing behind.
+``on_release(p)`` hands it back (after its in-flight work) and is called exactly once after each
+``on_acquire(p)`` that returned. The hooks of one partition never overlap: a partition whose release is
+still running is not acquired again until that release has returned — otherwise the release, finishing
+late, would tear down what the new take-over set up. Renewal never waits for a hook: a lost lease's
+release runs on its own task, so the other leases (and the membership) are renewed meanwhile.
+
+A take-over that fails (the hook raised: NATS did not answer, the database is away) gives the lease back
+and is tried again by the next round after a backoff (``retry.background``: 0.5 s doubling to 30 s,
+jittered); meanwhile the assignment is not :attr:`~PartitionLeases.settled` (readiness says so and
+:attr:`~PartitionLeases.failing` says why), every failure is logged and counted in
+``larkbot_partition_takeover_failures_total{group}``, and the success after failures is logged.
 """
 
 from __future__ import annotations
@@ -21,20 +34,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
+import time
+from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import nats
 from nats.js.kv import KeyValue
 
+from larkbot.canonical.errors import RetryableError
+
+from .backoff import Backoff
+from .metrics import PARTITION_TAKEOVER_FAILURES
 from .periodic import every
 
-__all__ = ["Hook", "PartitionLeases"]
+__all__ = ["TAKEOVER_RETRY", "Hook", "PartitionLeases"]
 
 log = logging.getLogger(__name__)
 
 _TRANSIENT = (nats.errors.Error, TimeoutError)
 
 Hook = Callable[[int], Awaitable[None]]
+
+#: Failed take-overs of a partition: 0.5 s doubling to 30 s (``retry.background``'s default).
+TAKEOVER_RETRY = Backoff(initial_s=0.5, max_s=30.0, factor=2.0, jitter=0.25)
+
+
+@dataclass(frozen=True, slots=True)
+class _Failing:
+    """A partition whose take-over failed ``attempts`` times in a row, the last time with ``cause``."""
+
+    attempts: int
+    cause: str
+    retry_at: float
 
 
 class PartitionLeases:
@@ -48,6 +81,9 @@ class PartitionLeases:
         on_acquire: Hook,
         on_release: Hook,
         heartbeat_s: float = 5.0,
+        backoff: Backoff = TAKEOVER_RETRY,
+        clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.kv = kv
         self.group = group
@@ -56,11 +92,35 @@ class PartitionLeases:
         self.on_acquire = on_acquire
         self.on_release = on_release
         self.heartbeat_s = heartbeat_s
+        self.backoff = backoff
+        self.clock = clock
+        self.jitter = jitter
         #: partition → revision of the lease this replica holds
         self.owned: dict[int, int] = {}
+        #: The partitions whose ``on_acquire`` returned and whose ``on_release`` has not been called.
+        self._taken: set[int] = set()
+        #: partition → the release of its lost lease, running on its own task
+        self._releasing: dict[int, asyncio.Task[None]] = {}
+        #: One lock per partition, held while one of its hooks runs.
+        self._hooks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._failing: dict[int, _Failing] = {}
+        self._want: set[int] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
+        #: Set while this replica has taken over exactly the partitions the last round wanted for it.
         self.settled = asyncio.Event()
+        PARTITION_TAKEOVER_FAILURES.labels(group)
+
+    @property
+    def failing(self) -> dict[int, str]:
+        """The desired partitions whose take-over failed and waits for its next attempt → the cause."""
+        return {partition: failing.cause for partition, failing in sorted(self._failing.items())}
+
+    def failing_detail(self) -> str:
+        """The failing take-overs for a readiness detail (``""`` when none): ``take-over failing: 3
+        (TimeoutError), 5 (OperationalError)``."""
+        causes = ", ".join(f"{partition} ({cause})" for partition, cause in self.failing.items())
+        return f"take-over failing: {causes}" if causes else ""
 
     def _lease_key(self, partition: int) -> str:
         return f"{self.group}.p{partition:03d}"
@@ -100,11 +160,10 @@ class PartitionLeases:
     async def renew(self) -> None:
         """Heartbeat the membership and renew every held lease; stop at once a partition whose lease was lost.
 
-        Runs on its own task, so a release hook that waits for in-flight work never delays the renewal
-        of the other leases (or of the one being released, which stays held until the hook returns).
+        Runs on its own task, and never waits for a hook: a lost lease's release (which waits for the
+        partition's in-flight work) runs on a task of its own.
         """
         await self.kv.put(self._member_key(self.replica), self.replica.encode())
-        lost: list[int] = []
         async with self._lock:
             for partition, revision in list(self.owned.items()):
                 try:
@@ -114,25 +173,32 @@ class PartitionLeases:
                 except nats.js.errors.KeyWrongLastSequenceError:
                     log.warning("lost the lease of partition %d", partition)
                     del self.owned[partition]
-                    lost.append(partition)
-        for partition in lost:
-            await self.on_release(partition)
+                    self.settled.clear()
+                    self._releasing[partition] = asyncio.create_task(
+                        self._release_lost(partition), name=f"{self.group}-release-p{partition:02d}"
+                    )
 
     async def rebalance(self) -> None:
-        """Release the partitions no longer ours (after their in-flight work), acquire the ones that are."""
+        """Release the partitions no longer ours (after their in-flight work), acquire the ones that are.
+
+        A partition is not acquired this round while the release of its lost lease still runs, nor before
+        the backoff of its failed take-over has passed.
+        """
         want = self.desired(await self.members())
+        self._want = want
+        self._failing = {p: failing for p, failing in self._failing.items() if p in want}
+        self._settle()
         for partition in sorted(set(self.owned) - want):
             await self._release(partition)
         for partition in sorted(want - set(self.owned)):
-            async with self._lock:
-                try:
-                    revision = await self.kv.create(self._lease_key(partition), self.replica.encode())
-                except nats.js.errors.KeyWrongLastSequenceError:
-                    continue  # still held by its previous owner; retried next round
-                self.owned[partition] = revision
-            await self.on_acquire(partition)
-            log.info("acquired partition %d", partition)
-        if set(self.owned) == want:
+            failing = self._failing.get(partition)
+            if partition in self._releasing or (failing is not None and self.clock() < failing.retry_at):
+                continue
+            await self._acquire(partition)
+        self._settle()
+
+    def _settle(self) -> None:
+        if self._want is not None and set(self.owned) == self._want == self._taken:
             self.settled.set()
         else:
             self.settled.clear()
@@ -142,17 +208,86 @@ class PartitionLeases:
         await self.renew()
         await self.rebalance()
 
+    async def _acquire(self, partition: int) -> None:
+        async with self._hooks[partition]:
+            async with self._lock:
+                try:
+                    revision = await self.kv.create(self._lease_key(partition), self.replica.encode())
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    return  # still held by its previous owner; retried next round
+                self.owned[partition] = revision
+            try:
+                await self.on_acquire(partition)
+            except Exception as exc:
+                await self._acquire_failed(partition, exc)
+                return
+            self._taken.add(partition)
+        failed = self._failing.pop(partition, None)
+        if failed is None:
+            log.info("acquired partition %d", partition)
+        else:
+            log.info("acquired partition %d after %d failed take-overs", partition, failed.attempts)
+
+    async def _acquire_failed(self, partition: int, exc: Exception) -> None:
+        """Give the lease back (the hook left nothing behind): owning a partition nobody consumes would
+        keep it from every replica, this one included. The next attempt comes after the backoff."""
+        async with self._lock:
+            revision = self.owned.pop(partition, None)
+            if revision is not None:
+                with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError, nats.errors.Error):
+                    await self.kv.delete(self._lease_key(partition), last=revision)
+        previous = self._failing.get(partition)
+        attempts = 1 if previous is None else previous.attempts + 1
+        delay = self.backoff.delay(attempts, self.jitter())
+        cause = type(exc).__name__
+        self._failing[partition] = _Failing(attempts, cause, self.clock() + delay)
+        PARTITION_TAKEOVER_FAILURES.labels(self.group).inc()
+        # The bus away is what retrying is for: one line. Anything else (the database, a defect) is worth
+        # its traceback, once per cause: the partition is still tried again, since a replica that
+        # stopped trying would leave its chats unserved until someone restarts it.
+        transient = isinstance(exc, (*_TRANSIENT, RetryableError, OSError))
+        traceback = not transient and (previous is None or previous.cause != cause)
+        log.log(
+            logging.WARNING if transient else logging.ERROR,
+            "taking partition %d over failed (%s: %s); lease given back, attempt %d, next in %.1f s",
+            partition,
+            cause,
+            exc,
+            attempts,
+            delay,
+            exc_info=exc if traceback else None,
+        )
+
     async def _release(self, partition: int) -> None:
         # The lease stays held (and renewed) while the hook finishes the partition's in-flight work;
         # only then is it removed, so the next owner never overlaps with us.
-        await self.on_release(partition)
-        async with self._lock:
-            revision = self.owned.pop(partition, None)
-            if revision is None:
-                return  # lost meanwhile
-            with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError, nats.errors.Error):
-                await self.kv.delete(self._lease_key(partition), last=revision)
+        async with self._hooks[partition]:
+            await self._hand_back(partition)
+            async with self._lock:
+                revision = self.owned.pop(partition, None)
+                if revision is None:
+                    return  # lost meanwhile
+                with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError, nats.errors.Error):
+                    await self.kv.delete(self._lease_key(partition), last=revision)
         log.info("released partition %d", partition)
+
+    async def _release_lost(self, partition: int) -> None:
+        try:
+            async with self._hooks[partition]:
+                await self._hand_back(partition)
+        except Exception:
+            # Nothing to hand the failure to (renewal goes on): the partition counts as released, its
+            # lease is gone already.
+            log.exception("handing partition %d back after its lease was lost failed", partition)
+            self._taken.discard(partition)
+        finally:
+            del self._releasing[partition]
+
+    async def _hand_back(self, partition: int) -> None:
+        """The release hook, once per take-over (a partition lost during its release is released once)."""
+        if partition in self._taken:
+            await self.on_release(partition)
+            self._taken.discard(partition)
 
     async def _every(self, duty: Callable[[], Awaitable[None]], name: str) -> None:
         # A reconnect or a slow server: retried next round; leases outlive a few missed rounds.
@@ -172,8 +307,12 @@ class PartitionLeases:
         self._stop.set()
 
     async def release_all(self) -> None:
-        """Hand every partition back at once (clean shutdown), so others need not wait for the TTL."""
+        """Hand every partition back at once (clean shutdown), so others need not wait for the TTL; the
+        releases of lost leases still running are waited for too."""
+        if self._releasing:
+            await asyncio.wait(set(self._releasing.values()))
         for partition in list(self.owned):
             await self._release(partition)
+        self.settled.clear()
         with contextlib.suppress(nats.errors.Error):
             await self.kv.delete(self._member_key(self.replica))

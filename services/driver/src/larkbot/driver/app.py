@@ -35,7 +35,7 @@ from larkbot.runtime.db import create_engine, migrate
 from larkbot.runtime.http import Check
 from larkbot.runtime.partitions import PartitionLeases
 from larkbot.runtime.process import deployment_offset_min, replica_id
-from larkbot.runtime.retry import RetryPolicy
+from larkbot.runtime.retry import Backoff, RetryPolicy
 from larkbot.runtime.serve import model_decoder
 from larkbot.runtime.service import ServiceContext, run
 from larkbot.runtime.subscribe import Subscription
@@ -150,7 +150,10 @@ class Driver:
     async def partitions_ready(self) -> Check:
         settled = self.leases.settled.is_set() and self.host.ready
         detail = f"{len(self.host.partitions)} partitions, {len(self.host.held)} chats"
-        return Check(settled, detail if settled else f"taking over: {detail}")
+        if settled:
+            return Check(True, detail)
+        failing = self.leases.failing_detail()
+        return Check(False, f"taking over: {detail}" + (f"; {failing}" if failing else ""))
 
     async def stop(self) -> None:
         await self.typing.stop()
@@ -242,6 +245,7 @@ class DriverService:
             on_acquire=host.acquire,
             on_release=host.release,
             heartbeat_s=options.lease_heartbeat_s,
+            backoff=Backoff.of(config.retry.background),
         )
         typing = Subscription(
             ctx.bus, "typing.>", model_decoder(TypingSignal), partial(_on_typing, host, options.observer)

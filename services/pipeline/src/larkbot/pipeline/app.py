@@ -145,7 +145,8 @@ class Pipeline:
         shown = ",".join(map(str, owned)) or "none"
         progress = self.ownership.progress()
         if not progress.assignment_settled:
-            return Check(False, f"rebalancing; owns partitions {shown}")
+            failing = self.ownership.leases.failing_detail()
+            return Check(False, f"rebalancing; owns partitions {shown}" + (f"; {failing}" if failing else ""))
         behind = [
             (p, state) for p, state in sorted(progress.states.items()) if state is not ReaderState.CONSUMING
         ]
@@ -268,6 +269,7 @@ class PipelineService:
             replica=options.replica,
             bucket=options.lease_bucket,
             fetch_timeout_s=options.fetch_timeout_s,
+            takeover_retry=Backoff.of(config.retry.background),
         )
         router = Router(ctx.bus, ownership)
         pipeline = Pipeline(

@@ -17,6 +17,11 @@ Acquire:
    asked again (``runtime.retry``, ``retry.takeover_snapshot``: 0.5 s doubling to 10 s, jittered, without
    end), each cause logged once for all the chats meeting it (:class:`Trouble`).
 
+Steps 1 and 2 may fail (NATS, the identity bucket, the database); nothing is registered before both are
+done, so a failed take-over leaves nothing behind and ``PartitionLeases`` gives the lease back and tries
+it again whole after a backoff (``retry.background``). The leases never run this partition's acquire and
+release at once: a partition is taken over again only after its previous release has returned.
+
 Release: stop consuming, stop every chat loop after the step in progress is persisted (the runner's
 interrupt check sees ``stopping``; the chain stays open for the next owner), and return only then, so
 the lease is handed over after the marks are saved.
@@ -179,16 +184,19 @@ class ChatHost:
 
     # -- lease hooks ----------------------------------------------------------------------------------
     async def acquire(self, partition: int) -> None:
+        # Everything that can fail (the bus, the identity bucket, the database) comes before anything
+        # is registered: a take-over that raises leaves nothing behind and is tried again whole.
         durable = await self._ensure_consumer(partition)
+        chats = [
+            await self._open(platform, chat_id, settings)
+            for platform, chat_id, settings in self.by_partition.get(partition, ())
+        ]
         consumer = PullConsumer(
             self.js, STREAM_CONTEXT, durable, self.on_context, fetch_timeout_s=self.fetch_timeout_s
         )
-        held = _Partition(consumer)
+        held = _Partition(consumer, chats)
         self.partitions[partition] = held
-        for platform, chat_id, settings in self.by_partition.get(partition, ()):
-            state = await self._open(platform, chat_id, settings)
-            held.chats.append(state)
-            self.held[state.key] = state
+        self.held.update((state.key, state) for state in chats)
         self.spawn(held.consumer.run(), f"context-p{partition:02d}")
         held.takeover = self.spawn(self._take_over(held), f"take-over-p{partition:02d}")
         metrics.HANDOVERS.labels("acquired").inc()

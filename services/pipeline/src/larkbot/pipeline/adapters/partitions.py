@@ -30,8 +30,9 @@ from larkbot.canonical.names import (
     partition_consumer,
     partition_filter,
 )
+from larkbot.runtime.backoff import Backoff
 from larkbot.runtime.bus import Bus
-from larkbot.runtime.partitions import PartitionLeases
+from larkbot.runtime.partitions import TAKEOVER_RETRY, PartitionLeases
 from larkbot.runtime.reader import PartitionReader, ReaderState
 
 from .. import metrics
@@ -100,6 +101,7 @@ class Ownership:
         *,
         heartbeat_s: float,
         fetch_timeout_s: float = 1.0,
+        takeover_retry: Backoff = TAKEOVER_RETRY,
     ) -> None:
         self.bus = bus
         self.kv = kv
@@ -118,6 +120,7 @@ class Ownership:
             on_acquire=self._acquire,
             on_release=self._release,
             heartbeat_s=heartbeat_s,
+            backoff=takeover_retry,
         )
         #: Set while the assignment is settled and every owned partition is being consumed.
         self.serving_all = asyncio.Event()
@@ -133,6 +136,7 @@ class Ownership:
         replica: str,
         bucket: str = KV_LEASES,
         fetch_timeout_s: float = 1.0,
+        takeover_retry: Backoff = TAKEOVER_RETRY,
     ) -> Ownership:
         kv = await bus.js.key_value(bucket)
         ttl = (await kv.status()).ttl or 15.0
@@ -147,6 +151,7 @@ class Ownership:
             replica,
             heartbeat_s=heartbeat,
             fetch_timeout_s=fetch_timeout_s,
+            takeover_retry=takeover_retry,
         )
 
     def owned(self) -> list[int]:
