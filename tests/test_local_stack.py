@@ -99,14 +99,25 @@ async def shell(line: str, cwd: Path, env: dict[str, str]) -> tuple[int, str, st
     return proc.returncode, out.decode(), err.decode()
 
 
-def kill_leftovers(lock: Path) -> None:
-    """After a failed run: the stack's own processes, by the pids its lock file names."""
+def kill_leftovers(lock: Path, clone: Path) -> None:
+    """After a failed run: the stack's own processes, by the pids its lock file names, and any other
+    process still running from the clone (a child the stack restarted after writing its lock, or one
+    left when the lock was already gone): seen left running for hours after a timed-out run."""
+    pids: set[int] = set()
     with contextlib.suppress(FileNotFoundError, ValueError):
         holder: dict[str, Any] = json.loads(lock.read_text(encoding="utf-8"))
-        for pid in [holder.get("pid"), *(holder.get("children") or {}).values()]:
-            if isinstance(pid, int):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        pids |= {
+            p for p in [holder.get("pid"), *(holder.get("children") or {}).values()] if isinstance(p, int)
+        }
+    marker = str(clone).encode()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if marker in (proc / "cmdline").read_bytes():
+                    pids.add(int(proc.name))
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 async def check_operations(ports: dict[str, int]) -> None:
@@ -201,7 +212,7 @@ async def test_the_readme_commands_work_verbatim_on_a_fresh_copy(tmp_path: Path)
         seen.append(rest.decode())
     finally:
         if up.returncode is None:
-            kill_leftovers(lock)
+            kill_leftovers(lock, clone)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(up.pid, signal.SIGKILL)
             await up.wait()
