@@ -21,12 +21,16 @@ install: $(UV)
 up: install
 	$(UV) run --frozen larkbot up --playground --config $(LARKBOT_CONFIG)
 
-# The suite, without the long profiles (`-m "not slow"`); `make test-all` runs everything.
+# The suite, without the long profiles (`-m "not slow"`); `make test-all` runs everything. TEST_WORKERS
+# pytest processes (pytest-xdist, one test file each at a time, each with its own embedded NATS server):
+# most tests wait on the bus, the databases and child processes, so two keep a 2-core machine busy.
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: install
-	$(UV) run --frozen pytest -m "not slow" $(PYTEST_ARGS)
+	$(UV) run --frozen pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-all: install
-	$(UV) run --frozen pytest $(PYTEST_ARGS)
+	$(UV) run --frozen pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install
 	$(UV) run --frozen ruff check .

@@ -54,6 +54,19 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+def _worker_share(start: int, stop: int) -> tuple[int, int]:
+    """The part of ``[start, stop)`` this test process draws from: under pytest-xdist (``make test`` runs
+    the suite in parallel processes) each worker takes its own slice, so two workers never hand out the
+    same port for listeners their children bind later."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return start, stop
+    index = int(worker[2:]) % count
+    width = (stop - start) // count
+    return start + index * width, start + (index + 1) * width
+
+
 def free_port() -> int:
     """A loopback port free now, for a listener a child process binds later.
 
@@ -62,7 +75,7 @@ def free_port() -> int:
     installing first) then finds its inspector's port held by another process's client socket (seen on
     a loaded machine: the inspector restarting with "port in use" until the test gave up)."""
     low, _high = _ephemeral_range()
-    start, stop = (20000, low) if low > 21000 else (low // 2, low)
+    start, stop = _worker_share(*((20000, low) if low > 21000 else (low // 2, low)))
     for _ in range(200):
         port = random.randrange(start, stop)
         if port in _HANDED_OUT:
