@@ -161,6 +161,11 @@ def test_bench_only_runs_the_parts_named_and_reports_progress_on_stderr(
     assert report["turn_overhead_ms"] is None
     assert report["ratios"]["turn_overhead_ms"]["floor_ms"] > 0
     assert report["ratios"]["null_because"]["pipeline_to_ceiling"] == "the pipeline part did not run (--only)"
+    # Every null figure says why.
+    nulls = {key for key, value in report.items() if value is None}
+    assert "turn_overhead_ms" in nulls
+    assert set(report["null_because"]) == nulls
+    assert report["null_because"]["turn_overhead_ms"] == "the turn part did not run (--only)"
     lines = err.splitlines()
     assert lines[0] == "[bench 1/1] limits …"
     assert re.fullmatch(r"\[bench 1/1\] limits done in \d+ s", lines[-1])

@@ -160,7 +160,9 @@ async def _measure(
         started = time.perf_counter()
         with progress.running(index, len(chosen), name):
             try:
-                figures.update(await measurement(nats_url, quick))
+                measured = await measurement(nats_url, quick)
+                figures.setdefault("null_because", {}).update(measured.pop("null_because", {}))
+                figures.update(measured)
             except Exception as exc:
                 errors[name] = f"{type(exc).__name__}: {exc}"
         figures["bench_seconds"][name] = round(time.perf_counter() - started, 2)
@@ -191,9 +193,49 @@ def bench(*, quick: bool = False, only: Iterable[str] | None = None) -> dict[str
     missing = {name: "did not run (--only)" for name, _ in MEASUREMENTS if name not in parts}
     missing.update((name, "failed") for name in errors)
     report["ratios"] = ratios(report, missing)
+    report["null_because"] = null_reasons(report, figures.get("null_because", {}), missing)
     if errors:
         report["errors"] = errors
     return report
+
+
+#: The part whose run sets each figure of :data:`KEYS` (``ratios`` is derived, never ``null``).
+PART_OF_KEY: dict[str, str] = {
+    "limits": "limits",
+    "turn_overhead_ms": "turn",
+    "pipeline_events_per_s": "pipeline",
+    "cold_replay_1m_events_s": "pipeline",
+    "gateway_overhead_ms": "llm_gateway",
+    "cacheable_prefix_ratio": "driver",
+    "long_chat": "long_chat",
+    "long_chat_small": "long_chat",
+    "media_thumbnails_per_s": "media",
+    "media_frames_per_s": "media",
+    "transcription_overhead_ms": "media",
+    "resident_bytes_per_chat": "pipeline",
+    "chat_reload_ms": "pipeline",
+    "many_chats": "many_chats",
+    "scale": "scale",
+    "memory_search_ms": "memory",
+    "memory_late_binding": "memory",
+}
+
+
+def null_reasons(report: dict[str, Any], told: dict[str, str], missing: dict[str, str]) -> dict[str, str]:
+    """Why each ``null`` figure of :data:`KEYS` is ``null``: what its part said, else that the part did
+    not run or failed; a ``null`` no part explains is named as such, never left without a word."""
+    out: dict[str, str] = {}
+    for key in KEYS:
+        if key == "ratios" or report.get(key) is not None:
+            continue
+        part = PART_OF_KEY[key]
+        if key in told:
+            out[key] = told[key]
+        elif part in missing:
+            out[key] = f"the {part} part {missing[part]}"
+        else:
+            out[key] = f"the {part} part ran and did not measure it"
+    return out
 
 
 def main(*, as_json: bool, quick: bool, only: Iterable[str] | None = None) -> int:
