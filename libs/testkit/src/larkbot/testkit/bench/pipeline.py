@@ -317,7 +317,10 @@ async def measure(nats_url: str, quick: bool, *, sizes: tuple[int, int] | None =
         "cold_replay_1m_events_s": replay["seconds"] if replay["events"] >= 1_000_000 else None,
         "null_because": {}
         if replay["events"] >= 1_000_000
-        else {"cold_replay_1m_events_s": f"{replay['events']:,} events replayed, not 1,000,000 (the rate is cold_replay_events_per_s)"},
+        else {
+            "cold_replay_1m_events_s": f"{replay['events']:,} events replayed, not 1,000,000"
+            " (the rate is cold_replay_events_per_s)"
+        },
         "cold_replay_events_per_s": float(replay["events_per_s"]),
         "resident_bytes_per_chat": resident,
         "chat_reload_ms": reload,
