@@ -527,6 +527,11 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "ops",
             ),
             panel(
+                "Database waits",
+                "Transactions waiting for their turn (as many run at once as the pool keeps connections).",
+                [(gauge("larkbot_database_transactions_waiting", "job"), "{{job}} waiting")],
+            ),
+            panel(
                 "Recovery",
                 "Pending steps of a dead process redone or abandoned; actions asked again.",
                 [
