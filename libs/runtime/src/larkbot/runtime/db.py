@@ -11,7 +11,8 @@ service's own Alembic script directory; there is no runtime fallback for older d
   connection. Without it every task in flight took a connection and waited in the pool's queue, which
   fails after ``PoolLimits.timeout_s`` ("QueuePool limit of size 10 overflow 10 reached"): under load the
   work now waits instead of failing. A transaction opened inside another in the same task does not wait
-  again (it would wait for itself); it takes one of the overflow's connections, as do the transactions
+  again (it would wait for itself; a task started inside a transaction inherits its turn with the
+  context, so start none there); it takes one of the overflow's connections, as do the transactions
   that are not queued (``queued=False``: the readiness check, which asks whether the database answers,
   not how long the queue is). Waiting transactions are ``larkbot_database_transactions_waiting``.
 - **One retryable error.** A database error that a retry can fix — SQLite locked or busy, the pool
