@@ -527,6 +527,17 @@ ROWS: list[tuple[str, list[Panel]]] = [
                 "ops",
             ),
             panel(
+                "Database waits",
+                "Transactions waiting for their turn (as many run at once as the pool keeps connections); "
+                "marks the database refused for now (saved again later); records of a wake-up it refused "
+                "(the outcome stands). Wake-ups it refused are the failures' database_retried.",
+                [
+                    (gauge("larkbot_database_transactions_waiting", "job"), "{{job}} waiting"),
+                    (rate("larkbot_driver_marks_deferred_total"), "marks deferred/s"),
+                    counter("larkbot_driver_unstored_records_total", "record"),
+                ],
+            ),
+            panel(
                 "Recovery",
                 "Pending steps of a dead process redone or abandoned; actions asked again.",
                 [

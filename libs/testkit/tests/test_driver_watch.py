@@ -10,6 +10,7 @@ from larkbot.driver.wake.clock import ManualClock
 from larkbot.driver.wake.core.scheduler import Wake
 from larkbot.driver.wake.repository import DriverRepository
 from larkbot.runtime.config import ChatSettings
+from larkbot.runtime.retry import Backoff
 from larkbot.testkit.driver.watch import DriverWatch
 
 # The loop reads the repository only when a wake-up fails; these do not.
@@ -17,7 +18,9 @@ NO_REPOSITORY = cast(DriverRepository, None)
 
 
 def _chat(clock: ManualClock, watch: DriverWatch) -> ChatState:
-    return ChatState("feishu", "oc_watch", ChatSettings(), Persona("Lark", ()), clock, watch)
+    return ChatState(
+        "feishu", "oc_watch", ChatSettings(), Persona("Lark", ()), clock, watch, database_retry=Backoff()
+    )
 
 
 async def test_a_chat_settles_after_its_loop_has_looked_at_the_current_time() -> None:

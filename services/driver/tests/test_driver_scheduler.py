@@ -127,3 +127,39 @@ def test_retry_delays_come_from_the_chat_settings() -> None:
     retry = s.Wake("retry", 0, state.retry.attempt, None)
     _state, retried = s.failed_transiently(s.begin(state, retry), retry, 1250, None, (250,))
     assert not retried  # one delay configured: one retry
+
+
+def test_a_deferred_wake_up_is_retried_however_often_and_keeps_its_transient_count() -> None:
+    act = Activation("send_message", "asked")
+    state = s.on_input(s.Schedule(), "ou_a", 0)
+    wake = s.next_action(state, 1000, CFG)
+    assert isinstance(wake, s.Wake)
+    now = 1000
+    # Far more deferrals than transient retries: none gives up, each carries the activation.
+    for deferrals in range(1, len(DELAYS) + 5):
+        state, retried = s.deferred(s.begin(state, wake), wake, now, act, 500)
+        assert retried
+        assert state.retry == s.Retry(wake.attempt, now + 500, 0, act, deferrals)
+        assert s.next_action(state, now + 499, CFG) == s.Wait(now + 500)
+        now += 500
+        wake = s.next_action(state, now, CFG)
+        assert wake == s.Wake("retry", 0, 0, act, deferrals)
+        assert isinstance(wake, s.Wake)
+    # A transient failure after them still has every transient retry left.
+    state, retried = s.failed_transiently(s.begin(state, wake), wake, now, act, DELAYS)
+    assert retried
+    assert state.retry is not None
+    assert (state.retry.attempt, state.retry.deferrals) == (1, 0)
+
+
+def test_newer_input_supersedes_a_deferred_wake_up() -> None:
+    state = s.on_input(s.Schedule(), "ou_a", 0)
+    wake = s.next_action(state, 1000, CFG)
+    assert isinstance(wake, s.Wake)
+    running = s.on_input(s.begin(state, wake), "ou_b", 1500)  # arrived during the wake-up
+    state, retried = s.deferred(running, wake, 2000, None, 500)
+    assert not retried
+    assert state.retry is None
+    assert not state.running
+    # The newer input's own wake-up comes as usual (it takes the older input with it).
+    assert s.next_action(state, 2500, CFG) == s.Wake("debounced", 1500, 0, None)

@@ -19,6 +19,7 @@ __all__ = [
     "BUS_SERVER",
     "CONSUMER_ACK_PENDING",
     "CONSUMER_PENDING",
+    "DATABASE_WAITING",
     "DEAD_LETTERS",
     "HANDLE_SECONDS",
     "MESSAGES",
@@ -110,6 +111,12 @@ PARTITION_TAKEOVER_FAILURES = Counter(
     "Partition take-overs that failed (the owner's acquire raised): the lease is given back and the "
     "take-over tried again after a backoff; by lease group (driver, pipeline)",
     ["group"],
+)
+
+DATABASE_WAITING = Gauge(
+    "larkbot_database_transactions_waiting",
+    "Transactions waiting for their turn: as many run at once as the pool keeps connections, the others "
+    "wait here (no timeout) instead of in the pool's queue (runtime.db.transaction)",
 )
 
 

@@ -31,7 +31,7 @@ from larkbot.canonical.names import KV_LEASES, PARTITIONS, Service, events_subje
 from larkbot.runtime import periodic
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
-from larkbot.runtime.db import create_engine, migrate
+from larkbot.runtime.db import DatabaseUnavailable, PoolLimits, create_engine, migrate
 from larkbot.runtime.http import Check
 from larkbot.runtime.partitions import PartitionLeases
 from larkbot.runtime.process import deployment_offset_min, replica_id
@@ -117,6 +117,8 @@ class DriverOptions:
     hostname: str = field(default_factory=socket.gethostname)
     #: Told of partition, context, typing and chat-loop changes (``larkbot.driver.observer``).
     observer: DriverObserver = UNOBSERVED
+    #: The database's connection pool (``None``: the runtime's default for the database).
+    database_pool: PoolLimits | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +185,7 @@ class DriverService:
     async def build(self, ctx: ServiceContext) -> Driver:
         config, options = self.config, self.options
         utc_offset_min = deployment_offset_min(config.utc_offset_min)
-        engine = create_engine(ctx.database_url())
+        engine = create_engine(ctx.database_url(), pool=options.database_pool)
         ctx.stack.push_async_callback(engine.dispose)
         await migrate(engine, MIGRATIONS)
         repo = DriverRepository(engine)
@@ -285,7 +287,14 @@ class DriverService:
         if config.audit.enabled:
             # One replica sweeps, hourly: well within a retention counted in days.
             sweep = partial(_sweep_audit, audit, requests, options.clock, config.audit.retention_days)
-            swept = partial(periodic.every, AUDIT_SWEEP_INTERVAL_S, sweep, ctx.stopping, name=AUDIT_RETENTION)
+            swept = partial(
+                periodic.every,
+                AUDIT_SWEEP_INTERVAL_S,
+                sweep,
+                ctx.stopping,
+                name=AUDIT_RETENTION,
+                tolerate=(DatabaseUnavailable,),  # the database busy: the next round sweeps
+            )
             await ctx.lead(AUDIT_RETENTION, swept, replica=options.replica)
         driver = Driver(
             config=config,

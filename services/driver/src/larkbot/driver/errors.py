@@ -2,9 +2,12 @@
 permanent is the type, never a flag::
 
     LarkbotError
-    ├── WakeFailed                 a wake-up failed; raised as one of its two kinds, never itself
+    ├── WakeFailed                 a wake-up failed; raised as one of its kinds, never itself
     │   ├── WakeRetryable          (also RetryableError) failed for now: the chat's loop retries it after
-    │   │                          its ``transient_retry_delays_s``, reusing the probe's ``activation``
+    │   │   │                      its ``transient_retry_delays_s``, reusing the probe's ``activation``
+    │   │   └── WakeDeferred       the database was unavailable (``runtime.db.DatabaseUnavailable``):
+    │   │                          retried after ``retry.background``'s backoff however often, never
+    │   │                          latched, reusing the probe's ``activation``
     │   └── WakeFinal              (also PermanentError) failed for good: the context is latched until
     │                              new input
     ├── RetryableError
@@ -14,15 +17,20 @@ permanent is the type, never a flag::
     │   ├── NotHeld                (wake.ownership) an update of a chat this replica does not hold:
     │   │                          nak'ed, so JetStream redelivers it to the owner
     │   ├── _StillOpen             (wake.clients) an action's outcome is open: asked again
-    │   └── DriverNotReady         (read) the driver's database does not answer or is not migrated yet
+    │   ├── DriverNotReady         (read) the driver's database does not answer or is not migrated yet
+    │   └── DatabaseUnavailable    (runtime.db) a transaction a retry may fix: locked, pool exhausted,
+    │                              connection lost
     └── PermanentError
         ├── StepConflict           the step is written already: another replica drives the chat
         ├── MemoryNotFound         a memory id that does not exist (or belongs to another person)
         ├── InvalidAnswer          a consolidation answer that cannot be applied
         └── ConsolidationRefused   the model answered a consolidation with an error
 
-Where each is mapped: the chat's loop (``wake.chatstate``) retries a :class:`WakeRetryable` and latches
-on a :class:`WakeFinal` — the one place a wake-up's failure becomes a schedule; the context consumer
+Where each is mapped: the chat's loop (``wake.chatstate``) retries a :class:`WakeRetryable` (a
+:class:`WakeDeferred` on its own schedule) and latches on a :class:`WakeFinal` — the one place a wake-up's
+failure becomes a schedule; a ``DatabaseUnavailable`` stops the wake-up's flow at once (the interpreter's
+ports call it fatal) and leaves the runner as a :class:`WakeDeferred`, and one met while saving the chat's
+marks keeps them to be saved again (the loop never dies of it); the context consumer
 (``runtime.consume``) naks a ``RetryableError`` that escapes a handler; the consolidator records any
 failure of a group's merge and backs that group off; the memory tools answer :class:`MemoryNotFound` to
 the model as a refusal.
@@ -45,6 +53,7 @@ __all__ = [
     "InvalidAnswer",
     "MemoryNotFound",
     "StepConflict",
+    "WakeDeferred",
     "WakeFailed",
     "WakeFinal",
     "WakeRetryable",
@@ -62,6 +71,12 @@ class WakeFailed(LarkbotError):
 class WakeRetryable(WakeFailed, RetryableError):
     """A wake-up that failed for now (a provider's transient error, an unanswered request before the
     deadline, a step left pending): retried."""
+
+
+class WakeDeferred(WakeRetryable):
+    """A wake-up the database could not serve now (locked, out of connections, unreachable): retried after
+    a backoff for as long as it takes, never latched. A step it wrote ahead stays pending: the retry
+    redoes it under the same idempotency keys."""
 
 
 class WakeFinal(WakeFailed, PermanentError):

@@ -83,9 +83,25 @@ CACHE_HIT_RATIO = Gauge(
 )
 WAKE_FAILURES = Counter(
     "larkbot_driver_wake_failures_total",
-    "Failed wake-ups by class (transient_retried, transient_exhausted, superseded, permanent)",
+    "Failed wake-ups by class (transient_retried, transient_exhausted, permanent, database_retried: the "
+    "database was unavailable; retried after a backoff, never latched)",
     ["outcome"],
 )
+for _failure in ("transient_retried", "transient_exhausted", "permanent", "database_retried"):
+    WAKE_FAILURES.labels(_failure)
+MARKS_DEFERRED = Counter(
+    "larkbot_driver_marks_deferred_total",
+    "Saves of a chat's marks (processed_until, last_action) the database refused for now: kept in memory "
+    "and saved again after a backoff",
+)
+UNSTORED_RECORDS = Counter(
+    "larkbot_driver_unstored_records_total",
+    "Records of a wake-up's outcome the database refused for now, by record (audit: the audit record and "
+    "request log; probe: a probe decision stored beside the primary); the outcome stands",
+    ["record"],
+)
+for _record in ("audit", "probe"):
+    UNSTORED_RECORDS.labels(_record)
 WAKE_CRASHES = Counter(
     "larkbot_driver_wake_crashes_total",
     "Wake-ups that ended in an unexpected exception (a bug; alert on any), by exception type",

@@ -35,7 +35,7 @@ class RetrySettings(_Section):
     #: chat's ``action_attempts``.
     action_reask: BackoffSettings = BackoffSettings(max_s=4.0, max_attempts=None)
     #: Background work that must not give up (connect, restart a partition, retry a commit, take a
-    #: partition over again after a failed take-over).
+    #: partition over again after a failed take-over, a driver's wake-up or marks the database refused).
     background: BackoffSettings = BackoffSettings(max_s=30.0, max_attempts=None)
     #: The LLM gateway's attempts of one provider call, bounded by the request's ``deadline_ms``; a
     #: provider's ``retry-after`` is a rate limit's wait, taken as it is.

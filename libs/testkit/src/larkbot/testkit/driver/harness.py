@@ -26,8 +26,9 @@ from larkbot.driver.wake.chatstate import ChatState
 from larkbot.driver.wake.clock import ManualClock
 from larkbot.runtime.bus import Bus
 from larkbot.runtime.config import LarkbotConfig
+from larkbot.runtime.db import PoolLimits
 from larkbot.runtime.serve import Endpoint
-from larkbot.runtime.service import built
+from larkbot.runtime.service import ServiceContext, built
 
 from .fake_pipeline import FakePipeline
 from .fakes import FakeLLM, FakeMedia, FakePlatform
@@ -69,7 +70,15 @@ def share(replica: str, replicas: Sequence[str]) -> int:
 
 
 class World:
-    def __init__(self, bus: Bus, nats_url: str, clock: ManualClock, config: LarkbotConfig, chat_id: str):
+    def __init__(
+        self,
+        bus: Bus,
+        nats_url: str,
+        clock: ManualClock,
+        config: LarkbotConfig,
+        chat_id: str,
+        database_pool: PoolLimits | None = None,
+    ):
         self.bus = bus
         self.nats_url = nats_url
         self.clock = clock
@@ -85,6 +94,9 @@ class World:
         )
         self.replicas: dict[str, tuple[Driver, AsyncExitStack]] = {}
         self.watches: dict[str, DriverWatch] = {}
+        #: Each running replica's service context (``stopping`` is set when a background task crashed).
+        self.contexts: dict[str, ServiceContext] = {}
+        self.database_pool = database_pool
 
     # -- the scripted model ---------------------------------------------------------------------------
     def queue(self, purpose: str, chat_id: str | None = None) -> collections.deque[Answer]:
@@ -128,6 +140,7 @@ class World:
             fetch_timeout_s=FETCH_TIMEOUT_S,
             memory_maintenance=False,
             observer=watch,
+            database_pool=self.database_pool,
         )
         recipe = DriverService(self.config, options)
         stack = AsyncExitStack()
@@ -137,11 +150,13 @@ class World:
         driver = service.components
         self.replicas[name] = (driver, stack)
         self.watches[name] = watch
+        self.contexts[name] = service.ctx
         return driver
 
     async def stop_replica(self, name: str) -> None:
         """A clean leave (SIGTERM): the replica hands its partitions back."""
         _driver, stack = self.replicas.pop(name)
+        del self.contexts[name]
         await stack.aclose()
         del self.watches[name]
 
@@ -256,14 +271,15 @@ async def world(
     audit: dict[str, Any] | None = None,
     reminder_delivery: dict[str, Any] | None = None,
     deployment_dry_run: bool = False,
+    database_pool: PoolLimits | None = None,
     **chat: Any,
 ) -> AsyncIterator[World]:
     """``llm``: the configuration's ``llm`` section (endpoints with their windows); ``fake_llm=False``
     leaves ``llm.generate`` to a real gateway the caller runs; ``memory``: the configuration's ``memory``
     section; ``maintainers``: the configuration's maintainer ids; ``shell``: the configuration's ``shell``
     section; ``audit``: the configuration's ``audit`` section; ``reminder_delivery``: the top-level
-    ``reminders`` section; ``deployment_dry_run``: the top-level ``dry_run``; ``chat``: settings of every
-    chat."""
+    ``reminders`` section; ``deployment_dry_run``: the top-level ``dry_run``; ``database_pool``: the
+    replicas' connection pool (default: the runtime's); ``chat``: settings of every chat."""
     config = LarkbotConfig.model_validate(
         {
             "services": {"driver": {"database_url": database_url, "http_host": "127.0.0.1"}},
@@ -281,7 +297,7 @@ async def world(
             },
         }
     )
-    w = World(bus, nats_url, ManualClock(1_800_000_000_000), config, chats[0])
+    w = World(bus, nats_url, ManualClock(1_800_000_000_000), config, chats[0], database_pool)
     endpoints: list[Endpoint[Any]] = [w.platform.endpoint, w.media.endpoint]
     if fake_llm:
         endpoints.append(w.llm.endpoint)

@@ -5,12 +5,19 @@ re-reads the pure scheduler's decision after every change and every tick of the 
 A running wake-up is never preempted mid-step: after ``stop`` (hand-over of the chat's partition, or
 shutdown) the runner's interrupt check ends it once its step in progress is persisted, leaving the chain
 open for whoever drives the chat next; then the loop exits.
+
+The database may be unavailable for a while (locked, out of connections): a wake-up that meets it is
+retried after a backoff (``retry.background``), however often, and never latches the chat
+(:class:`~larkbot.driver.errors.WakeDeferred`); marks it refuses stay in memory and are offered again
+after the same backoff, and once more before the loop exits. The loop never ends on a database error: a
+crashed chat task would stop the service.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -20,10 +27,12 @@ from larkbot.canonical.context import Segment
 from larkbot.driver.compaction.core.compaction import Summary
 from larkbot.runtime import tracing
 from larkbot.runtime.config import ChatSettings
+from larkbot.runtime.db import DatabaseUnavailable
 from larkbot.runtime.logs import log_context
+from larkbot.runtime.retry import Backoff
 
 from .. import metrics
-from ..errors import WakeFinal, WakeRetryable
+from ..errors import WakeDeferred, WakeFinal, WakeRetryable
 from ..observer import DriverObserver
 from .clock import Clock
 from .core import scheduler
@@ -68,6 +77,14 @@ def wake_failed(failure: WakeFailure) -> WakeRetryable | WakeFinal:
             assert_never(failure)
 
 
+@dataclass(frozen=True, slots=True)
+class UnsavedMarks:
+    """Marks the database refused (``ChatState.marks`` holds them): offered again at ``due_ms``."""
+
+    attempts: int
+    due_ms: int
+
+
 #: ``(chat, wake, wake_id, input_until_ms)``.
 RunWake = Callable[["ChatState", scheduler.Wake, str, int], Awaitable[None]]
 
@@ -81,6 +98,8 @@ class ChatState:
         persona: Persona,
         clock: Clock,
         observer: DriverObserver,
+        *,
+        database_retry: Backoff,
     ) -> None:
         self.platform = platform
         self.chat_id = chat_id
@@ -100,6 +119,10 @@ class ChatState:
         self.context = ChatContext()
         self.schedule = scheduler.Schedule()
         self.marks = ChatMarks(0, 0)
+        #: The marks are not saved yet: the database refused them (``None``: saved).
+        self.unsaved: UnsavedMarks | None = None
+        #: When to try again after the database was unavailable (``retry.background``).
+        self.database_retry = database_retry
         self.probe_start: str | None = None
         self.changed = asyncio.Event()
         self.stopping = False
@@ -184,17 +207,40 @@ class ChatState:
         self.marks = replace(self.marks, last_action_ms=max(self.marks.last_action_ms, at_ms))
 
     async def processed(self, repo: DriverRepository, until_ms: int) -> None:
+        """Input up to ``until_ms`` is handled: kept at once, saved now or, when the database refuses,
+        later (``unsaved``)."""
         self.marks = replace(self.marks, processed_until_ms=max(self.marks.processed_until_ms, until_ms))
-        await repo.save_marks(self.platform, self.chat_id, self.marks)
+        await self._save_marks(repo)
+
+    async def _save_marks(self, repo: DriverRepository) -> None:
+        try:
+            await repo.save_marks(self.platform, self.chat_id, self.marks)
+        except DatabaseUnavailable as exc:
+            # Kept in memory meanwhile: this replica goes on from them. Should it stop before they are
+            # saved, the next holder wakes for that input again and sees what the bot did (its steps are
+            # stored; a step written ahead is redone under the same keys).
+            attempts = 1 if self.unsaved is None else self.unsaved.attempts + 1
+            delay_s = self.database_retry.delay(attempts, random.random())
+            self.unsaved = UnsavedMarks(attempts, self.clock.now_ms() + round(delay_s * 1000))
+            metrics.MARKS_DEFERRED.inc()
+            log.warning("the chat's marks were not saved (%s); saving them again in %.1f s", exc, delay_s)
+        else:
+            self.unsaved = None
 
     # -- the loop -------------------------------------------------------------------------------------
     async def loop(self, run_wake: RunWake, repo: DriverRepository) -> None:
         while not self.stopping:
             self.changed.clear()
             now = self.clock.now_ms()
+            if self.unsaved is not None and self.unsaved.due_ms <= now:
+                with log_context(chat=self.key):
+                    await self._save_marks(repo)
             action = scheduler.next_action(self.schedule, now, self.debounce)
             match action:
                 case scheduler.Wait(until_ms):
+                    if self.unsaved is not None:
+                        due = self.unsaved.due_ms
+                        until_ms = due if until_ms is None else min(until_ms, due)
                     self.observer.chat_idle(self, now)
                     await self.clock.wait_until(until_ms, self.changed)
                     self.observer.chat_woke(self)
@@ -202,6 +248,10 @@ class ChatState:
                     await self._wake(action, now, run_wake, repo)
                 case _:
                     assert_never(action)
+        if self.unsaved is not None:
+            # A last offer before the chat is handed over (or the service stops).
+            with log_context(chat=self.key):
+                await self._save_marks(repo)
 
     async def _wake(
         self, action: scheduler.Wake, now: int, run_wake: RunWake, repo: DriverRepository
@@ -246,6 +296,22 @@ class ChatState:
         self, exc: WakeRetryable | WakeFinal, wake: scheduler.Wake, input_until: int, repo: DriverRepository
     ) -> None:
         match exc:
+            case WakeDeferred():
+                delay_s = self.database_retry.delay(wake.deferrals + 1, random.random())
+                self.schedule, retried = scheduler.deferred(
+                    self.schedule,
+                    replace(wake, input_until_ms=input_until),
+                    self.clock.now_ms(),
+                    exc.activation,
+                    round(delay_s * 1000),
+                )
+                metrics.WAKE_FAILURES.labels("database_retried").inc()
+                if retried:
+                    log.warning("wake-up deferred (%s); retrying in %.1f s", exc, delay_s)
+                else:
+                    log.warning("wake-up deferred (%s); newer input wakes the chat again", exc)
+                # Never latched: the input stays unprocessed until a wake-up handles it.
+                return
             case WakeRetryable():
                 retry_wake = replace(wake, input_until_ms=input_until)
                 self.schedule, retried = scheduler.failed_transiently(

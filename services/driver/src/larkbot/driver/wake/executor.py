@@ -46,6 +46,7 @@ from larkbot.driver.shell.shell import ShellAccess
 from larkbot.driver.tools.core import tools
 from larkbot.driver.tools.handlers import Handlers, Result, dispatch, text
 from larkbot.runtime.bus import BusUnavailable
+from larkbot.runtime.db import DatabaseUnavailable
 
 from ..errors import ActionUnanswered
 from .clients import ACTION_ATTEMPTS, BusClients
@@ -126,6 +127,12 @@ class ToolExecutor:
                 # ahead: it stays pending and the chat's retries redo it under the same idempotency key,
                 # which the platform side deduplicates if an attempt did act.
                 raise ActionUnanswered(f"{call.name} got no answer: {exc}") from exc
+            ok, parts, final = False, text("error: the service is unavailable, try later"), False
+        except DatabaseUnavailable:
+            if call.name in tools.WRITE_AHEAD_TOOLS:
+                # Its step was written ahead: the wake-up is retried and redoes it (``runner``).
+                raise
+            # A work tool's store (memories, reminders, tasks) is busy: the model may go on without it.
             ok, parts, final = False, text("error: the service is unavailable, try later"), False
         sent = tuple(self.sent[sent_before:])
         return ToolDone(ok, parts, self.clock.now_ms(), final=final, message_ids=sent)

@@ -56,7 +56,7 @@ from larkbot.runtime.bus import ServiceRefused, ServiceUnavailable
 from larkbot.runtime.config import ChatSettings, LarkbotConfig
 from larkbot.runtime.consume import Delivery, PullConsumer
 from larkbot.runtime.logs import log_context
-from larkbot.runtime.retry import Failure, RetryPolicy, retrying
+from larkbot.runtime.retry import Backoff, Failure, RetryPolicy, retrying
 
 from .. import metrics
 from ..errors import Gap
@@ -166,6 +166,8 @@ class ChatHost:
         self.fetch_timeout_s = fetch_timeout_s
         #: Take-over snapshots that fail (pipeline unreachable) are asked again (``retry.takeover_snapshot``).
         self.snapshot_retry = RetryPolicy.of(config.retry.takeover_snapshot)
+        #: A wake-up or a save of marks the database refused is tried again (``retry.background``).
+        self.database_retry = Backoff.of(config.retry.background)
         self.held: dict[str, ChatState] = {}
         self.partitions: dict[int, _Partition] = {}
         self._snapshot_trouble = Trouble("snapshots for the take-over")
@@ -261,7 +263,15 @@ class ChatHost:
             identity = await self.clients.identity(platform)
             name = identity.name if identity else None
         persona = Persona(name or DEFAULT_NAME, tuple(self.personas[p] for p in settings.persona_files))
-        state = ChatState(platform, chat_id, settings, persona, self.clock, self.observer)
+        state = ChatState(
+            platform,
+            chat_id,
+            settings,
+            persona,
+            self.clock,
+            self.observer,
+            database_retry=self.database_retry,
+        )
         latest = await self.repo.latest_turn(platform, chat_id)
         if latest is None:
             state.history.none_stored()

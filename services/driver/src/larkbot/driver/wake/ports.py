@@ -30,6 +30,7 @@ from larkbot.driver.memory.memory_tools import MemoryAccess
 from larkbot.driver.moderation.moderation import ModerationAccess
 from larkbot.driver.reminders.reminders import ReminderAccess
 from larkbot.driver.shell.shell import ShellAccess
+from larkbot.runtime.db import DatabaseUnavailable
 
 from .. import metrics
 from ..errors import StepConflict
@@ -40,7 +41,7 @@ from .core.limits import Limits
 from .core.probe import DECIDE_CHOICE, DECIDE_SPEC
 from .core.prompt import ActiveTask
 from .core.protocol import Ack, Asked, CheckInterrupt, ModelAnswer, ModelCall, ToolDone, ToolRun
-from .core.records import TurnRecord
+from .core.records import Activation, TurnRecord
 from .core.wake import (
     AskRates,
     ChatView,
@@ -70,6 +71,9 @@ class ChatPorts:
         self.wake = inputs.wake
         self.wake_id = inputs.wake_id
         self.input_until_ms = inputs.input_until_ms
+        #: The probe's decision the wake-up runs on (the one it was retried with, or its own probe's): a
+        #: retry after a database failure reuses it instead of asking the probe again.
+        self.activation: Activation | None = inputs.wake.activation
         self._background: list[asyncio.Task[None]] = []
         memories = runner.memories
         self._recall = (
@@ -304,6 +308,9 @@ class ChatPorts:
 
     # -- the rest -------------------------------------------------------------------------------------
     async def store_probe(self, command: StoreProbe) -> None:
+        record = command.record
+        if record.activated:
+            self.activation = Activation(record.decision, record.reason)
         if command.beside_primary:
             # Stored beside the primary's first model call rather than before it (off the turn's path).
             task = asyncio.create_task(self.runner.repo.add_probe(command.record), name="probe-record")
@@ -362,13 +369,23 @@ class ChatPorts:
                 assert_never(kind)
 
     def fatal(self, exc: Exception) -> bool:
-        return isinstance(exc, StepConflict)
+        # A second writer of the step; or the database unavailable, which ends the wake-up as it stands
+        # (a step written ahead stays pending) to be retried whole (``runner``), never counted as a
+        # failed step or recovery.
+        return isinstance(exc, StepConflict | DatabaseUnavailable)
 
     async def finish(self) -> None:
         if self._recall is not None:
             await self._recall.drop()
         if self._background:
-            await asyncio.gather(*self._background)
+            done = await asyncio.gather(*self._background, return_exceptions=True)
+            for result in done:
+                if isinstance(result, DatabaseUnavailable):
+                    # A record of what was decided; the decision itself is acted on already.
+                    metrics.UNSTORED_RECORDS.labels("probe").inc()
+                    log.warning("the probe's decision was not stored (%s)", result)
+                elif isinstance(result, BaseException):
+                    raise result
 
 
 def _too_long(request: LLMRequest, estimate: int, limit: int | None) -> LLMError:

@@ -1,5 +1,6 @@
 """SQL access to the driver's tables (SQLite and PostgreSQL). Database errors that a retry can fix
-(locked, unreachable) surface as :class:`RetryableError`; nothing is swallowed."""
+(locked, out of connections, unreachable) surface as ``runtime.db.DatabaseUnavailable`` (a
+``RetryableError``); nothing is swallowed. Each call is one transaction in its turn (``runtime.db``)."""
 
 from __future__ import annotations
 
@@ -239,7 +240,8 @@ class DriverRepository:
             await conn.execute(self._save_marks, row)
 
     async def ping(self) -> None:
-        async with self._tx() as conn:
+        """Whether the database answers (readiness): not queued behind the wake-ups' transactions."""
+        async with transaction(self.engine, queued=False) as conn:
             await conn.execute(select(1))
 
 

@@ -5,7 +5,11 @@ interpreter's middleware (``wake.middleware``: audit trail → dry run → metri
 Failures leave as a :class:`~larkbot.driver.errors.WakeFailed` only, classified in the flow: retryable
 (gateway ``transient`` errors, an unanswered bus request before the turn deadline, a step left pending by a
 failure) or final (everything else, including a model call cut by the turn deadline). The chat loop turns them
-into retries or the latch. After every wake-up the chat is handed to the compactor.
+into retries or the latch. A database that is unavailable ends the flow where it stands and leaves as a
+:class:`~larkbot.driver.errors.WakeDeferred` carrying the probe's activation. The records written after the
+outcome (the audit record, the request log, a probe decision stored beside the primary) decide nothing:
+when the database refuses them the outcome stands, and the record is counted as not stored. After every
+wake-up the chat is handed to the compactor.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ from larkbot.driver.shell.core.gate import GateSettings
 from larkbot.driver.shell.shell import ShellTasks
 from larkbot.runtime import tracing
 from larkbot.runtime.config import AuditSettings, ChatSettings, LlmSettings, MemorySettings
+from larkbot.runtime.db import DatabaseUnavailable
 
-from ..errors import StepConflict
+from .. import metrics
+from ..errors import StepConflict, WakeDeferred
 from .chatstate import ChatState, wake_failed
 from .clients import BusClients
 from .clock import Clock
@@ -189,6 +195,9 @@ class WakeRunner:
             log.error("stopping the wake-up: %s", exc)
             await self._record(ports.audit, f"failed: {exc}")
             return
+        except DatabaseUnavailable as exc:
+            await self._record(ports.audit, f"failed: {exc}")
+            raise WakeDeferred(str(exc), activation=ports.activation) from None
         except Exception as exc:
             await self._record(ports.audit, f"failed: {type(exc).__name__}: {exc}")
             raise
@@ -205,7 +214,15 @@ class WakeRunner:
 
     async def _record(self, draft: AuditDraft, outcome: str) -> None:
         # Written after the wake-up, off its path: the record describes what happened, it decides
-        # nothing. A failing write fails the wake-up like any other database error.
+        # nothing. A database that refuses it leaves the outcome as it is (the record is counted as not
+        # stored); any other failing write fails the wake-up.
+        try:
+            await self._write_record(draft, outcome)
+        except DatabaseUnavailable as exc:
+            metrics.UNSTORED_RECORDS.labels("audit").inc()
+            log.warning("the wake-up's audit record was not stored (%s)", exc)
+
+    async def _write_record(self, draft: AuditDraft, outcome: str) -> None:
         settings = self.audit_settings
         requests = draft.request_log()
         # The requests are cut into blocks once, for the cache-break watch and the request log; the watch

@@ -10,6 +10,10 @@ Failures: a transient failure schedules a retry of the same context after each o
 activation already obtained; newer external input supersedes a pending retry (the normal debounced wake-up
 runs with a fresh count). Anything else, or exhausted retries, drops the context: it is not rerun until
 new input arrives (the latch). Typing never postpones a retry.
+
+A wake-up the database could not serve (:func:`deferred`) is retried after a delay the caller draws from
+its backoff, as often as it takes: never latched, and not counted against the transient retries (its
+``deferrals`` grow the delay instead). Newer input supersedes it like any retry.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class Retry:
     due_ms: int
     input_until_ms: int
     activation: Activation | None
+    #: Retries in a row of a wake-up the database could not serve (:func:`deferred`).
+    deferrals: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,8 @@ class Wake:
     input_until_ms: int
     attempt: int
     activation: Activation | None
+    #: Retries in a row of a wake-up the database could not serve (:func:`deferred`).
+    deferrals: int = 0
 
 
 def on_input(state: Schedule, sender_id: str, at_ms: int) -> Schedule:
@@ -99,7 +107,7 @@ def next_action(state: Schedule, now_ms: int, cfg: Debounce) -> Wait | Wake:
         return Wait(None)
     retry = state.retry
     if retry is not None and retry.due_ms <= now_ms:
-        return Wake("retry", retry.input_until_ms, retry.attempt, retry.activation)
+        return Wake("retry", retry.input_until_ms, retry.attempt, retry.activation, retry.deferrals)
     due = due_ms(state, cfg)
     if due is not None and due <= now_ms:
         return Wake("debounced", max(i.at_ms for i in state.inputs), 0, None)
@@ -137,4 +145,17 @@ def failed_transiently(
     if attempt >= len(delays_ms):
         return state, False
     retry = Retry(attempt + 1, now_ms + delays_ms[attempt], wake.input_until_ms, activation)
+    return replace(state, retry=retry), True
+
+
+def deferred(
+    state: Schedule, wake: Wake, now_ms: int, activation: Activation | None, delay_ms: int
+) -> tuple[Schedule, bool]:
+    """Retry a wake-up the database could not serve after ``delay_ms``; returns ``(state, retried)``
+    (``False``: newer input supersedes it — the wake-up of that input takes this one's input with it)."""
+    state = replace(state, running=False)
+    if any(i.at_ms > wake.input_until_ms for i in state.inputs):
+        return state, False
+    attempt = wake.attempt if wake.kind == "retry" else 0
+    retry = Retry(attempt, now_ms + delay_ms, wake.input_until_ms, activation, wake.deferrals + 1)
     return replace(state, retry=retry), True
