@@ -221,7 +221,7 @@ class ResidentChats:
             projection.apply(event, row_id)
         chat = Chat(platform, chat_id, projection, seq=max(last, cursor) * SEQ_STRIDE)
         self._put((platform.value, chat_id), chat)
-        metrics.RC_BYTES.observe(sum(len(s.xml) for s in projection.segments))
+        metrics.RC_BYTES.observe(projection.xml_chars)
         return chat
 
     async def load_partition(self, partition: int, keys: list[ChatKey]) -> int:
@@ -247,10 +247,10 @@ class ResidentChats:
             updates = []
             for key in keys:
                 chat = self.chats.get(key)
-                segments = chat.projection.segments if chat is not None else ()
-                if chat is None or not segments or max(s.received_at_ms for s in segments) <= since_ms:
+                last = chat.projection.last_segment() if chat is not None else None
+                if chat is None or last is None or (chat.projection.newest_received_ms or 0) <= since_ms:
                     continue
-                updates.append(self.next_update(chat, [ReplaceOp(segment=segments[-1])]))
+                updates.append(self.next_update(chat, [ReplaceOp(segment=last)]))
             await self.publish(updates)
 
     def evict_partition(self, partition: int) -> None:
