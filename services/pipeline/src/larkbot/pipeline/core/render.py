@@ -241,14 +241,17 @@ class Renderer:
                     reply_pairs.append(("quoted", reply.quote))
                 body.append(xml.element("in-reply-to", reply_pairs, xml.text(reply.preview or "") or None))
                 replies_to_me = reply.sender_self_sent or self.is_myself(reply.sender_id)
-            content = self.inline(node.content.nodes, sender.id)
+            kept = node.body
+            # A plain text renders as a ``Text`` node would (``model.Body``).
+            content = xml.text(kept) if isinstance(kept, str) else self.inline(kept.nodes, sender.id)
             if content:
                 body.append(content)
             for index, attachment in enumerate(node.attachments):
                 body.append(self.attachment(attachment, index, shown_id, images))
                 refs.append(attachment_ref(index, attachment))
             text = f"<message{xml.attrs(pairs)}>{chr(10).join(body)}</message>"
-            mentions_me = _mentions(node.content.nodes, p.bot_user_id, _handle(p.bot_username))
+            if not isinstance(kept, str):
+                mentions_me = _mentions(kept.nodes, p.bot_user_id, _handle(p.bot_username))
         return Rendered(
             text,
             tuple(images),
