@@ -3,8 +3,8 @@
 :class:`Projection` is the pure heart of the service and of ``larkbot replay``: ``apply`` reduces one
 committed event and re-renders only the nodes it appended or changed, returning the ops a consumer applies
 to its copy (``ReplaceOp`` for each changed node in place, one ``AppendOp`` for new nodes). Segments are
-re-rendered only for those nodes, so an append never touches an earlier segment's bytes. What is kept of
-a rendering is a :class:`~.segments.Rendered` beside each node; segments are built from the two when they
+re-rendered only for those nodes, so an append never touches an earlier segment's bytes. Each rendering
+is kept beside its node (:data:`~.segments.Kept`), and segments are built from the two when they
 are published or asked for (:attr:`Projection.segments`).
 """
 
@@ -20,7 +20,7 @@ from .model import IC
 from .params import RenderParams
 from .reduce import Change, reduce
 from .render import Renderer
-from .segments import Rendered, segment_of
+from .segments import Kept, kept_of, kept_xml, segment_of
 
 
 class Projection:
@@ -35,7 +35,7 @@ class Projection:
         self.alt_texts: Mapping[str, str] = alt_texts if alt_texts is not None else {}
         self._renderer = Renderer(params, self.alt_texts)
         #: What rendering each node of ``ic.nodes`` produced, at the same index.
-        self._rendered: list[Rendered] = []
+        self._rendered: list[Kept] = []
         self.last_event_seq = cursor
 
     @property
@@ -55,7 +55,7 @@ class Projection:
     @property
     def xml_chars(self) -> int:
         """The length of every segment's XML, summed."""
-        return sum(len(rendered.xml) for rendered in self._rendered)
+        return sum(len(kept_xml(kept)) for kept in self._rendered)
 
     @property
     def title(self) -> str | None:
@@ -89,14 +89,15 @@ class Projection:
         render = self._renderer.render
         for index in change.changed:
             node = nodes[index]
-            kept[index] = rendered = render(node)
+            rendered = render(node)
+            kept[index] = kept_of(node, rendered)
             ops.append(ReplaceOp(segment=segment_of(node, rendered)))
         if change.appended:
             new: list[Segment] = []
             for index in change.appended:
                 node = nodes[index]
                 rendered = render(node)
-                kept.append(rendered)
+                kept.append(kept_of(node, rendered))
                 new.append(segment_of(node, rendered))
             ops.append(AppendOp(segments=tuple(new)))
         return ops
@@ -106,12 +107,13 @@ class Projection:
         if params is not None:
             self.params = params
         self._renderer = Renderer(self.params, self.alt_texts)
-        self._rendered = [self._renderer.render(node) for node in self.ic.nodes]
+        render = self._renderer.render
+        self._rendered = [kept_of(node, render(node)) for node in self.ic.nodes]
         return ResetOp(segments=self.segments)
 
     def xml(self) -> str:
         """The whole rendered context as text, one segment per line."""
-        return "\n".join(rendered.xml for rendered in self._rendered)
+        return "\n".join(map(kept_xml, self._rendered))
 
 
 def replay(

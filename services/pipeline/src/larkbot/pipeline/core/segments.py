@@ -15,8 +15,8 @@ the node does not hold (:class:`Rendered`: the XML, image parts, attachment refs
 on the render parameters), and builds the node's segment from both (:func:`segment_of`) when one is
 published or asked for. A segment's other fields are the node's own, which change only through ``reduce``,
 and every node that ``reduce`` changes is rendered again in the same ``apply``. A ``Segment`` with its
-18-field ``__dict__`` and its ``segment_id`` string took ~620 bytes per node; a :class:`Rendered` takes 96
-(tracemalloc over the bench's traffic, docs/performance.md).
+18-field ``__dict__`` and its ``segment_id`` string took ~620 bytes per node; a :class:`Rendered` takes 96,
+and most nodes keep only the XML (:data:`Kept`; tracemalloc over the bench's traffic, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -121,8 +121,39 @@ class Rendered(NamedTuple):
     replies_to_me: bool
 
 
-def segment_of(node: Node, rendered: Rendered) -> Segment:
-    """The segment of ``node`` as last rendered (``rendered``), its other fields read from the node."""
+#: What a projection keeps of a node's rendering: the XML alone when the rest is what a plain rendering of
+#: the node has (:func:`kept_of`), else the :class:`Rendered`.
+Kept = Rendered | str
+
+
+def _plain_sender(node: Node) -> str | None:
+    return node.sender.id if isinstance(node, MessageNode) else None
+
+
+def kept_of(node: Node, rendered: Rendered) -> Kept:
+    """``rendered`` as a projection keeps it: its XML alone when it has no image parts, attachments or flags
+    and names the message's own sender (no one, for other nodes)."""
+    if (
+        rendered.image_parts
+        or rendered.attachments
+        or rendered.is_myself
+        or rendered.mentions_me
+        or rendered.replies_to_me
+        or rendered.sender_id != _plain_sender(node)
+    ):
+        return rendered
+    return rendered.xml
+
+
+def kept_xml(kept: Kept) -> str:
+    return kept if isinstance(kept, str) else kept.xml
+
+
+def segment_of(node: Node, kept: Kept) -> Segment:
+    """The segment of ``node`` as last rendered (``kept``), its other fields read from the node."""
+    rendered = (
+        Rendered(kept, (), (), _plain_sender(node), False, False, False) if isinstance(kept, str) else kept
+    )
     match node:
         case MessageNode():
             reply = node.reply
