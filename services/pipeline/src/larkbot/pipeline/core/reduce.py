@@ -85,6 +85,8 @@ class Change:
 def clip(text: str, limit: int) -> str:
     """Whitespace collapsed to single spaces, cut at ``limit`` characters with an ellipsis."""
     flat = " ".join(text.split())
+    if flat == text:
+        flat = text  # a short reply preview shares its target's text, not a copy of it
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
