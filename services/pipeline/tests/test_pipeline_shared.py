@@ -1,6 +1,6 @@
 """What resident chats share instead of copying: senders by value, and the fields sets of the decoded
 models their nodes keep — without changing a model's value, equality or wire form; and what they keep
-in a compact form: a plain text as its text, a reaction as a note."""
+in a compact form: a plain text as its text, a reaction as a note, the XML as UTF-8 where it is smaller."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from larkbot.canonical.names import Platform
 from larkbot.pipeline.adapters.writes import decode_event
 from larkbot.pipeline.core import MessageNode, Projection, RenderParams, SystemNode
 from larkbot.pipeline.core.model import ReactionNote, body_of, content_of
+from larkbot.pipeline.core.segments import kept_chars, kept_xml, stored
 from larkbot.pipeline.core.shared import share_fields_sets
 from larkbot.testkit.pipeline import synthetic as s
 
@@ -93,3 +94,20 @@ def test_a_reaction_keeps_a_note_naming_the_shared_sender_and_message_id() -> No
     assert note.payload == ReactionNote("om_1", alice, "👍", False)
     assert note.payload.message_id is first.message_id
     assert note.payload.actor is last.sender
+
+
+def test_the_xml_is_kept_in_its_smaller_form_and_comes_back_as_rendered() -> None:
+    cjk = '<message id="m1">' + "你好" * 40 + "</message>"
+    for xml in ("<message/>", cjk, '<event emoji="👍"/>', "\ud800 kept as it is"):
+        kept = stored(xml)
+        assert kept_xml(kept) == xml
+        assert kept_chars(kept) == len(xml)
+    assert isinstance(stored('<event emoji="👍"/>'), bytes)  # 4 bytes a character as a str
+    assert isinstance(stored(cjk), str)  # 2 bytes a character as a str, 3 in UTF-8
+    projection = Projection(RenderParams(platform=Platform.FEISHU, chat_id="oc_chat"))
+    ops = projection.apply(s.message("om_1", "👍 " + "你好" * 40), 1)
+    ops += projection.apply(s.reaction("om_1", "🎉"), 2)
+    published = [segment for op in ops for segment in op.segments]  # type: ignore[union-attr]
+    assert list(projection.segments) == published
+    assert projection.xml() == "\n".join(segment.xml for segment in published)
+    assert projection.xml_chars == sum(len(segment.xml) for segment in published)

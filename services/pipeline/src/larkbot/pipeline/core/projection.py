@@ -20,7 +20,7 @@ from .model import IC
 from .params import RenderParams
 from .reduce import Change, reduce
 from .render import Renderer
-from .segments import Kept, kept_of, kept_xml, segment_of
+from .segments import Kept, kept_chars, kept_of, kept_xml, segment_of
 
 
 class Projection:
@@ -55,7 +55,7 @@ class Projection:
     @property
     def xml_chars(self) -> int:
         """The length of every segment's XML, summed."""
-        return sum(len(kept_xml(kept)) for kept in self._rendered)
+        return sum(map(kept_chars, self._rendered))
 
     @property
     def title(self) -> str | None:

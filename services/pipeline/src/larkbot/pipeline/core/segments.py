@@ -17,10 +17,12 @@ published or asked for. A segment's other fields are the node's own, which chang
 and every node that ``reduce`` changes is rendered again in the same ``apply``. A ``Segment`` with its
 18-field ``__dict__`` and its ``segment_id`` string took ~620 bytes per node; a :class:`Rendered` takes 96,
 and most nodes keep only the XML (:data:`Kept`; tracemalloc over the bench's traffic, docs/performance.md).
+The XML is kept as UTF-8 when that takes less memory than the string (:func:`stored`).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple, assert_never
 
 from larkbot.canonical.content import Attachment
@@ -110,9 +112,9 @@ def attachment_ref(index: int, attachment: Attachment) -> AttachmentRef:
 class Rendered(NamedTuple):
     """What rendering one node produced beyond the node's own fields. ``sender_id`` is the message's
     author or the event's actor; ``mentions_me`` and ``replies_to_me`` are already false for a deleted
-    message or a blocked sender."""
+    message or a blocked sender. ``xml`` is a ``str`` as rendered, and :func:`stored` as kept."""
 
-    xml: str
+    xml: str | bytes
     image_parts: tuple[ImagePart, ...]
     attachments: tuple[AttachmentRef, ...]
     sender_id: str | None
@@ -122,8 +124,21 @@ class Rendered(NamedTuple):
 
 
 #: What a projection keeps of a node's rendering: the XML alone when the rest is what a plain rendering of
-#: the node has (:func:`kept_of`), else the :class:`Rendered`.
-Kept = Rendered | str
+#: the node has (:func:`kept_of`), else the :class:`Rendered`; the XML :func:`stored` either way.
+Kept = Rendered | str | bytes
+
+
+def stored(xml: str) -> str | bytes:
+    """``xml`` in the form that takes less memory: its UTF-8 bytes, or the string. A ``str`` takes 1, 2 or 4
+    bytes a character, by its widest character: one emoji makes a whole segment 4 bytes a character (UTF-8
+    takes 1 for the ASCII markup around it), while CJK text takes 2 (UTF-8: 3). For ASCII the bytes win by
+    the 16 bytes of the string's larger header. ``surrogatepass``: whatever the string holds comes back."""
+    encoded = xml.encode("utf-8", "surrogatepass")
+    return encoded if sys.getsizeof(encoded) < sys.getsizeof(xml) else xml
+
+
+def _text(xml: str | bytes) -> str:
+    return xml if isinstance(xml, str) else xml.decode("utf-8", "surrogatepass")
 
 
 def _plain_sender(node: Node) -> str | None:
@@ -133,6 +148,7 @@ def _plain_sender(node: Node) -> str | None:
 def kept_of(node: Node, rendered: Rendered) -> Kept:
     """``rendered`` as a projection keeps it: its XML alone when it has no image parts, attachments or flags
     and names the message's own sender (no one, for other nodes)."""
+    xml = stored(_text(rendered.xml))
     if (
         rendered.image_parts
         or rendered.attachments
@@ -141,19 +157,28 @@ def kept_of(node: Node, rendered: Rendered) -> Kept:
         or rendered.replies_to_me
         or rendered.sender_id != _plain_sender(node)
     ):
-        return rendered
-    return rendered.xml
+        return rendered._replace(xml=xml)
+    return xml
 
 
 def kept_xml(kept: Kept) -> str:
-    return kept if isinstance(kept, str) else kept.xml
+    return _text(kept if isinstance(kept, str | bytes) else kept.xml)
+
+
+def kept_chars(kept: Kept) -> int:
+    """``len(kept_xml(kept))``, without decoding ASCII."""
+    xml = kept if isinstance(kept, str | bytes) else kept.xml
+    return len(xml) if isinstance(xml, str) or xml.isascii() else len(_text(xml))
 
 
 def segment_of(node: Node, kept: Kept) -> Segment:
     """The segment of ``node`` as last rendered (``kept``), its other fields read from the node."""
     rendered = (
-        Rendered(kept, (), (), _plain_sender(node), False, False, False) if isinstance(kept, str) else kept
+        Rendered(kept, (), (), _plain_sender(node), False, False, False)
+        if isinstance(kept, str | bytes)
+        else kept
     )
+    xml = _text(rendered.xml)
     match node:
         case MessageNode():
             reply = node.reply
@@ -161,7 +186,7 @@ def segment_of(node: Node, kept: Kept) -> Segment:
                 segment_id=segment_id(node),
                 node_type="message",
                 event_seq=node.event_seq,
-                xml=rendered.xml,
+                xml=xml,
                 image_parts=rendered.image_parts,
                 received_at_ms=node.received_at_ms,
                 timestamp_sec=node.timestamp_sec,
@@ -182,7 +207,7 @@ def segment_of(node: Node, kept: Kept) -> Segment:
                 segment_id=segment_id(node),
                 node_type="event" if isinstance(node, SystemNode) else "runtime",
                 event_seq=node.event_seq,
-                xml=rendered.xml,
+                xml=xml,
                 image_parts=rendered.image_parts,
                 received_at_ms=node.received_at_ms,
                 timestamp_sec=node.timestamp_sec,
