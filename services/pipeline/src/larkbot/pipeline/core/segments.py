@@ -133,6 +133,8 @@ def stored(xml: str) -> str | bytes:
     bytes a character, by its widest character: one emoji makes a whole segment 4 bytes a character (UTF-8
     takes 1 for the ASCII markup around it), while CJK text takes 2 (UTF-8: 3). For ASCII the bytes win by
     the 16 bytes of the string's larger header. ``surrogatepass``: whatever the string holds comes back."""
+    if xml.isascii():
+        return xml.encode()
     encoded = xml.encode("utf-8", "surrogatepass")
     return encoded if sys.getsizeof(encoded) < sys.getsizeof(xml) else xml
 
