@@ -66,7 +66,8 @@ COLD_STARTS = 2
 #: Estimated bytes of a resident chat: a projection's fixed part, and each of its IC nodes with the
 #: canonical event data it keeps and its segment. Measured with tracemalloc over the pipeline bench's
 #: traffic: 58 KB at 18 nodes, 503 KB at 182 (~2.8 KB a node); 100,000 chats without events took ~1.9 KB
-#: each of RSS.
+#: each of RSS. Since 2026-12-07 a node takes ~1.1 KB by the same measure (docs/performance.md, "Resident
+#: memory per chat"); the estimate stands for RSS and stays until ``many_chats`` measures it again.
 CHAT_BYTES = 2 * 1024
 NODE_BYTES = 3 * 1024
 ChatKey = tuple[str, str]
