@@ -66,7 +66,8 @@ COLD_STARTS = 2
 #: Estimated bytes of a resident chat: a projection's fixed part, and each of its IC nodes with the
 #: canonical event data it keeps and its segment. Measured with tracemalloc over the pipeline bench's
 #: traffic: 58 KB at 18 nodes, 503 KB at 182 (~2.8 KB a node); 100,000 chats without events took ~1.9 KB
-#: each of RSS.
+#: each of RSS. Since 2026-12-07 a node takes ~1.1 KB by the same measure (docs/performance.md, "Resident
+#: memory per chat"); the estimate stands for RSS and stays until ``many_chats`` measures it again.
 CHAT_BYTES = 2 * 1024
 NODE_BYTES = 3 * 1024
 ChatKey = tuple[str, str]
@@ -221,7 +222,7 @@ class ResidentChats:
             projection.apply(event, row_id)
         chat = Chat(platform, chat_id, projection, seq=max(last, cursor) * SEQ_STRIDE)
         self._put((platform.value, chat_id), chat)
-        metrics.RC_BYTES.observe(sum(len(s.xml) for s in projection.segments))
+        metrics.RC_BYTES.observe(projection.xml_chars)
         return chat
 
     async def load_partition(self, partition: int, keys: list[ChatKey]) -> int:
@@ -247,10 +248,10 @@ class ResidentChats:
             updates = []
             for key in keys:
                 chat = self.chats.get(key)
-                segments = chat.projection.segments if chat is not None else ()
-                if chat is None or not segments or max(s.received_at_ms for s in segments) <= since_ms:
+                last = chat.projection.last_segment() if chat is not None else None
+                if chat is None or last is None or (chat.projection.newest_received_ms or 0) <= since_ms:
                     continue
-                updates.append(self.next_update(chat, [ReplaceOp(segment=segments[-1])]))
+                updates.append(self.next_update(chat, [ReplaceOp(segment=last)]))
             await self.publish(updates)
 
     def evict_partition(self, partition: int) -> None:

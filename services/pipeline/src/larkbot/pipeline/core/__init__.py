@@ -7,6 +7,7 @@ No asyncio, NATS, SQL or HTTP here. Public API::
                  deployment_utc_offset_min=0, chat_utc_offset_min=None, chat_title=None)
     Projection(params, *, cursor=0, alt_texts=None)
         .apply(event, event_seq=None) -> list[ContextOp]     .segments -> tuple[Segment, ...]
+        .last_segment() -> Segment | None   .newest_received_ms   .xml_chars
         .xml() -> str   .rerender(params=None) -> ResetOp     .title   .resolve_alias(alias)
     replay(pairs, params, *, cursor=0, alt_texts=None) -> Projection
     replay_chat(events, params) -> str

@@ -26,12 +26,11 @@ from larkbot.canonical.events import (
     ChatRenamed,
     MemberLeft,
     MembersJoined,
-    ReactionEvent,
     Sender,
 )
 
 from . import xml
-from .model import NameChange, PinNote, SystemNode, TopicNote
+from .model import NameChange, PinNote, ReactionNote, SystemNode, TopicNote
 
 if TYPE_CHECKING:
     from .render import Renderer
@@ -55,7 +54,7 @@ def event_xml(r: Renderer, node: SystemNode) -> tuple[str, str | None]:
     actor: Sender | None = payload.actor
     pairs += r.person("actor", actor)
     match payload:
-        case ReactionEvent():
+        case ReactionNote():
             pairs = [*pairs[:2], ("emoji", payload.emoji), *pairs[2:]]
             pairs.append(("message_id", r.aliases.render(payload.message_id)))
             if payload.removed:

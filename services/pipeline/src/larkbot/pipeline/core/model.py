@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from larkbot.canonical.content import Attachment, Content
+from larkbot.canonical.content import Attachment, Content, Text
 from larkbot.canonical.events import (
     BotAdded,
     BotRemoved,
@@ -20,9 +20,10 @@ from larkbot.canonical.events import (
     ForwardInfo,
     MemberLeft,
     MembersJoined,
-    ReactionEvent,
     Sender,
 )
+
+from .shared import share_fields_sets
 
 
 @dataclass(slots=True)
@@ -40,12 +41,43 @@ class ReplySnapshot:
     quote: str | None
 
 
+#: What a node keeps of a message's content: the text itself when the content is one plain text (most
+#: messages are; a ``Content`` and its ``Text`` are ~550 bytes beside the text), ``""`` for no content,
+#: else the ``Content``.
+Body = Content | str
+
+
+def body_of(content: Content) -> Body:
+    """The compact form of ``content`` (:func:`content_of` gives back an equal ``Content``)."""
+    nodes = content.nodes
+    if not nodes:
+        return ""
+    if len(nodes) == 1:
+        node = nodes[0]
+        if type(node) is Text and node.text:
+            return node.text
+    return content
+
+
+def content_of(body: Body) -> Content:
+    if not isinstance(body, str):
+        return body
+    content = Content.from_text(body)
+    share_fields_sets(content)
+    return content
+
+
+def plain_text(body: Body) -> str:
+    return body if isinstance(body, str) else body.plain_text()
+
+
 @dataclass(slots=True)
 class MessageNode:
     event_seq: int
     message_id: str
     sender: Sender
-    content: Content
+    #: The content in its compact form (:data:`Body`); :attr:`content` is the ``Content``.
+    body: Body
     attachments: tuple[Attachment, ...]
     reply: ReplySnapshot | None
     forward_info: ForwardInfo | None
@@ -64,6 +96,10 @@ class MessageNode:
     edited_offset_min: int | None = None
     deleted: bool = False
 
+    @property
+    def content(self) -> Content:
+        return content_of(self.body)
+
 
 @dataclass(frozen=True, slots=True)
 class NameChange:
@@ -73,6 +109,18 @@ class NameChange:
     user_id: str
     from_name: str
     to_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReactionNote:
+    """A reaction as its node shows it: the event's own fields without its envelope (a decoded
+    ``ReactionEvent`` with its ``__dict__``, chat id and dedup key is ~700 bytes)."""
+
+    kind = "reaction"
+    message_id: str
+    actor: Sender
+    emoji: str
+    removed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +145,11 @@ class TopicNote:
     renamed_to: str | None
 
 
-#: What a system node shows: a reaction, a service action as it came — except a pin and a topic change,
-#: which reduce snapshots into a :class:`PinNote` / :class:`TopicNote` — or a sender's name change.
+#: What a system node shows: a reaction (:class:`ReactionNote`), a service action as it came — except a
+#: pin and a topic change, which reduce snapshots into a :class:`PinNote` / :class:`TopicNote` — or a
+#: sender's name change.
 SystemPayload = (
-    ReactionEvent
+    ReactionNote
     | MembersJoined
     | MemberLeft
     | ChatRenamed
@@ -153,9 +202,9 @@ class IC:
     #: The latest platform time (whole seconds) of a message node so far.
     latest_sec: int | None = None
     title: str | None = None
-    #: One ``Sender`` per distinct value: a message node keeps the shared one, not the copy its event
-    #: decoded (a decoded model with its ``__dict__`` and fields set is ~600 bytes, and most of a chat's
-    #: messages come from a few members).
+    #: One ``Sender`` per distinct value: a message node (and a reaction) keeps the shared one, not the
+    #: copy its event decoded (a decoded model with its ``__dict__`` and fields set is ~600 bytes, and
+    #: most of a chat's messages come from a few members).
     senders: dict[Sender, Sender] = field(default_factory=dict)
     #: forum topic (thread id) → its name as last seen.
     topics: dict[str, str] = field(default_factory=dict)

@@ -3,7 +3,9 @@
 :class:`Projection` is the pure heart of the service and of ``larkbot replay``: ``apply`` reduces one
 committed event and re-renders only the nodes it appended or changed, returning the ops a consumer applies
 to its copy (``ReplaceOp`` for each changed node in place, one ``AppendOp`` for new nodes). Segments are
-re-rendered only for those nodes, so an append never touches an earlier segment's bytes.
+re-rendered only for those nodes, so an append never touches an earlier segment's bytes. Each rendering
+is kept beside its node (:data:`~.segments.Kept`), and segments are built from the two when they
+are published or asked for (:attr:`Projection.segments`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .model import IC
 from .params import RenderParams
 from .reduce import Change, reduce
 from .render import Renderer
+from .segments import Kept, kept_chars, kept_of, kept_xml, segment_of
 
 
 class Projection:
@@ -31,12 +34,28 @@ class Projection:
         self.ic = IC()
         self.alt_texts: Mapping[str, str] = alt_texts if alt_texts is not None else {}
         self._renderer = Renderer(params, self.alt_texts)
-        self._segments: list[Segment] = []
+        #: What rendering each node of ``ic.nodes`` produced, at the same index.
+        self._rendered: list[Kept] = []
         self.last_event_seq = cursor
 
     @property
     def segments(self) -> tuple[Segment, ...]:
-        return tuple(self._segments)
+        """Every segment, built afresh (O(nodes): :meth:`last_segment` and :attr:`xml_chars` for less)."""
+        return tuple(map(segment_of, self.ic.nodes, self._rendered))
+
+    def last_segment(self) -> Segment | None:
+        nodes = self.ic.nodes
+        return segment_of(nodes[-1], self._rendered[-1]) if nodes else None
+
+    @property
+    def newest_received_ms(self) -> int | None:
+        """The latest arrival time of a segment (``None`` when there is none)."""
+        return max((node.received_at_ms for node in self.ic.nodes), default=None)
+
+    @property
+    def xml_chars(self) -> int:
+        """The length of every segment's XML, summed."""
+        return sum(map(kept_chars, self._rendered))
 
     @property
     def title(self) -> str | None:
@@ -66,14 +85,20 @@ class Projection:
         """The second half of :meth:`apply`: render what ``change`` touched."""
         ops: list[ContextOp] = []
         nodes = self.ic.nodes
+        kept = self._rendered
         render = self._renderer.render
         for index in change.changed:
-            segment = render(nodes[index])
-            self._segments[index] = segment
-            ops.append(ReplaceOp(segment=segment))
+            node = nodes[index]
+            rendered = render(node)
+            kept[index] = kept_of(node, rendered)
+            ops.append(ReplaceOp(segment=segment_of(node, rendered)))
         if change.appended:
-            new = [render(nodes[index]) for index in change.appended]
-            self._segments.extend(new)
+            new: list[Segment] = []
+            for index in change.appended:
+                node = nodes[index]
+                rendered = render(node)
+                kept.append(kept_of(node, rendered))
+                new.append(segment_of(node, rendered))
             ops.append(AppendOp(segments=tuple(new)))
         return ops
 
@@ -82,12 +107,13 @@ class Projection:
         if params is not None:
             self.params = params
         self._renderer = Renderer(self.params, self.alt_texts)
-        self._segments = [self._renderer.render(node) for node in self.ic.nodes]
-        return ResetOp(segments=tuple(self._segments))
+        render = self._renderer.render
+        self._rendered = [kept_of(node, render(node)) for node in self.ic.nodes]
+        return ResetOp(segments=self.segments)
 
     def xml(self) -> str:
         """The whole rendered context as text, one segment per line."""
-        return "\n".join(segment.xml for segment in self._segments)
+        return "\n".join(map(kept_xml, self._rendered))
 
 
 def replay(

@@ -28,10 +28,11 @@ existing ones changed, so rendering stays incremental. Rules:
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from larkbot.canonical.content import AttachmentType, Content
+from larkbot.canonical.content import AttachmentType
 from larkbot.canonical.events import (
     CanonicalEvent,
     ChatRenamed,
@@ -50,15 +51,19 @@ from larkbot.canonical.events import (
 from .handles import learn, resolve
 from .model import (
     IC,
+    Body,
     MessageNode,
     NameChange,
     Node,
     PinNote,
+    ReactionNote,
     ReplySnapshot,
     RuntimeNode,
     SystemNode,
     SystemPayload,
     TopicNote,
+    body_of,
+    plain_text,
 )
 from .shared import share_fields_sets
 
@@ -80,11 +85,13 @@ class Change:
 def clip(text: str, limit: int) -> str:
     """Whitespace collapsed to single spaces, cut at ``limit`` characters with an ellipsis."""
     flat = " ".join(text.split())
+    if flat == text:
+        flat = text  # a short reply preview shares its target's text, not a copy of it
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _preview(content: Content, attachments: tuple[AttachmentType, ...]) -> str | None:
-    text = clip(content.plain_text(), PREVIEW_CHARS)
+def _preview(plain: str, attachments: tuple[AttachmentType, ...]) -> str | None:
+    text = clip(plain, PREVIEW_CHARS)
     if text:
         return text
     if attachments:
@@ -100,14 +107,22 @@ def _snapshot(
     target = ic.nodes[index] if index is not None else None
     if isinstance(target, MessageNode):
         kinds = tuple(a.type for a in target.attachments)
-        preview = None if target.deleted else _preview(target.content, kinds)
+        preview = None if target.deleted else _preview(plain_text(target.body), kinds)
         sender = target.sender
-        return ReplySnapshot(target_id, sender.id, sender.display_name, target.is_self_sent, preview, quote)
+        # The node's id string, not the event's copy of it (:func:`_known_id`).
+        return ReplySnapshot(
+            target.message_id, sender.id, sender.display_name, target.is_self_sent, preview, quote
+        )
     if embedded is not None:
         sender_id = embedded.sender.id if embedded.sender else None
         name = embedded.sender.display_name if embedded.sender else None
         return ReplySnapshot(
-            target_id, sender_id, name, False, _preview(embedded.content, embedded.attachments), quote
+            target_id,
+            sender_id,
+            name,
+            False,
+            _preview(embedded.content.plain_text(), embedded.attachments),
+            quote,
         )
     return ReplySnapshot(target_id, None, None, False, None, quote)
 
@@ -151,7 +166,7 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
         if node.synthetic and not event.is_self_sent:
             node.sender = _shared(ic, event.sender)
             learn(ic, event.sender)
-            node.content = resolve(event.content, ic.usernames)
+            node.body = _kept(ic, event.content)
             node.attachments = event.attachments
             node.reply = _reply(ic, event)
             node.forward_info = event.forward_info
@@ -170,7 +185,7 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
             event_seq=event_seq,
             message_id=event.message_id,
             sender=_shared(ic, event.sender),
-            content=event.content,
+            body=event.content,
             attachments=event.attachments,
             reply=_reply(ic, event),
             forward_info=event.forward_info,
@@ -186,7 +201,32 @@ def _message(ic: IC, event: MessageEvent, event_seq: int, change: Change) -> Non
 
 
 def _shared(ic: IC, sender: Sender) -> Sender:
-    return ic.senders.setdefault(sender, sender)
+    held = ic.senders.get(sender)
+    if held is None:
+        share_fields_sets(sender)
+        held = ic.senders[sender] = sender
+    return held
+
+
+def _known_id(ic: IC, message_id: str) -> str:
+    """``message_id`` as the context's node of that message holds it (one string per id, not one per event
+    that names it), else as given."""
+    index = ic.by_message.get(message_id)
+    if index is None:
+        return message_id
+    node = ic.nodes[index]
+    return node.message_id if isinstance(node, MessageNode) else message_id
+
+
+def _kept(ic: IC, content: Body) -> Body:
+    """What a node keeps of ``content``: its mentions resolved (:mod:`.handles`), in its compact form
+    (``model.Body``), holding no fields set of its own (:mod:`.shared`)."""
+    if isinstance(content, str):
+        return content
+    body = body_of(resolve(content, ic.usernames))
+    if not isinstance(body, str):
+        share_fields_sets(body)
+    return body
 
 
 def _new_message(ic: IC, node: MessageNode, change: Change) -> None:
@@ -204,7 +244,7 @@ def _new_message(ic: IC, node: MessageNode, change: Change) -> None:
         )
     ic.users[sender.id] = sender.display_name
     learn(ic, sender)
-    node.content = resolve(node.content, ic.usernames)
+    node.body = _kept(ic, node.body)
     second = math.floor(node.timestamp_sec)
     if ic.latest_sec is not None and second < ic.latest_sec:
         node.out_of_order = True
@@ -226,7 +266,7 @@ def _edit(ic: IC, event: EditEvent, event_seq: int, change: Change) -> None:
         return
     if event.sender is not None:
         learn(ic, event.sender)
-    node.content = resolve(event.content, ic.usernames)
+    node.body = _kept(ic, event.content)
     node.attachments = event.attachments
     node.edited_at_sec = event.edited_at_sec
     node.edited_offset_min = event.utc_offset_min
@@ -240,8 +280,8 @@ def _unseen_edited(ic: IC, event: EditEvent, sender: Sender, event_seq: int, cha
         MessageNode(
             event_seq=event_seq,
             message_id=event.message_id,
-            sender=sender,
-            content=event.content,
+            sender=_shared(ic, sender),
+            body=event.content,
             attachments=event.attachments,
             reply=None,
             forward_info=None,
@@ -277,7 +317,6 @@ def reduce(ic: IC, event: CanonicalEvent, event_seq: int) -> Change:
     match event:
         case MessageEvent() | EditEvent():
             # What the IC keeps of the event holds no fields set of its own (``shared``).
-            share_fields_sets(event.content)
             for attachment in event.attachments:
                 share_fields_sets(attachment)
             if isinstance(event, MessageEvent):
@@ -287,9 +326,14 @@ def reduce(ic: IC, event: CanonicalEvent, event_seq: int) -> Change:
         case DeleteEvent():
             _delete(ic, event, change)
         case ReactionEvent():
-            share_fields_sets(event)  # kept whole by its node
+            note = ReactionNote(
+                _known_id(ic, event.message_id),
+                _shared(ic, event.actor),
+                sys.intern(event.emoji),  # a chat's reactions use a few emoji
+                event.removed,
+            )
             at = (event.received_at_ms, event.timestamp_sec, event.utc_offset_min)
-            _append(ic, SystemNode(event_seq, "", event, *at), change)
+            _append(ic, SystemNode(event_seq, "", note, *at), change)
         case ServiceEvent():
             action = event.action
             share_fields_sets(action)  # kept by its node

@@ -51,7 +51,7 @@ from larkbot.canonical.content import (
     Text,
     Underline,
 )
-from larkbot.canonical.context import AttachmentRef, Segment
+from larkbot.canonical.context import AttachmentRef
 from larkbot.canonical.events import CanonicalEvent, EditEvent, ForwardInfo, MessageEvent, Sender
 from larkbot.canonical.llm import ImagePart
 
@@ -59,9 +59,9 @@ from . import xml
 from .aliases import AliasTable
 from .emoji import alt_keys
 from .events_xml import event_xml
-from .model import MessageNode, Node, RuntimeNode, SystemNode, segment_id
+from .model import MessageNode, Node, RuntimeNode, SystemNode
 from .params import RenderParams
-from .segments import attachment_ref, new_segment
+from .segments import Rendered, attachment_ref
 from .timefmt import format_time, is_late
 
 _TAGS: dict[type, str] = {
@@ -193,7 +193,7 @@ class Renderer:
         return xml.element(tag, pairs, (xml.text(attachment.sticker_emoji or "") + transcript) or None)
 
     # -- nodes -----------------------------------------------------------------------------------------
-    def message(self, node: MessageNode) -> Segment:
+    def message(self, node: MessageNode) -> Rendered:
         p = self.params
         sender = node.sender
         myself = node.is_self_sent or self.is_myself(sender.id)
@@ -241,87 +241,44 @@ class Renderer:
                     reply_pairs.append(("quoted", reply.quote))
                 body.append(xml.element("in-reply-to", reply_pairs, xml.text(reply.preview or "") or None))
                 replies_to_me = reply.sender_self_sent or self.is_myself(reply.sender_id)
-            content = self.inline(node.content.nodes, sender.id)
+            kept = node.body
+            # A plain text renders as a ``Text`` node would (``model.Body``).
+            content = xml.text(kept) if isinstance(kept, str) else self.inline(kept.nodes, sender.id)
             if content:
                 body.append(content)
             for index, attachment in enumerate(node.attachments):
                 body.append(self.attachment(attachment, index, shown_id, images))
                 refs.append(attachment_ref(index, attachment))
             text = f"<message{xml.attrs(pairs)}>{chr(10).join(body)}</message>"
-            mentions_me = _mentions(node.content.nodes, p.bot_user_id, _handle(p.bot_username))
-        return new_segment(
-            segment_id=segment_id(node),
-            node_type="message",
-            event_seq=node.event_seq,
-            xml=text,
-            image_parts=tuple(images),
-            received_at_ms=node.received_at_ms,
-            timestamp_sec=node.timestamp_sec,
-            sender_id=sender.id,
-            message_id=node.message_id,
-            is_myself=myself,
-            is_self_sent=node.is_self_sent,
-            is_bot=sender.is_bot,
-            is_deleted=node.deleted,
-            is_forwarded=node.forward_info is not None,
-            reply_to_message_id=reply.message_id if reply is not None else None,
-            mentions_me=mentions_me and not blocked and not node.deleted,
-            replies_to_me=replies_to_me and not blocked and not node.deleted,
-            attachments=tuple(refs),
+            if not isinstance(kept, str):
+                mentions_me = _mentions(kept.nodes, p.bot_user_id, _handle(p.bot_username))
+        return Rendered(
+            text,
+            tuple(images),
+            tuple(refs),
+            sender.id,
+            myself,
+            mentions_me and not blocked and not node.deleted,
+            replies_to_me and not blocked and not node.deleted,
         )
 
     def names(self, members: tuple[Sender, ...]) -> str:
         return ", ".join(self.params.name_of(m.id, m.display_name) for m in members)
 
-    def system(self, node: SystemNode) -> Segment:
+    def system(self, node: SystemNode) -> Rendered:
         text, sender_id = event_xml(self, node)
-        return new_segment(
-            segment_id=segment_id(node),
-            node_type="event",
-            event_seq=node.event_seq,
-            xml=text,
-            image_parts=(),
-            received_at_ms=node.received_at_ms,
-            timestamp_sec=node.timestamp_sec,
-            sender_id=sender_id,
-            message_id=None,
-            is_myself=self.is_myself(sender_id),
-            is_self_sent=False,
-            is_bot=False,
-            is_deleted=False,
-            is_forwarded=False,
-            reply_to_message_id=None,
-            mentions_me=False,
-            replies_to_me=False,
-        )
+        return Rendered(text, (), (), sender_id, self.is_myself(sender_id), False, False)
 
-    def runtime(self, node: RuntimeNode) -> Segment:
+    def runtime(self, node: RuntimeNode) -> Rendered:
         pairs: list[tuple[str, str]] = [
             ("type", node.type),
             ("t", self.time(node.timestamp_sec, node.utc_offset_min)),
         ]
         xml.add_attributes(pairs, node.attributes)
-        return new_segment(
-            segment_id=segment_id(node),
-            node_type="runtime",
-            event_seq=node.event_seq,
-            xml=xml.element("runtime-event", pairs, xml.text(node.text or "") or None),
-            image_parts=(),
-            received_at_ms=node.received_at_ms,
-            timestamp_sec=node.timestamp_sec,
-            sender_id=None,
-            message_id=None,
-            is_myself=False,
-            is_self_sent=False,
-            is_bot=False,
-            is_deleted=False,
-            is_forwarded=False,
-            reply_to_message_id=None,
-            mentions_me=False,
-            replies_to_me=False,
-        )
+        text = xml.element("runtime-event", pairs, xml.text(node.text or "") or None)
+        return Rendered(text, (), (), None, False, False, False)
 
-    def render(self, node: Node) -> Segment:
+    def render(self, node: Node) -> Rendered:
         match node:
             case MessageNode():
                 return self.message(node)
