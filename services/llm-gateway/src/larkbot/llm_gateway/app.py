@@ -75,7 +75,7 @@ class GatewayService:
                 )
         gateway = Gateway(
             settings,
-            ObjectStoreImages(ctx.bus.js),
+            ObjectStoreImages(ctx.bus.js, cache_bytes=settings.image_cache_mib * 1024 * 1024),
             policy=RetryPolicy.of(self.config.retry.llm_call),
             on_outcome=self._account,
         )

@@ -169,6 +169,9 @@ class LlmSettings(_Section):
     #: transcripts unless a route names one for the chat.
     transcription: str | None = None
     dump_dir: str | None = None
+    #: The gateway's cache of images read from the object store and fitted to a detail's size, in MiB
+    #: of encoded (base64) bytes, least recently used out first; 0 keeps none.
+    image_cache_mib: int = Field(default=32, ge=0)
     #: Per chat, platform and purpose, the endpoint to use instead of ``llm.<purpose>``: the first rule
     #: that matches wins (:meth:`route`).
     routes: tuple[LlmRoute, ...] = ()
