@@ -22,6 +22,7 @@ from larkbot.runtime.db import (
     retryable,
     transaction,
 )
+from larkbot.testkit.stack import until
 
 WAIT_S = 30.0
 
@@ -103,11 +104,7 @@ async def test_transactions_beyond_the_pool_wait_for_their_turn(tmp_path: Path) 
         first = asyncio.create_task(work(0))
         await asyncio.wait_for(holding.wait(), WAIT_S)
         rest = [asyncio.create_task(work(n)) for n in range(1, 5)]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + WAIT_S
-        while _waiting() < 4:
-            assert loop.time() < deadline, "the transactions never queued"
-            await asyncio.sleep(0.01)
+        await until(lambda: _waiting() >= 4, "the transactions to queue")
         # Held for longer than the pool lets a checkout wait: the queued ones must not have failed.
         await asyncio.sleep(3 * timeout_s)
         assert not any(task.done() for task in rest)

@@ -26,6 +26,7 @@ from larkbot.runtime.bus import Bus
 from larkbot.runtime.db import PoolLimits, transaction
 from larkbot.testkit.driver.harness import CHAT_ID, World, decide, world
 from larkbot.testkit.driver.synthetic import response, tool_call
+from larkbot.testkit.stack import until
 
 #: The driver's SQLite busy timeout in these tests: how long a write waits for the lock before it fails.
 BUSY_S = 0.2
@@ -220,20 +221,19 @@ async def test_wake_ups_beyond_the_pool_wait_for_their_turn_instead_of_failing(
             w.queue("probe", chat_id).append(decide("send_message", "asked"))
             w.queue("primary", chat_id).append(response(tool_call(tools.SEND, "s", text=f"hi {chat_id}")))
         engine = w.driver.repo.engine
-        loop = asyncio.get_running_loop()
         async with transaction(engine):  # the pool's one connection, in its turn like any other
             for chat_id in CHATS:
                 await w.say(1, 0, chat_id=chat_id, mentions_me=True)
             ticking = asyncio.create_task(w.tick(1000))
-            deadline = loop.time() + WAIT_S
-            # Every chat woke (asked its probe) and wake-ups queue for the database behind this one.
-            while not (
-                len(w.llm.by_purpose("probe")) == len(CHATS)
-                and sample("larkbot_database_transactions_waiting") >= len(CHATS)
-            ):
-                assert loop.time() < deadline, "the wake-ups never queued for the database"
-                assert not ticking.done()
-                await asyncio.sleep(0.02)
+
+            def queued() -> bool:
+                # Every chat woke (asked its probe) and wake-ups queue for the database behind this one.
+                assert not ticking.done(), "the wake-ups finished while the database was held"
+                return len(w.llm.by_purpose("probe")) == len(CHATS) and sample(
+                    "larkbot_database_transactions_waiting"
+                ) >= len(CHATS)
+
+            await until(queued, "the wake-ups to queue for the database")
         await asyncio.wait_for(ticking, WAIT_S)
         assert sorted(d.text for d in w.platform.delivered) == [f"hi {c}" for c in CHATS]
         assert deferred() == deferred_before

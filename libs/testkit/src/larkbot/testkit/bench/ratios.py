@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CEILING_STAGES", "TURN_PATH", "Hop", "pipeline_ceiling", "ratios", "turn_floor"]
+__all__ = ["CEILING_STAGES", "PART_OF", "TURN_PATH", "Hop", "pipeline_ceiling", "ratios", "turn_floor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +117,27 @@ CEILING_STAGES: tuple[str, ...] = (
 )
 
 #: The part of the report each figure comes from (``report.MEASUREMENTS``).
-_PART_OF = {
+#: The bench part whose run sets each figure of the report.
+PART_OF: dict[str, str] = {
     "limits": "limits",
     "turn_overhead_ms": "turn",
     "pipeline_events_per_s": "pipeline",
+    "cold_replay_1m_events_s": "pipeline",
     "cold_replay_events_per_s": "pipeline",
+    "resident_bytes_per_chat": "pipeline",
+    "chat_reload_ms": "pipeline",
+    "gateway_overhead_ms": "llm_gateway",
     "llm_gateway": "llm_gateway",
+    "cacheable_prefix_ratio": "driver",
+    "long_chat": "long_chat",
+    "long_chat_small": "long_chat",
+    "media_thumbnails_per_s": "media",
+    "media_frames_per_s": "media",
+    "transcription_overhead_ms": "media",
+    "many_chats": "many_chats",
+    "scale": "scale",
     "memory_search_ms": "memory",
+    "memory_late_binding": "memory",
 }
 
 
@@ -167,7 +181,7 @@ def ratios(figures: Mapping[str, Any], missing: Mapping[str, str]) -> dict[str, 
     def absent(*keys: str) -> str | None:
         for key in keys:
             if figures.get(key) is None:
-                part = _PART_OF[key]
+                part = PART_OF[key]
                 return f"the {part} part {missing[part]}" if part in missing else f"{key} was not measured"
         return None
 

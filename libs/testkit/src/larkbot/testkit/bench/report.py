@@ -24,7 +24,7 @@ from typing import Any
 from larkbot.runtime.natsserver import EmbeddedNats
 
 from . import progress
-from .ratios import ratios
+from .ratios import PART_OF, ratios
 
 __all__ = ["KEYS", "MEASUREMENTS", "UnknownPart", "bench", "main", "select"]
 
@@ -199,28 +199,6 @@ def bench(*, quick: bool = False, only: Iterable[str] | None = None) -> dict[str
     return report
 
 
-#: The part whose run sets each figure of :data:`KEYS` (``ratios`` is derived, never ``null``).
-PART_OF_KEY: dict[str, str] = {
-    "limits": "limits",
-    "turn_overhead_ms": "turn",
-    "pipeline_events_per_s": "pipeline",
-    "cold_replay_1m_events_s": "pipeline",
-    "gateway_overhead_ms": "llm_gateway",
-    "cacheable_prefix_ratio": "driver",
-    "long_chat": "long_chat",
-    "long_chat_small": "long_chat",
-    "media_thumbnails_per_s": "media",
-    "media_frames_per_s": "media",
-    "transcription_overhead_ms": "media",
-    "resident_bytes_per_chat": "pipeline",
-    "chat_reload_ms": "pipeline",
-    "many_chats": "many_chats",
-    "scale": "scale",
-    "memory_search_ms": "memory",
-    "memory_late_binding": "memory",
-}
-
-
 def null_reasons(report: dict[str, Any], told: dict[str, str], missing: dict[str, str]) -> dict[str, str]:
     """Why each ``null`` figure of :data:`KEYS` is ``null``: what its part said, else that the part did
     not run or failed; a ``null`` no part explains is named as such, never left without a word."""
@@ -228,7 +206,7 @@ def null_reasons(report: dict[str, Any], told: dict[str, str], missing: dict[str
     for key in KEYS:
         if key == "ratios" or report.get(key) is not None:
             continue
-        part = PART_OF_KEY[key]
+        part = PART_OF[key]
         if key in told:
             out[key] = told[key]
         elif part in missing:
